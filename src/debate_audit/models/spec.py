@@ -1,0 +1,55 @@
+"""Model specifications as written in the config (`models:` section)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Source = Literal["hf", "gguf-package", "local", "openai"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    source: Source
+    id: str | None = None  # hub id (hf), package name (gguf-package) or model name (openai)
+    path: str | None = None  # local directory (local)
+    revision: str | None = None
+    gguf_file: str | None = None
+    dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
+    device: str = "auto"
+    batch_size: int = 8
+    base_url: str | None = None  # openai: an OpenAI-compatible server (vLLM)
+    api_key_env: str | None = None  # openai: name of the environment variable holding the key
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, name: str, entry: dict[str, Any]) -> ModelSpec:
+        known = {f for f in cls.__dataclass_fields__ if f not in ("name", "extra")}
+        unknown = set(entry) - known
+        if unknown:
+            raise ValueError(f"models.{name}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
+        spec = cls(name=name, **entry)
+        required = {"hf": "id", "gguf-package": "id", "local": "path", "openai": "id"}[spec.source]
+        if getattr(spec, required) is None:
+            raise ValueError(f"models.{name}: source {spec.source!r} needs the key {required!r}")
+        if spec.source == "gguf-package" and spec.gguf_file is None:
+            raise ValueError(f"models.{name}: source 'gguf-package' needs the key 'gguf_file'")
+        return spec
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype == "auto":
+        # bf16 matmul on these CPUs is ~100x slower than fp32.
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
