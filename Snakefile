@@ -13,6 +13,11 @@ validate(config, "config/schema.yaml")
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"
+include: "rules/cwpor.smk"
+include: "rules/debate.smk"
+include: "rules/verifier.smk"
+include: "rules/paraphrase.smk"
+include: "rules/audit.smk"
 
 
 rule all:

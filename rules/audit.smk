@@ -1,0 +1,1 @@
+# Rules for this stage are added by its owner; see DESIGN.md.
