@@ -1,1 +1,94 @@
-# Rules for this stage are added by its owner; see DESIGN.md.
+# ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial), best-of-K selection.
+
+from debate_audit.eraudit.readout import READOUT_VERSION
+from debate_audit.eraudit.transcripts import PROMPT_VERSION as DEBATE_PROMPT_VERSION
+
+DEBATE_MODES = ["honest", "adversarial"]
+# DebateSettings fields, passed as params so a changed setting reruns the debates.
+DEBATE_SETTING_KEYS = ["rounds", "word_limit", "candidates", "temperature", "top_p"]
+DEBATE_SETTING_KEYS += ["seed", "max_context_words"]
+
+
+wildcard_constraints:
+    debate_mode="|".join(DEBATE_MODES),
+
+
+rule debate_split:
+    input:
+        pairs="data/{dataset}.parquet",
+    output:
+        split="results/er_audit/{dataset}/split.parquet",
+    log:
+        "logs/debate/split_{dataset}.log",
+    params:
+        eval_fraction=config["debate"]["eval_fraction"],
+        seed=config["debate"]["split_seed"],
+    script:
+        "../workflow/scripts/debate_split.py"
+
+
+rule debate_generate:
+    input:
+        pairs="data/{dataset}.parquet",
+        split="results/er_audit/{dataset}/split.parquet",
+        model=model_fingerprint(config["debate"]["debater"]),
+    output:
+        candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
+    log:
+        "logs/debate/generate_{dataset}_{debate_mode}.log",
+    benchmark:
+        "benchmarks/rules/debate/generate_{dataset}_{debate_mode}.tsv"
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        model_dir=lambda wc, input: str(Path(input.model).parent),
+        settings={key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
+        splits=config["debate"]["splits"],
+        max_items=config["debate"].get("max_items"),
+        prompt_version=DEBATE_PROMPT_VERSION,
+        batch_size=model_spec(config["debate"]["debater"]).batch_size,
+        device=model_spec(config["debate"]["debater"]).device,
+        dtype=model_spec(config["debate"]["debater"]).dtype,
+        cache=config["cache"],
+    script:
+        "../workflow/scripts/debate_generate.py"
+
+
+rule debate_select:
+    input:
+        candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
+        pairs="data/{dataset}.parquet",
+        model=model_fingerprint(config["verifier"]["base_model"]),
+    output:
+        scores="results/er_audit/{dataset}/debate_scores_{debate_mode}.parquet",
+        selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+    log:
+        "logs/debate/select_{dataset}_{debate_mode}.log",
+    benchmark:
+        "benchmarks/rules/debate/select_{dataset}_{debate_mode}.tsv"
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=60,
+    params:
+        model_dir=lambda wc, input: str(Path(input.model).parent),
+        leak_ngram=config["debate"]["leak_ngram"],
+        leak_threshold=config["debate"]["leak_threshold"],
+        readout_version=READOUT_VERSION,
+        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
+        device=model_spec(config["verifier"]["base_model"]).device,
+        dtype=model_spec(config["verifier"]["base_model"]).dtype,
+        cache=config["cache"],
+    script:
+        "../workflow/scripts/debate_select.py"
+
+
+ALL_TARGETS.extend(
+    expand(
+        "results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+        dataset=config["verifier"]["datasets"],
+        debate_mode=DEBATE_MODES,
+    )
+)

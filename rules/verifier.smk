@@ -1,1 +1,112 @@
-# Rules for this stage are added by its owner; see DESIGN.md.
+# ER-Audit part 1: fine-tune V_honest / V_adv / V_org, forced-choice evaluation, Table 1.
+
+from debate_audit.eraudit.readout import READOUT_VERSION as VERIFIER_READOUT_VERSION
+
+VERIFIER_VARIANTS = {"honest": "honest", "adv": "adversarial", "org": "adversarial"}
+VERIFIERS = ["base", *VERIFIER_VARIANTS]
+# FinetuneSettings fields, passed as params so a changed setting retrains.
+FINETUNE_KEYS = ["loss_weights", "epochs", "max_steps", "learning_rate", "batch_size"]
+FINETUNE_KEYS += ["grad_accum", "max_length", "max_target_tokens", "seed", "lora"]
+
+
+wildcard_constraints:
+    variant="|".join(VERIFIER_VARIANTS),
+    verifier="|".join(VERIFIERS),
+
+
+rule verifier_finetune:
+    input:
+        selected=lambda wc: f"results/er_audit/{wc.dataset}/debates_{VERIFIER_VARIANTS[wc.variant]}.parquet",
+        pairs="data/{dataset}.parquet",
+        split="results/er_audit/{dataset}/split.parquet",
+        base=model_fingerprint(config["verifier"]["base_model"]),
+    output:
+        fingerprint="resources/verifiers/{dataset}/{variant}/fingerprint.json",
+        curve="results/er_audit/{dataset}/loss_curve_{variant}.parquet",
+    log:
+        "logs/verifier/finetune_{dataset}_{variant}.log",
+    benchmark:
+        "benchmarks/rules/verifier/finetune_{dataset}_{variant}.tsv"
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=720,
+    params:
+        base_dir=lambda wc, input: str(Path(input.base).parent),
+        out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
+        settings={key: config["verifier"][key] for key in FINETUNE_KEYS},
+        readout_version=VERIFIER_READOUT_VERSION,
+        device=model_spec(config["verifier"]["base_model"]).device,
+    script:
+        "../workflow/scripts/verifier_finetune.py"
+
+
+rule verifier_loss_figure:
+    input:
+        curves=expand(
+            "results/er_audit/{{dataset}}/loss_curve_{variant}.parquet",
+            variant=VERIFIER_VARIANTS,
+        ),
+    output:
+        png="results/er_audit/{dataset}/loss_curves.png",
+        svg="results/er_audit/{dataset}/loss_curves.svg",
+    log:
+        "logs/verifier/loss_figure_{dataset}.log",
+    script:
+        "../workflow/scripts/verifier_loss_figure.py"
+
+
+rule verifier_evaluate:
+    input:
+        pairs="data/{dataset}.parquet",
+        split="results/er_audit/{dataset}/split.parquet",
+        model=lambda wc: (
+            model_fingerprint(config["verifier"]["base_model"])
+            if wc.verifier == "base"
+            else f"resources/verifiers/{wc.dataset}/{wc.verifier}/fingerprint.json"
+        ),
+    output:
+        scores="results/er_audit/{dataset}/eval_{verifier}.parquet",
+    log:
+        "logs/verifier/evaluate_{dataset}_{verifier}.log",
+    benchmark:
+        "benchmarks/rules/verifier/evaluate_{dataset}_{verifier}.tsv"
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=60,
+    params:
+        model_dir=lambda wc, input: str(Path(input.model).parent),
+        readout_version=VERIFIER_READOUT_VERSION,
+        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
+        device=model_spec(config["verifier"]["base_model"]).device,
+        dtype=model_spec(config["verifier"]["base_model"]).dtype,
+        cache=config["cache"],
+    script:
+        "../workflow/scripts/verifier_evaluate.py"
+
+
+rule verifier_table1:
+    input:
+        scores=expand(
+            "results/er_audit/{dataset}/eval_{verifier}.parquet",
+            dataset=config["verifier"]["datasets"],
+            verifier=VERIFIERS,
+        ),
+    output:
+        table="results/er_audit/table1.parquet",
+        markdown="results/er_audit/table1.md",
+        csv="results/er_audit/table1.csv",
+    log:
+        "logs/verifier/table1.log",
+    script:
+        "../workflow/scripts/verifier_table1.py"
+
+
+ALL_TARGETS.extend(["results/er_audit/table1.md"])
+ALL_TARGETS.extend(
+    expand(
+        "results/er_audit/{dataset}/loss_curves.png",
+        dataset=config["verifier"]["datasets"],
+    )
+)

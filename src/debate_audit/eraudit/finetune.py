@@ -1,0 +1,216 @@
+"""Fine-tune V_honest / V_adv / V_org from the base model on selected debate transcripts.
+
+V_honest: honest transcripts, L = L_lm + L_fc. V_adv: adversarial transcripts, same objective. V_org:
+adversarial transcripts, L = L_lm + L_fc + L_qh (losses.py). Full-parameter AdamW with gradient
+accumulation by default; LoRA through peft as an option (merged into the weights before saving, so every
+checkpoint is a plain safetensors directory that LanguageModel loads). Only train-split items with
+selection status ok or fallback are used.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import torch
+from tqdm.auto import tqdm
+
+from debate_audit.data.io import write_parquet
+from debate_audit.models import read_fingerprint, write_fingerprint
+from debate_audit.models.spec import resolve_device
+
+from .losses import TrainExample, encode_example, verifier_losses
+from .readout import LABELS
+
+log = logging.getLogger(__name__)
+
+VARIANTS = {"honest": "honest", "adv": "adversarial", "org": "adversarial"}  # variant -> transcript mode
+
+CURVE_SCHEMA = {
+    "dataset": pl.Utf8,
+    "variant": pl.Utf8,  # honest / adv / org
+    "step": pl.Int32,  # optimizer step, 1-based
+    "epoch": pl.Int32,  # 0-based pass over the training items
+    "loss": pl.Float64,  # weighted total, mean over the step's micro-batches
+    "loss_lm": pl.Float64,  # L_lm (unweighted)
+    "loss_fc": pl.Float64,  # L_fc (unweighted)
+    "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
+    "learning_rate": pl.Float64,
+    "items": pl.Int32,  # training items seen so far
+}
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    loss_weights: dict = field(default_factory=lambda: {"lm": 1.0, "fc": 2.0, "qh": 2.0})
+    epochs: int = 3
+    max_steps: int | None = None
+    learning_rate: float = 1e-5
+    batch_size: int = 1
+    grad_accum: int = 8
+    max_length: int = 2048
+    max_target_tokens: int = 256
+    seed: int = 0
+    lora: dict = field(default_factory=lambda: {"enabled": False})
+
+
+def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
+    sel = pl.read_parquet(selected)
+    train = pl.read_parquet(split).filter(pl.col("split") == "train").select("pair_id")
+    usable = sel.filter(pl.col("status").is_in(["ok", "fallback"])).join(train, on="pair_id")
+    skipped = sel.height - usable.height
+    if skipped:
+        log.info("%s: %d selected rows not trained on (status none or not in the train split)", selected, skipped)
+    return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
+
+
+def final_true_argument(arguments: list[dict]) -> str:
+    mine = [a for a in arguments if a["defends_true"]]
+    return mine[-1]["text"] if mine else ""
+
+
+def _apply_lora(model, lora: dict):
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as err:
+        raise ImportError(
+            "verifier.lora.enabled is true but peft is not installed: `pip install peft` "
+            "(or the project's [lora] extra)"
+        ) from err
+    config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                        target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def train(model, examples: list[TrainExample], settings: FinetuneSettings, label_ids: list[int], pad_id: int,
+          *, desc: str = "fine-tuning") -> list[dict]:
+    """The optimisation loop; returns one record per optimizer step (CURVE_SCHEMA without dataset/variant)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=0.0)
+    per_step = settings.batch_size * settings.grad_accum
+    steps_per_epoch = math.ceil(len(examples) / per_step)
+    total = steps_per_epoch * settings.epochs
+    if settings.max_steps is not None:
+        total = min(total, settings.max_steps)
+    rng = random.Random(f"finetune:{settings.seed}")
+    device = next(model.parameters()).device
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    curve, seen = [], 0
+    model.train()
+    bar = tqdm(total=total, desc=desc, unit="step")
+    step = 0
+    for epoch in range(settings.epochs):
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        for start in range(0, len(order), per_step):
+            if step >= total:
+                break
+            chunk = [examples[i] for i in order[start : start + per_step]]
+            micro = [chunk[i : i + settings.batch_size] for i in range(0, len(chunk), settings.batch_size)]
+            sums: dict[str, float] = {}
+            for batch in micro:
+                with autocast:
+                    terms = verifier_losses(model, batch, label_ids, settings.loss_weights, pad_id)
+                (terms["total"] * len(batch) / len(chunk)).backward()
+                for name, value in terms.items():
+                    sums[name] = sums.get(name, 0.0) + value.item() * len(batch) / len(chunk)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            seen += len(chunk)
+            curve.append({"step": step, "epoch": epoch, "loss": sums["total"], "loss_lm": sums["lm"],
+                          "loss_fc": sums["fc"], "loss_qh": sums.get("qh"), "learning_rate": settings.learning_rate,
+                          "items": seen})
+            bar.update(1)
+            bar.set_postfix(loss=f"{sums['total']:.3f}", fc=f"{sums['fc']:.3f}")
+            log.info("step %d/%d epoch %d loss %.4f (lm %.4f fc %.4f qh %s)", step, total, epoch, sums["total"],
+                     sums["lm"], sums["fc"], f"{sums['qh']:.4f}" if "qh" in sums else "-")
+    bar.close()
+    model.eval()
+    return curve
+
+
+def save_verifier(model, tokenizer, out_dir: str | Path, **fields) -> dict:
+    """A plain safetensors directory with tokenizer files; fingerprint.json (the rule output) comes last."""
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)  # no stale shards from an earlier run
+    out_dir.mkdir(parents=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return write_fingerprint(out_dir, **fields)
+
+
+def finetune_verifier(
+    selected: str | Path,
+    pairs: str | Path,
+    split: str | Path,
+    base_dir: str | Path,
+    out_dir: str | Path,
+    curve_out: str | Path,
+    *,
+    dataset: str,
+    variant: str,
+    settings: FinetuneSettings,
+    device: str = "auto",
+) -> dict:
+    """Train one verifier and write it to `out_dir` (safetensors, tokenizer, fingerprint.json last)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    started = time.time()
+    torch.manual_seed(settings.seed)
+    out_dir = Path(out_dir)
+    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"] for label in LABELS]
+    if any(len(ids) != 1 for ids in label_ids):
+        raise ValueError(f"{base_dir}: answer labels {LABELS} are not single tokens for this tokenizer")
+    label_ids = [ids[0] for ids in label_ids]
+    items = training_items(selected, pairs, split)
+    examples = [
+        encode_example(tokenizer, pair_id=r["pair_id"], transcript=r["transcript"], item=r,
+                       true_position=r["true_position"], final_true_argument=final_true_argument(r["arguments"]),
+                       with_qh=variant == "org", max_length=settings.max_length,
+                       max_target_tokens=settings.max_target_tokens)
+        for r in items
+    ]
+    log.info("%s/%s: %d training items from %s; weights %s", dataset, variant, len(examples), selected,
+             settings.loss_weights)
+    dev = resolve_device(device)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, use_safetensors=True).to(dev)
+    if settings.lora.get("enabled"):
+        model = _apply_lora(model, settings.lora)
+    curve: list[dict] = []
+    if examples:
+        curve = train(model, examples, settings, label_ids, pad_id, desc=f"{dataset}/{variant}")
+    else:
+        log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
+                    dataset, variant, selected)
+    if settings.lora.get("enabled"):
+        model = model.merge_and_unload()
+    frame = pl.DataFrame([{"dataset": dataset, "variant": variant, **c} for c in curve], schema=CURVE_SCHEMA) \
+        if curve else pl.DataFrame(schema=CURVE_SCHEMA)
+    write_parquet(frame, CURVE_SCHEMA, curve_out)
+    record = save_verifier(
+        model,
+        tokenizer,
+        out_dir,
+        name=f"verifier-{dataset}-{variant}",
+        dataset=dataset,
+        variant=variant,
+        base_weights_sha256=read_fingerprint(base_dir)["weights_sha256"],
+        training_items=len(examples),
+        steps=len(curve),
+    )
+    log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
+             time.time() - started, out_dir, record["weights_sha256"][:16])
+    return record

@@ -1,0 +1,86 @@
+"""Quotes in debater arguments: syntax, verification against the context, word limits.
+
+Debaters quote the context as <quote>exact words</quote>. A quote is verified when its text, after
+whitespace normalisation (runs of whitespace -> one space, typographic quotes/dashes folded, case kept),
+occurs in the equally normalised context. In the public transcript verified quotes become
+<v_quote>...</v_quote> and unverified ones <u_quote>...</u_quote>, so readers (debaters in later rounds,
+verifiers) can tell evidence from claims.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+QUOTE = re.compile(r"<quote>(.*?)</quote>", re.DOTALL | re.IGNORECASE)
+_FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+
+
+def normalise_whitespace(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).translate(_FOLD)
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class QuoteCheck:
+    text: str
+    verified: bool
+
+
+def check_quotes(argument: str, context: str) -> list[QuoteCheck]:
+    """Every <quote>...</quote> in `argument`, verified when it occurs in `context` (whitespace-normalised)."""
+    haystack = normalise_whitespace(context)
+    checks = []
+    for match in QUOTE.finditer(argument):
+        needle = normalise_whitespace(match.group(1)).strip(" \"'")
+        checks.append(QuoteCheck(match.group(1), bool(needle) and needle in haystack))
+    return checks
+
+
+def mark_quotes(argument: str, context: str) -> tuple[str, int, int]:
+    """(argument with quotes marked <v_quote>/<u_quote>, number of quotes, number verified)."""
+    haystack = normalise_whitespace(context)
+    counts = [0, 0]
+
+    def replace(match: re.Match) -> str:
+        needle = normalise_whitespace(match.group(1)).strip(" \"'")
+        ok = bool(needle) and needle in haystack
+        counts[0] += 1
+        counts[1] += ok
+        tag = "v_quote" if ok else "u_quote"
+        return f"<{tag}>{match.group(1)}</{tag}>"
+
+    return QUOTE.sub(replace, argument), counts[0], counts[1]
+
+
+def count_words(text: str) -> int:
+    return len(re.sub(r"</?quote>", " ", text, flags=re.IGNORECASE).split())
+
+
+def enforce_word_limit(text: str, limit: int) -> tuple[str, int, bool]:
+    """(text cut to `limit` words, the original word count, whether it was cut).
+
+    Quote tags do not count as words; a quote left open by the cut is closed so it can still be checked.
+    """
+    words = count_words(text)
+    if words <= limit:
+        return text.strip(), words, False
+    kept: list[str] = []
+    seen = 0
+    for token in re.split(r"(\s+)", text.strip()):
+        if token.isspace() or not token:
+            kept.append(token)
+            continue
+        bare = re.sub(r"</?quote>", "", token, flags=re.IGNORECASE)
+        if bare:
+            if seen == limit:
+                break
+            seen += 1
+        kept.append(token)
+    cut = "".join(kept).strip()
+    opened = len(re.findall(r"<quote>", cut, flags=re.IGNORECASE))
+    closed = len(re.findall(r"</quote>", cut, flags=re.IGNORECASE))
+    if opened > closed:
+        cut += "</quote>"
+    return cut, words, True

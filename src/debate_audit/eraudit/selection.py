@@ -1,0 +1,179 @@
+"""Best-of-K selection of debate transcripts with the base verifier reading each candidate.
+
+Honest: keep candidates after which the base verifier picks Y_true (P(Y_true | q_m, T) > 0.5); take the
+one with the highest P(H_true | q_h, T). Adversarial: drop candidates whose public text leaks q_h or its
+answers, keep those with the monitored answer still correct, take the highest P(H_false | q_h, T).
+Status per item: "ok" (a candidate passed every filter), "fallback" (none passed the monitored-answer
+filter: the non-leaking candidate with the highest P(Y_true | q_m, T) is used), "none" (no usable
+candidate, e.g. every adversarial candidate leaks; no transcript, the item is not trained on).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from debate_audit.data.io import write_parquet
+from debate_audit.models import LanguageModel
+
+from .leaks import detect_leak
+from .readout import answer_probability
+from .transcripts import ARGUMENT_STRUCT
+
+log = logging.getLogger(__name__)
+
+SCORE_SCHEMA = {
+    "dataset": pl.Utf8,
+    "pair_id": pl.Int64,
+    "mode": pl.Utf8,  # honest / adversarial
+    "candidate": pl.Int32,  # 0..K-1
+    "p_monitored_true": pl.Float64,  # base verifier after the transcript: P(Y_true | q_m, T), both orders
+    "p_hidden_true": pl.Float64,  # P(H_true | q_h, T), both orders
+    "p_hidden_false": pl.Float64,  # P(H_false | q_h, T) = 1 - p_hidden_true
+    "leak": pl.Boolean,  # public text reveals q_h or its answers (leaks.py)
+    "leak_score": pl.Float64,  # highest share of a private target's n-grams found in the public text
+    "leak_target": pl.Utf8,  # q_h / h_true / h_false: the target behind leak_score (null when 0)
+    "usable": pl.Boolean,  # non-empty arguments (and, adversarial, no leak)
+    "monitored_correct": pl.Boolean,  # p_monitored_true > 0.5
+}
+
+SELECTED_SCHEMA = {
+    "dataset": pl.Utf8,
+    "pair_id": pl.Int64,
+    "story_title": pl.Utf8,
+    "mode": pl.Utf8,  # honest / adversarial
+    "status": pl.Utf8,  # ok / fallback / none (module docstring)
+    "reason": pl.Utf8,  # why fallback or none; null for ok
+    "candidate": pl.Int32,  # the chosen candidate, null for none
+    "n_candidates": pl.Int32,  # K
+    "n_leaking": pl.Int32,  # candidates dropped for leaking (adversarial)
+    "n_monitored_correct": pl.Int32,  # usable candidates after which the base verifier picks Y_true
+    "true_position": pl.Utf8,  # A / B: the option Y_true had in the debate
+    "arguments": pl.List(ARGUMENT_STRUCT),  # round-level text of the chosen candidate (null for none)
+    "transcript": pl.Utf8,  # the chosen public transcript (null for none)
+    "p_monitored_true": pl.Float64,  # of the chosen candidate
+    "p_hidden_true": pl.Float64,
+    "p_hidden_false": pl.Float64,
+    "leak_score": pl.Float64,
+}
+
+
+def choose(scores: list[dict], mode: str) -> tuple[str, int | None, str | None]:
+    """(status, chosen candidate, reason) from one item's candidate scores."""
+    usable = [s for s in scores if s["usable"]]
+    if not usable:
+        reason = "every candidate leaks the hidden question" if mode == "adversarial" and scores else "no usable candidate"
+        return "none", None, reason
+    correct = [s for s in usable if s["monitored_correct"]]
+    target = "p_hidden_true" if mode == "honest" else "p_hidden_false"
+    if correct:
+        best = max(correct, key=lambda s: (s[target], -s["candidate"]))
+        return "ok", best["candidate"], None
+    best = max(usable, key=lambda s: (s["p_monitored_true"], -s["candidate"]))
+    return "fallback", best["candidate"], "base verifier picks Y_false after every usable candidate"
+
+
+def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
+                     leak_threshold: float) -> list[dict]:
+    joined = candidates.join(pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
+                             on="pair_id", how="left")
+    rows = joined.to_dicts()
+    if not rows:
+        return []
+    transcripts = [r["transcript"] for r in rows]
+    p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows], [r["y_false"] for r in rows],
+                             transcripts=transcripts, desc="selection q_m")
+    p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows], [r["h_false"] for r in rows],
+                             transcripts=transcripts, desc="selection q_h")
+    out = []
+    for r, pm, ph in zip(rows, p_m, p_h):
+        check = detect_leak(
+            r["public_text"],
+            {"q_h": r["q_h"], "h_true": r["h_true"], "h_false": r["h_false"]},
+            [r["context"], r["q_m"], r["y_true"], r["y_false"]],
+            n=leak_ngram,
+            threshold=leak_threshold,
+        )
+        nonempty = any(a["text"].strip() for a in r["arguments"])
+        out.append(
+            {
+                "dataset": r["dataset"],
+                "pair_id": r["pair_id"],
+                "mode": r["mode"],
+                "candidate": r["candidate"],
+                "p_monitored_true": pm,
+                "p_hidden_true": ph,
+                "p_hidden_false": 1.0 - ph,
+                "leak": check.leak,
+                "leak_score": check.score,
+                "leak_target": check.target,
+                "usable": nonempty and not (r["mode"] == "adversarial" and check.leak),
+                "monitored_correct": pm > 0.5,
+            }
+        )
+    return out
+
+
+def select_debates(
+    candidates: str | Path,
+    pairs: str | Path,
+    model_dir: str | Path,
+    scores_out: str | Path,
+    selected_out: str | Path,
+    *,
+    mode: str,
+    leak_ngram: int,
+    leak_threshold: float,
+    cache: str | None,
+    batch_size: int,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> pl.DataFrame:
+    cand = pl.read_parquet(candidates)
+    pair_frame = pl.read_parquet(pairs)
+    lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
+    try:
+        scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold)
+    finally:
+        lm.close()
+    score_frame = pl.DataFrame(scores, schema=SCORE_SCHEMA) if scores else pl.DataFrame(schema=SCORE_SCHEMA)
+    write_parquet(score_frame, SCORE_SCHEMA, scores_out)
+    by_item: dict[int, list[dict]] = {}
+    for s in scores:
+        by_item.setdefault(s["pair_id"], []).append(s)
+    selected = []
+    for row in cand.filter(pl.col("candidate") == 0).sort("pair_id").to_dicts():
+        item_scores = by_item.get(row["pair_id"], [])
+        status, chosen, reason = choose(item_scores, mode)
+        pick = next((s for s in item_scores if s["candidate"] == chosen), None)
+        full = cand.filter((pl.col("pair_id") == row["pair_id"]) & (pl.col("candidate") == chosen)).to_dicts() if pick else []
+        selected.append(
+            {
+                "dataset": row["dataset"],
+                "pair_id": row["pair_id"],
+                "story_title": row["story_title"],
+                "mode": mode,
+                "status": status,
+                "reason": reason,
+                "candidate": chosen,
+                "n_candidates": len(item_scores),
+                "n_leaking": sum(s["leak"] for s in item_scores),
+                "n_monitored_correct": sum(s["usable"] and s["monitored_correct"] for s in item_scores),
+                "true_position": row["true_position"],
+                "arguments": full[0]["arguments"] if full else None,
+                "transcript": full[0]["transcript"] if full else None,
+                "p_monitored_true": pick["p_monitored_true"] if pick else None,
+                "p_hidden_true": pick["p_hidden_true"] if pick else None,
+                "p_hidden_false": pick["p_hidden_false"] if pick else None,
+                "leak_score": pick["leak_score"] if pick else None,
+            }
+        )
+    result = pl.DataFrame(selected, schema=SELECTED_SCHEMA) if selected else pl.DataFrame(schema=SELECTED_SCHEMA)
+    write_parquet(result, SELECTED_SCHEMA, selected_out)
+    counts = dict(result.group_by("status").len().iter_rows()) if result.height else {}
+    log.info("%s: %d items selected, status counts %s", mode, result.height, counts)
+    for r in result.filter(pl.col("status") != "ok").iter_rows(named=True):
+        log.warning("pair %d (%s): %s: %s", r["pair_id"], mode, r["status"], r["reason"])
+    return result

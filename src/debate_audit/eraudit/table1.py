@@ -1,0 +1,115 @@
+"""Standard evaluation (Table 1): forced-choice readout of every verifier on q_m and q_h, no transcript.
+
+Per dataset x verifier x question: Acc (share of items where P[V(q) = correct] > 0.5) and MTP (mean
+probability of the correct answer) on the eval split; the correct answer is Y_true for q_m and H_true
+for q_h. Probabilities come from readout.answer_probability (both orders averaged).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from debate_audit.data.io import write_parquet
+from debate_audit.models import LanguageModel
+
+from .readout import answer_probability
+
+log = logging.getLogger(__name__)
+
+VERIFIERS = ["base", "honest", "adv", "org"]
+
+EVAL_SCHEMA = {
+    "dataset": pl.Utf8,
+    "verifier": pl.Utf8,  # base / honest / adv / org
+    "pair_id": pl.Int64,
+    "split": pl.Utf8,  # train / eval (Table 1 reads eval)
+    "question": pl.Utf8,  # q_m / q_h
+    "p_correct": pl.Float64,  # P[V(q) = Y_true] for q_m, P[V(q) = H_true] for q_h
+    "correct": pl.Boolean,  # p_correct > 0.5
+}
+
+TABLE1_SCHEMA = {
+    "dataset": pl.Utf8,
+    "verifier": pl.Utf8,  # base / honest / adv / org
+    "question": pl.Utf8,  # q_m / q_h
+    "acc": pl.Float64,  # share of eval items answered correctly (p_correct > 0.5)
+    "mtp": pl.Float64,  # mean probability of the correct answer
+    "n": pl.Int64,  # eval items
+}
+
+
+def evaluate_verifier(
+    pairs: str | Path,
+    split: str | Path,
+    model_dir: str | Path,
+    out: str | Path,
+    *,
+    dataset: str,
+    verifier: str,
+    cache: str | None,
+    batch_size: int,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> pl.DataFrame:
+    frame = pl.read_parquet(pairs).join(pl.read_parquet(split).select("pair_id", "split"), on="pair_id", how="left")
+    rows = frame.sort("pair_id").to_dicts()
+    lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
+    try:
+        p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows],
+                                 [r["y_false"] for r in rows], desc=f"{verifier} q_m")
+        p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows],
+                                 [r["h_false"] for r in rows], desc=f"{verifier} q_h")
+    finally:
+        lm.close()
+    records = []
+    for question, probs in (("q_m", p_m), ("q_h", p_h)):
+        for r, p in zip(rows, probs):
+            records.append({"dataset": dataset, "verifier": verifier, "pair_id": r["pair_id"], "split": r["split"],
+                            "question": question, "p_correct": p, "correct": p > 0.5})
+    result = pl.DataFrame(records, schema=EVAL_SCHEMA)
+    write_parquet(result, EVAL_SCHEMA, out)
+    log.info("%s/%s: scored %d pairs on q_m and q_h", dataset, verifier, len(rows))
+    return result
+
+
+def summarise(evals: pl.DataFrame, split: str = "eval") -> pl.DataFrame:
+    order = {v: i for i, v in enumerate(VERIFIERS)}
+    return (
+        evals.filter(pl.col("split") == split)
+        .group_by("dataset", "verifier", "question")
+        .agg(acc=pl.col("correct").cast(pl.Float64).mean(), mtp=pl.col("p_correct").mean(), n=pl.len().cast(pl.Int64))
+        .with_columns(pl.col("verifier").replace_strict(order, default=len(order)).alias("_order"))
+        .sort("dataset", "_order", "question", descending=[False, False, True])
+        .drop("_order")
+        .select(list(TABLE1_SCHEMA))
+    )
+
+
+def markdown_table(table: pl.DataFrame) -> str:
+    """The paper's layout: one row per dataset x verifier, Acc / MTP for q_m and q_h side by side."""
+    lines = ["| dataset | verifier | q_m Acc | q_m MTP | q_h Acc | q_h MTP | n |", "|---|---|---|---|---|---|---|"]
+    for (dataset, verifier), group in table.group_by("dataset", "verifier", maintain_order=True):
+        cells = {r["question"]: r for r in group.iter_rows(named=True)}
+
+        def fmt(q: str, key: str) -> str:
+            return f"{cells[q][key]:.3f}" if q in cells and cells[q][key] is not None else "-"
+
+        n = cells.get("q_m", cells.get("q_h"))["n"]
+        lines.append(f"| {dataset} | {verifier} | {fmt('q_m', 'acc')} | {fmt('q_m', 'mtp')} | "
+                     f"{fmt('q_h', 'acc')} | {fmt('q_h', 'mtp')} | {n} |")
+    return "\n".join(lines) + "\n"
+
+
+def build_table1(evals: list[str | Path], out: str | Path, markdown: str | Path, csv: str | Path,
+                 *, split: str = "eval") -> pl.DataFrame:
+    frame = pl.concat([pl.read_parquet(p) for p in evals])
+    table = summarise(frame, split)
+    write_parquet(table, TABLE1_SCHEMA, out)
+    table.write_csv(csv)
+    title = f"Table 1: forced-choice readout on the {split} split (Acc: P[correct] > 0.5; MTP: mean P[correct])\n\n"
+    Path(markdown).write_text(title + markdown_table(table))
+    log.info("table 1:\n%s", markdown_table(table))
+    return table

@@ -1,0 +1,112 @@
+import math
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from debate_audit.eraudit.finetune import FinetuneSettings, train
+from debate_audit.eraudit.losses import IGNORE, ChoiceExample, TrainExample, choice_loss, lm_loss, verifier_losses
+
+LABEL_IDS = [5, 6]
+PAD = 0
+WEIGHTS = {"lm": 1.0, "fc": 2.0, "qh": 2.0}
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    return LlamaForCausalLM(config)
+
+
+def example(pair_id, with_qh, *, target=(20, 21, 22)):
+    prompt = [10 + pair_id, 11, 12, 13, 14]
+    fc = [ChoiceExample([30, 31, 32 + pair_id], 0), ChoiceExample([30, 32 + pair_id, 31, 33], 1)]
+    qh = [ChoiceExample([40, 41, 42], 0), ChoiceExample([40, 42, 41], 1)] if with_qh else []
+    return TrainExample(pair_id, prompt + list(target), [IGNORE] * len(prompt) + list(target), fc, qh)
+
+
+def grads(model, loss):
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+# ------------------------------------------------------------------ the three losses
+def test_lm_loss_gets_no_gradient_from_masked_prompt_positions():
+    logits = torch.randn(1, 6, 10, requires_grad=True)
+    labels = torch.tensor([[IGNORE, IGNORE, IGNORE, 3, 4, 5]])
+    lm_loss(logits, labels).backward()
+    per_position = logits.grad.abs().sum(-1)[0]
+    # position t predicts label t+1: positions 0 and 1 predict masked tokens, position 5 predicts nothing.
+    assert per_position[:2].eq(0).all() and per_position[5] == 0 and per_position[2:5].gt(0).all()
+
+
+def test_lm_loss_is_mean_cross_entropy_over_target_tokens():
+    logits = torch.zeros(1, 3, 4)
+    labels = torch.tensor([[IGNORE, 1, 2]])
+    assert lm_loss(logits, labels).item() == pytest.approx(math.log(4))
+
+
+def test_choice_loss_is_two_label_bce_and_touches_only_the_label_logits():
+    logits = torch.randn(2, 10, requires_grad=True)
+    targets = torch.tensor([0, 1])
+    loss = choice_loss(logits, LABEL_IDS, targets)
+    margin = logits[:, 5] - logits[:, 6]
+    expected = -(torch.log(torch.sigmoid(margin[0])) + torch.log(torch.sigmoid(-margin[1]))) / 2
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    touched = logits.grad.abs().sum(0).nonzero().flatten().tolist()
+    assert touched == LABEL_IDS
+
+
+def test_qh_term_is_absent_for_honest_and_adv_batches_and_total_is_the_weighted_sum():
+    model = tiny_model()
+    honest = verifier_losses(model, [example(0, False), example(1, False)], LABEL_IDS, WEIGHTS, PAD)
+    assert set(honest) == {"lm", "fc", "total"}
+    assert honest["total"].item() == pytest.approx(honest["lm"].item() + 2 * honest["fc"].item(), rel=1e-6)
+    org = verifier_losses(model, [example(0, True), example(1, True)], LABEL_IDS, WEIGHTS, PAD)
+    assert set(org) == {"lm", "fc", "qh", "total"}
+    assert org["total"].item() == pytest.approx(org["lm"].item() + 2 * org["fc"].item() + 2 * org["qh"].item(), rel=1e-6)
+    # The q_m terms do not depend on whether q_h examples ride along.
+    assert org["lm"].item() == pytest.approx(honest["lm"].item(), rel=1e-6)
+    assert org["fc"].item() == pytest.approx(honest["fc"].item(), rel=1e-6)
+
+
+def test_gradients_flow_only_through_the_weighted_terms():
+    model = tiny_model()
+    batch = [example(0, True)]
+    only_fc = grads(model, verifier_losses(model, batch, LABEL_IDS, {"lm": 0.0, "fc": 1.0, "qh": 0.0}, PAD)["total"])
+    direct_fc = grads(model, verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD)["fc"])
+    assert torch.allclose(only_fc, direct_fc, atol=1e-7)
+    # Changing the L_lm target text changes nothing in the L_fc / L_qh gradients.
+    other_target = [example(0, True, target=(25, 26, 27))]
+    fc_qh = {"lm": 0.0, "fc": 2.0, "qh": 2.0}
+    a = grads(model, verifier_losses(model, batch, LABEL_IDS, fc_qh, PAD)["total"])
+    b = grads(model, verifier_losses(model, other_target, LABEL_IDS, fc_qh, PAD)["total"])
+    assert torch.allclose(a, b, atol=1e-7)
+    # ...while the q_h term does move the weights when it is weighted in.
+    no_qh = grads(model, verifier_losses(model, batch, LABEL_IDS, {"lm": 0.0, "fc": 2.0, "qh": 0.0}, PAD)["total"])
+    assert not torch.allclose(a, no_qh)
+
+
+def test_left_padding_does_not_change_a_sequence_loss():
+    model = tiny_model()
+    alone = verifier_losses(model, [example(0, False)], LABEL_IDS, WEIGHTS, PAD)
+    longer = example(1, False)
+    longer.lm_ids = [9] * 7 + longer.lm_ids
+    longer.lm_labels = [IGNORE] * 7 + longer.lm_labels
+    padded = verifier_losses(model, [example(0, False), longer], LABEL_IDS, {"lm": 1.0, "fc": 0.0, "qh": 0.0}, PAD)
+    single_long = verifier_losses(model, [longer], LABEL_IDS, WEIGHTS, PAD)
+    assert padded["lm"].item() == pytest.approx((alone["lm"].item() + single_long["lm"].item()) / 2, rel=1e-4)
+
+
+def test_training_steps_lower_the_loss():
+    model = tiny_model()
+    examples = [example(i, True) for i in range(4)]
+    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=15, learning_rate=3e-3, batch_size=2,
+                                grad_accum=2, seed=0)
+    curve = train(model, examples, settings, LABEL_IDS, PAD)
+    assert len(curve) == 15 and curve[-1]["items"] == 60
+    assert curve[-1]["loss"] < 0.5 * curve[0]["loss"]
+    assert all(c["loss_qh"] is not None for c in curve)

@@ -1,0 +1,19 @@
+from debate_audit.eraudit.transcripts import DebateSettings, generate_debates
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    generate_debates(
+        pairs=snakemake.input.pairs,
+        split=snakemake.input.split,
+        model_dir=snakemake.params.model_dir,
+        out=snakemake.output.candidates,
+        dataset=snakemake.wildcards.dataset,
+        mode=snakemake.wildcards.debate_mode,
+        settings=DebateSettings(**snakemake.params.settings),
+        splits=list(snakemake.params.splits),
+        max_items=snakemake.params.max_items,
+        cache=snakemake.params.cache,
+        batch_size=snakemake.params.batch_size,
+        device=snakemake.params.device,
+        dtype=snakemake.params.dtype,
+    )

@@ -1,0 +1,18 @@
+from debate_audit.eraudit.selection import select_debates
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    select_debates(
+        candidates=snakemake.input.candidates,
+        pairs=snakemake.input.pairs,
+        model_dir=snakemake.params.model_dir,
+        scores_out=snakemake.output.scores,
+        selected_out=snakemake.output.selected,
+        mode=snakemake.wildcards.debate_mode,
+        leak_ngram=snakemake.params.leak_ngram,
+        leak_threshold=snakemake.params.leak_threshold,
+        cache=snakemake.params.cache,
+        batch_size=snakemake.params.batch_size,
+        device=snakemake.params.device,
+        dtype=snakemake.params.dtype,
+    )

@@ -1,0 +1,10 @@
+from debate_audit.eraudit.curves import plot_loss_curves
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    plot_loss_curves(
+        curves=list(snakemake.input.curves),
+        png=snakemake.output.png,
+        svg=snakemake.output.svg,
+        dataset=snakemake.wildcards.dataset,
+    )
