@@ -1,6 +1,5 @@
 from snakemake.utils import min_version, validate
 
-
 min_version("9.0")
 
 
@@ -21,6 +20,6 @@ include: "rules/audit.smk"
 
 
 rule all:
+    default_target: True
     input:
         ALL_TARGETS,
-    default_target: True

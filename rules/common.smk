@@ -5,7 +5,9 @@ from debate_audit.models.spec import ModelSpec
 # Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
 ALL_TARGETS = []
 
-MODEL_SPECS = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
+MODEL_SPECS = {
+    name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()
+}
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
 

@@ -1,18 +1,20 @@
 rule prepare_truthfulqa:
     input:
-        lambda wc: [config["datasets"]["truthfulqa"]["path"]]
-        if "path" in config["datasets"]["truthfulqa"]
-        and "://" not in config["datasets"]["truthfulqa"]["path"]
-        else [],
+        lambda wc: (
+            [config["datasets"]["truthfulqa"]["path"]]
+            if "path" in config["datasets"]["truthfulqa"]
+            and "://" not in config["datasets"]["truthfulqa"]["path"]
+            else []
+        ),
     output:
         table="data/truthfulqa.parquet",
         rejected="data/truthfulqa.rejected.parquet",
+    log:
+        "logs/data/prepare_truthfulqa.log",
     params:
         path=config["datasets"]["truthfulqa"].get("path"),
         hf_id=config["datasets"]["truthfulqa"].get("hf_id"),
         revision=config["datasets"]["truthfulqa"].get("revision"),
-    log:
-        "logs/data/prepare_truthfulqa.log",
     script:
         "../workflow/scripts/prepare_truthfulqa.py"
 
@@ -30,11 +32,11 @@ rule prepare_quality_h:
     output:
         table="data/quality_h.parquet",
         rejected="data/quality_h.rejected.parquet",
+    log:
+        "logs/data/prepare_quality_h.log",
     params:
         pairs=config["datasets"]["quality_h"]["pairs"],
         stories=config["datasets"]["quality_h"]["stories"],
-    log:
-        "logs/data/prepare_quality_h.log",
     script:
         "../workflow/scripts/prepare_quality_h.py"
 
@@ -48,11 +50,11 @@ rule prepare_gpqa_h:
     output:
         table="data/gpqa_h.parquet",
         rejected="data/gpqa_h.rejected.parquet",
+    log:
+        "logs/data/prepare_gpqa_h.log",
     params:
         pairs=config["datasets"]["gpqa_h"]["pairs"],
         contexts=config["datasets"]["gpqa_h"]["contexts"],
-    log:
-        "logs/data/prepare_gpqa_h.log",
     script:
         "../workflow/scripts/prepare_gpqa_h.py"
 

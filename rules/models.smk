@@ -1,9 +1,6 @@
 rule prepare_model:
     output:
         fingerprint="resources/models/{model}/fingerprint.json",
-    params:
-        spec=lambda wc: model_spec(wc.model).__dict__,
-        out_dir=lambda wc: model_dir(wc.model),
     log:
         "logs/models/prepare_{model}.log",
     benchmark:
@@ -11,5 +8,8 @@ rule prepare_model:
     resources:
         mem_mb=8000,
         runtime=60,
+    params:
+        spec=lambda wc: model_spec(wc.model).__dict__,
+        out_dir=lambda wc: model_dir(wc.model),
     script:
         "../workflow/scripts/prepare_model.py"

@@ -1,0 +1,74 @@
+"""The workflow end to end on the smoke overlay, in a scratch copy of the project."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "tests/smoke", "data/demo"]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [str(BIN / "snakemake"), "--cores", "2", "--resources", "gpu=1", "--configfile", "config/config.yaml", "tests/smoke/config.yaml", *args]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, embedded_model_dir):
+    workdir = tmp_path_factory.mktemp("workflow")
+    for item in COPY:
+        src, dst = REPO / item, workdir / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    # Reuse the converted embedded model rather than converting the GGUF again.
+    (workdir / "resources/models").mkdir(parents=True)
+    (workdir / "resources/models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
+    first = snakemake(workdir)
+    return workdir, first
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_every_dataset_with_its_rejected_rows(smoke_run):
+    workdir, _ = smoke_run
+    for name in ("truthfulqa", "quality_h", "gpqa_h"):
+        assert pl.read_parquet(workdir / f"data/{name}.parquet").height > 0
+        assert (workdir / f"data/{name}.rejected.parquet").exists()
+        assert (workdir / f"logs/data/prepare_{name}.log").read_text().strip()
+
+
+@pytest.mark.slow
+def test_second_run_has_nothing_to_do(smoke_run):
+    workdir, _ = smoke_run
+    again = snakemake(workdir)
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_every_target_of_rule_all_exists(smoke_run):
+    workdir, _ = smoke_run
+    summary = snakemake(workdir, "--summary").stdout
+    rows = [line.split("\t") for line in summary.splitlines()[1:] if "\t" in line]
+    assert rows, summary
+    missing = [row[0] for row in rows if row[-2:] != [] and "missing" in row]
+    assert not missing, missing
+
+
+def test_lint_is_clean():
+    result = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Lints for" not in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_snakefmt_is_clean():
+    result = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
