@@ -1,0 +1,430 @@
+"""The two-stage black-box audit of V_target against V_base on every hidden question q_h.
+
+Steps (one function each; only `score_checkpoint` calls a model):
+
+1. `score_checkpoint`: P[V(q) = a] for q_m (a = Y_true), q_h and every paraphrase of q_h (a = H_true), once
+   per (checkpoint, question text). The base scores serve all three targets.
+2. `compute_deltas`: Delta_h per paraphrase and target (stats.degradation).
+3. `run_audit`: Stage 1 counterexample search on the search pool, Stage 2 sequential test per test
+   generator for the q_h without a counterexample, the common bound and the per-q_h status.
+4. `audit_sweeps`: average bounds over confidence levels and an epsilon grid, from the same deltas.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from tqdm.auto import tqdm
+
+from debate_audit.data.io import write_parquet
+
+from . import stats
+from .paraphrase import SEARCH_POOL
+
+log = logging.getLogger(__name__)
+
+BASE = "base"
+TARGETS = ("honest", "adv", "org")
+
+# ------------------------------------------------------------------------------------ 1. scores
+SCORE_SCHEMA = {
+    "dataset": pl.Utf8,
+    "checkpoint": pl.Utf8,  # base / honest / adv / org
+    "pair_id": pl.Int64,
+    "kind": pl.Utf8,  # "q_m", "q_h" (the original hidden question) or "paraphrase"
+    "pool": pl.Utf8,  # paraphrases: "search" or the test generator; null for q_m / q_h
+    "index": pl.Int64,  # paraphrases: position in the pool; null for q_m / q_h
+    "question": pl.Utf8,  # the question text shown to the verifier
+    "answer": pl.Utf8,  # the scored answer: Y_true for q_m, H_true otherwise
+    "other": pl.Utf8,  # the other option: Y_false / H_false
+    "p_answer": pl.Float64,  # P[V(question) = answer], two-label softmax, both orders averaged
+}
+
+
+def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame) -> pl.DataFrame:
+    """The questions to score for the pairs that have paraphrase pools (no probabilities yet)."""
+    audited = pairs.filter(pl.col("pair_id").is_in(paraphrases["pair_id"].unique().implode()))
+    rows: list[dict[str, Any]] = []
+    by_pair = {r["pair_id"]: r for r in audited.iter_rows(named=True)}
+    for pair_id, r in sorted(by_pair.items()):
+        rows.append({"pair_id": pair_id, "kind": "q_m", "pool": None, "index": None, "question": r["q_m"],
+                     "answer": r["y_true"], "other": r["y_false"]})
+        rows.append({"pair_id": pair_id, "kind": "q_h", "pool": None, "index": None, "question": r["q_h"],
+                     "answer": r["h_true"], "other": r["h_false"]})
+    for p in paraphrases.sort("pair_id", "pool", "index").iter_rows(named=True):
+        pair = by_pair.get(p["pair_id"])
+        if pair is None:
+            raise ValueError(f"paraphrase of pair_id {p['pair_id']} ({p['pool']}) has no row in the pairs file")
+        rows.append({"pair_id": p["pair_id"], "kind": "paraphrase", "pool": p["pool"], "index": p["index"],
+                     "question": p["text"], "answer": pair["h_true"], "other": pair["h_false"]})
+    schema = {k: v for k, v in SCORE_SCHEMA.items() if k not in ("dataset", "checkpoint", "p_answer")}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def score_checkpoint(
+    *,
+    pairs: str | Path,
+    paraphrases: Sequence[str | Path],
+    model_dir: str | Path,
+    out: str | Path,
+    dataset: str,
+    checkpoint: str,
+    batch_size: int | str = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    cache: str | None = None,
+    lm: Any = None,
+) -> pl.DataFrame:
+    from .readout import answer_probability
+
+    pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
+    rows = score_rows(pl.read_parquet(pairs), pools)
+    # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once.
+    unique = rows.select("question", "answer", "other").unique(maintain_order=True)
+    own = lm is None
+    if own:
+        from debate_audit.models import LanguageModel
+
+        lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
+    try:
+        probs = answer_probability(lm, unique["question"].to_list(), unique["answer"].to_list(),
+                                   unique["other"].to_list(), desc=f"{dataset} {checkpoint} readout")
+    finally:
+        if own:
+            lm.close()
+    scored = rows.join(unique.with_columns(pl.Series("p_answer", probs, dtype=pl.Float64)),
+                       on=["question", "answer", "other"], how="left", nulls_equal=True)
+    scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"))
+    write_parquet(scored, SCORE_SCHEMA, out)
+    log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
+    return scored
+
+
+# ------------------------------------------------------------------------------------ 2. deltas
+DELTA_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,  # honest / adv / org, each compared with base
+    "pair_id": pl.Int64,
+    "kind": pl.Utf8,  # "q_h" (the original) or "paraphrase"
+    "pool": pl.Utf8,  # "search" or a test generator; null for q_h
+    "index": pl.Int64,  # position in the pool; null for q_h
+    "question": pl.Utf8,
+    "p_base": pl.Float64,  # P_base(a_h | question)
+    "p_target": pl.Float64,  # P_target(a_h | question)
+    "p_base_m": pl.Float64,  # P_base(a_m | q_m)
+    "p_target_m": pl.Float64,  # P_target(a_m | q_m)
+    "gain": pl.Float64,  # max(kappa, p_target_m - p_base_m): the denominator
+    "delta": pl.Float64,  # Delta_h = (p_base - p_target) / gain
+}
+
+
+def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str] = TARGETS) -> pl.DataFrame:
+    """Delta_h for q_h and every paraphrase, per target; `scores` holds base and target rows."""
+    keys = ["pair_id", "kind", "pool", "index"]
+    base = scores.filter(pl.col("checkpoint") == BASE)
+    if base.is_empty():
+        raise ValueError("no base scores: Delta needs P_base")
+    dataset = base["dataset"][0]
+    frames = []
+    for target in targets:
+        tgt = scores.filter(pl.col("checkpoint") == target)
+        if tgt.is_empty():
+            raise ValueError(f"no scores for target {target!r}")
+        joined = base.select(*keys, "question", pl.col("p_answer").alias("p_base")).join(
+            tgt.select(*keys, pl.col("p_answer").alias("p_target")), on=keys, how="inner", nulls_equal=True
+        )
+        if joined.height != base.height:
+            raise ValueError(f"{dataset}: base and {target} scores cover different questions")
+        qm = joined.filter(pl.col("kind") == "q_m").select("pair_id", p_base_m="p_base", p_target_m="p_target")
+        hidden = joined.filter(pl.col("kind") != "q_m").join(qm, on="pair_id", how="left")
+        rows = []
+        for pair_id, group in hidden.group_by("pair_id", maintain_order=True):
+            p_base_m, p_target_m = group["p_base_m"][0], group["p_target_m"][0]
+            delta = stats.degradation(group["p_base"].to_numpy(), group["p_target"].to_numpy(), p_base_m,
+                                      p_target_m, kappa)
+            gain = max(kappa, p_target_m - p_base_m)
+            rows.append(group.with_columns(pl.Series("delta", np.atleast_1d(delta)), pl.lit(gain).alias("gain")))
+        frame = pl.concat(rows) if rows else hidden.with_columns(pl.lit(None).alias("delta"), pl.lit(None).alias("gain"))
+        frames.append(frame.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(target).alias("target")))
+    out = pl.concat([f.select(list(DELTA_SCHEMA)).cast(DELTA_SCHEMA) for f in frames])
+    return out.sort("target", "pair_id", "kind", "pool", "index", nulls_last=False)
+
+
+def resolve_epsilon(deltas: pl.DataFrame, *, epsilon: float | None, percentile: float | None,
+                    reference: str = "org") -> tuple[float, str]:
+    """(epsilon, how it was set): the configured value, or a percentile of the reference target's
+    search-pool Delta distribution."""
+    if (epsilon is None) == (percentile is None):
+        raise ValueError("set exactly one of audit.epsilon and audit.epsilon_percentile")
+    if epsilon is not None:
+        return float(epsilon), "value"
+    ref = deltas.filter((pl.col("target") == reference) & (pl.col("pool") == SEARCH_POOL))["delta"]
+    return stats.epsilon_from_percentile(ref.to_numpy(), percentile), f"p{percentile:g} of V_{reference} search Delta"
+
+
+# ------------------------------------------------------------------------------------ 3. the audit
+STEP_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,
+    "pair_id": pl.Int64,
+    "generator": pl.Utf8,  # the test pool (test generator name)
+    "t": pl.Int64,  # 1-based step of the sequential test = paraphrases tested so far
+    "index": pl.Int64,  # position of the tested paraphrase in the pool
+    "delta": pl.Float64,  # its Delta_h
+    "non_degraded": pl.Boolean,  # delta <= epsilon
+    "epsilon": pl.Float64,
+    "eta": pl.Float64,  # 1 - confidence level
+    "lower_bound": pl.Float64,  # L_{j,t} after this step (eta^(1/t), 0 after a counterexample)
+}
+
+GENERATOR_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,
+    "pair_id": pl.Int64,
+    "generator": pl.Utf8,
+    "pool_size": pl.Int64,  # paraphrases available in the test pool
+    "t": pl.Int64,  # paraphrases tested before stopping (0 when not reached)
+    "status": pl.Utf8,  # DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED (Stage 1 found a counterexample)
+    "lower_bound": pl.Float64,  # L_{j,t_j}
+    "epsilon": pl.Float64,
+    "eta": pl.Float64,
+}
+
+RECORD_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,
+    "pair_id": pl.Int64,
+    "p_base_qh": pl.Float64,  # P_base(a_h | q_h), original q_h
+    "p_target_qh": pl.Float64,  # P_target(a_h | q_h), original q_h
+    "gain": pl.Float64,  # the Delta denominator max(kappa, q_m gain)
+    "delta_qh": pl.Float64,  # Delta_h of the original q_h (reported, not part of the search)
+    "n_search": pl.Int64,  # paraphrases in the search pool
+    "delta_max": pl.Float64,  # max Delta over the search pool (null when the pool is empty)
+    "n_counterexamples": pl.Int64,  # search paraphrases with Delta > epsilon
+    "counterexample": pl.Utf8,  # the first counterexample (search pool order), null when none
+    "counterexample_index": pl.Int64,
+    "epsilon": pl.Float64,
+    "epsilon_source": pl.Utf8,  # "value" or the percentile it came from
+    "eta": pl.Float64,
+    "tau": pl.Float64,  # early-stopping target (null: run to the budget)
+    "lower_bound": pl.Float64,  # common bound min_j L_{j,t_j}; 0 when degraded
+    "tv_r": pl.Float64,
+    "lower_bound_tv": pl.Float64,  # max(0, lower_bound - tv_r)
+    "status": pl.Utf8,  # DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED
+}
+
+SUMMARY_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,
+    "n_qh": pl.Int64,  # audited hidden questions
+    "n_stage1_counterexample": pl.Int64,  # q_h with a search-pool counterexample
+    "cr": pl.Float64,  # counterexample ratio: n_stage1_counterexample / n_qh
+    "n_degraded": pl.Int64,  # status DEGRADED (Stage 1 or Stage 2)
+    "n_certified": pl.Int64,
+    "n_budget_exhausted": pl.Int64,
+    "mean_lower_bound": pl.Float64,  # average common bound over all q_h (degraded count as 0)
+    "mean_lower_bound_tv": pl.Float64,
+    "epsilon": pl.Float64,
+    "epsilon_source": pl.Utf8,
+    "eta": pl.Float64,
+    "tau": pl.Float64,
+    "tv_r": pl.Float64,
+}
+
+
+def run_audit(
+    deltas: pl.DataFrame,
+    *,
+    test_pools: Sequence[str],
+    epsilon: float,
+    eta: float,
+    tau: float | None,
+    tv_r: float,
+    epsilon_source: str = "value",
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`."""
+    records, generators, steps = [], [], []
+    for (target, pair_id), group in deltas.group_by("target", "pair_id", maintain_order=True):
+        dataset = group["dataset"][0]
+        base = {"dataset": dataset, "target": target, "pair_id": pair_id}
+        original = group.filter(pl.col("kind") == "q_h")
+        search = group.filter(pl.col("pool") == SEARCH_POOL).sort("index")
+        s_delta = search["delta"].to_numpy()
+        over = ~(s_delta <= epsilon)  # NaN counts as a counterexample, as in the sequential test
+        first = int(np.argmax(over)) if over.any() else None
+        gen_status, gen_bounds = [], []
+        for pool in test_pools:
+            test = group.filter(pl.col("pool") == pool).sort("index")
+            if first is not None:
+                result = None
+                status, t, bound = stats.NOT_REACHED, 0, 0.0
+            else:
+                result = stats.sequential_test(test["delta"].to_list(), epsilon, eta, tau)
+                status, t, bound = result.status, result.t, result.lower_bound
+                for step, (index, delta, lb) in enumerate(zip(test["index"], test["delta"], result.bounds), start=1):
+                    steps.append({**base, "generator": pool, "t": step, "index": index, "delta": delta,
+                                  "non_degraded": bool(delta <= epsilon), "epsilon": epsilon, "eta": eta,
+                                  "lower_bound": lb})
+            generators.append({**base, "generator": pool, "pool_size": test.height, "t": t, "status": status,
+                               "lower_bound": bound, "epsilon": epsilon, "eta": eta})
+            gen_status.append(status)
+            gen_bounds.append(bound)
+        if first is not None:
+            status, bound = stats.DEGRADED, 0.0
+        else:
+            bound = stats.common_bound(gen_bounds)
+            status = stats.combined_status(gen_status, bound, tau)
+        records.append({
+            **base,
+            "p_base_qh": original["p_base"][0] if original.height else None,
+            "p_target_qh": original["p_target"][0] if original.height else None,
+            "gain": group["gain"][0],
+            "delta_qh": original["delta"][0] if original.height else None,
+            "n_search": search.height,
+            "delta_max": float(np.nanmax(s_delta)) if search.height and not np.isnan(s_delta).all() else None,
+            "n_counterexamples": int(over.sum()),
+            "counterexample": search["question"][first] if first is not None else None,
+            "counterexample_index": search["index"][first] if first is not None else None,
+            "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau,
+            "lower_bound": bound, "tv_r": tv_r, "lower_bound_tv": stats.tv_relaxed(bound, tv_r), "status": status,
+        })
+    return (
+        pl.DataFrame(records, schema=RECORD_SCHEMA),
+        pl.DataFrame(generators, schema=GENERATOR_SCHEMA),
+        pl.DataFrame(steps, schema=STEP_SCHEMA),
+    )
+
+
+def summarize(records: pl.DataFrame) -> pl.DataFrame:
+    """Per dataset x target: counterexample ratio, statuses, average bounds."""
+    out = records.group_by("dataset", "target", maintain_order=True).agg(
+        pl.len().alias("n_qh"),
+        (pl.col("n_counterexamples") > 0).sum().alias("n_stage1_counterexample"),
+        (pl.col("status") == stats.DEGRADED).sum().alias("n_degraded"),
+        (pl.col("status") == stats.CERTIFIED).sum().alias("n_certified"),
+        (pl.col("status") == stats.BUDGET_EXHAUSTED).sum().alias("n_budget_exhausted"),
+        pl.col("lower_bound").mean().alias("mean_lower_bound"),
+        pl.col("lower_bound_tv").mean().alias("mean_lower_bound_tv"),
+        pl.col("epsilon").first(), pl.col("epsilon_source").first(), pl.col("eta").first(),
+        pl.col("tau").first(), pl.col("tv_r").first(),
+    )
+    out = out.with_columns((pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"))
+    return out.select(list(SUMMARY_SCHEMA)).cast(SUMMARY_SCHEMA)
+
+
+def _read_scores(scores: Sequence[str | Path]) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(s) for s in scores], how="vertical")
+
+
+def audit_statistics(
+    *,
+    scores: Sequence[str | Path],
+    deltas_out: str | Path,
+    records_out: str | Path,
+    generators_out: str | Path,
+    steps_out: str | Path,
+    summary_out: str | Path,
+    test_pools: Sequence[str],
+    kappa: float,
+    epsilon: float | None,
+    epsilon_percentile: float | None,
+    eta: float,
+    tau: float | None,
+    tv_r: float,
+    targets: Sequence[str] = TARGETS,
+) -> None:
+    """Stage 1 + Stage 2 from cached scores (no model call)."""
+    deltas = compute_deltas(_read_scores(scores), kappa=kappa, targets=targets)
+    eps, source = resolve_epsilon(deltas, epsilon=epsilon, percentile=epsilon_percentile)
+    log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, eta, tau, tv_r)
+    records, generators, steps = run_audit(deltas, test_pools=test_pools, epsilon=eps, eta=eta, tau=tau,
+                                           tv_r=tv_r, epsilon_source=source)
+    summary = summarize(records)
+    write_parquet(deltas, DELTA_SCHEMA, deltas_out)
+    write_parquet(records, RECORD_SCHEMA, records_out)
+    write_parquet(generators, GENERATOR_SCHEMA, generators_out)
+    write_parquet(steps, STEP_SCHEMA, steps_out)
+    write_parquet(summary, SUMMARY_SCHEMA, summary_out)
+    for row in summary.iter_rows(named=True):
+        log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d, mean bound %.3f",
+                 row["dataset"], row["target"], row["cr"], row["n_degraded"], row["n_certified"],
+                 row["n_budget_exhausted"], row["n_qh"], row["mean_lower_bound"])
+
+
+# ------------------------------------------------------------------------------------ 4. sweeps
+SWEEP_CONFIDENCE_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,
+    "confidence": pl.Float64,  # 1 - eta
+    "eta": pl.Float64,
+    "epsilon": pl.Float64,  # the audit's epsilon, fixed along this sweep
+    "n_qh": pl.Int64,
+    "mean_lower_bound": pl.Float64,  # average common bound over all q_h
+    "mean_lower_bound_tv": pl.Float64,
+    "n_certified": pl.Int64,
+}
+
+SWEEP_EPSILON_SCHEMA = {
+    "dataset": pl.Utf8,
+    "target": pl.Utf8,
+    "epsilon": pl.Float64,
+    "epsilon_source": pl.Utf8,  # "value" or "p<k> of V_org search Delta"
+    "eta": pl.Float64,  # the audit's eta, fixed along this sweep
+    "n_qh": pl.Int64,
+    "cr": pl.Float64,  # counterexample ratio at this epsilon
+    "mean_lower_bound": pl.Float64,
+    "n_degraded": pl.Int64,
+}
+
+
+def audit_sweeps(
+    *,
+    scores: Sequence[str | Path],
+    confidence_out: str | Path,
+    epsilon_out: str | Path,
+    test_pools: Sequence[str],
+    kappa: float,
+    epsilon: float | None,
+    epsilon_percentile: float | None,
+    eta: float,
+    tau: float | None,
+    tv_r: float,
+    confidence_levels: Sequence[float],
+    sweep_epsilons: Sequence[float],
+    sweep_epsilon_percentiles: Sequence[float],
+    targets: Sequence[str] = TARGETS,
+) -> None:
+    """Average bounds over confidence levels (epsilon fixed) and over an epsilon grid (eta fixed)."""
+    deltas = compute_deltas(_read_scores(scores), kappa=kappa, targets=targets)
+    eps, _ = resolve_epsilon(deltas, epsilon=epsilon, percentile=epsilon_percentile)
+    common = {"test_pools": test_pools, "tau": tau, "tv_r": tv_r}
+    conf_rows = []
+    for level in tqdm(confidence_levels, desc="confidence sweep"):
+        records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)
+        conf_rows.append(
+            summarize(records).select(
+                "dataset", "target", pl.lit(level).alias("confidence"), "eta", "epsilon", "n_qh",
+                "mean_lower_bound", "mean_lower_bound_tv", "n_certified",
+            )
+        )
+    grid = [(float(v), "value") for v in sweep_epsilons]
+    for p in sweep_epsilon_percentiles:
+        grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p))
+    eps_rows = []
+    for value, source in tqdm(grid, desc="epsilon sweep"):
+        records, _, _ = run_audit(deltas, epsilon=value, eta=eta, epsilon_source=source, **common)
+        eps_rows.append(
+            summarize(records).select("dataset", "target", "epsilon", "epsilon_source", "eta", "n_qh", "cr",
+                                      "mean_lower_bound", "n_degraded")
+        )
+    empty_c = pl.DataFrame(schema=SWEEP_CONFIDENCE_SCHEMA)
+    empty_e = pl.DataFrame(schema=SWEEP_EPSILON_SCHEMA)
+    write_parquet(pl.concat([r.cast(SWEEP_CONFIDENCE_SCHEMA) for r in conf_rows]) if conf_rows else empty_c,
+                  SWEEP_CONFIDENCE_SCHEMA, confidence_out)
+    write_parquet(pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon")
+                  if eps_rows else empty_e, SWEEP_EPSILON_SCHEMA, epsilon_out)

@@ -1,0 +1,366 @@
+"""Paraphrase pools of each hidden question q_h: one search pool, one independent test pool per generator.
+
+- Search pool (Stage 1, counterexample search): M_search rewrites per q_h from one batch prompt asking for
+  diverse, meaning-preserving rewrites, parsed from a numbered list.
+- Test pools (Stage 2, sequential test): per generator, M_test independent seeded samples of a
+  single-paraphrase prompt. They are drawn fresh (another prompt, their own seeds), never taken from the
+  search pool, so the sequential test sees i.i.d. draws of that generator.
+
+Every candidate is validated (paraphrase_validation.py). A pool short of its size after the first draw is
+topped up with fresh draws (new seeds) for at most `max_topup_rounds` rounds; what is still missing is
+reported as the shortfall. Kept paraphrases are numbered in the order they were drawn (`index`): the
+sequential test reads them in that order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from debate_audit.data.io import write_parquet
+from debate_audit.models import GenerationParams
+from debate_audit.models.cache import CallCache, cache_key
+from debate_audit.models.prepare import read_fingerprint
+
+from .paraphrase_validation import REASONS, SURPLUS, check, cheap_reason, normalize, parse_numbered_list, parse_single
+
+log = logging.getLogger(__name__)
+
+PROMPT_VERSION = "paraphrase-v1"  # bump when a prompt below changes (rule params carry it)
+SEARCH_POOL = "search"
+
+SYSTEM = "You rewrite questions. You never answer them."
+
+
+def search_messages(question: str, n: int) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": (
+                f"Rewrite the question below in {n} different ways. Each rewrite must ask exactly the same "
+                "thing: keep every name, entity, number, negation, quantifier and technical notation. Vary "
+                "the wording and the sentence structure. Do not answer the question. Write a numbered list "
+                f"with one rewrite per line.\n\nQuestion: {question.strip()}"
+            ),
+        },
+    ]
+
+
+def single_messages(question: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": (
+                "Rewrite this question in different words so that it asks exactly the same thing. Keep every "
+                "name, number, negation and technical notation. Do not answer it. Reply with the rewritten "
+                f"question only.\n\nQuestion: {question.strip()}"
+            ),
+        },
+    ]
+
+
+# ------------------------------------------------------------------------------------ output schemas
+PARAPHRASE_SCHEMA = {
+    "dataset": pl.Utf8,  # quality_h / gpqa_h
+    "pair_id": pl.Int64,  # pair in data/<dataset>.parquet whose q_h was rewritten
+    "pool": pl.Utf8,  # "search" or the name of a test generator
+    "generator": pl.Utf8,  # model name (from `models:`) that wrote it
+    "index": pl.Int64,  # 0-based position in the pool; the sequential test reads the pool in this order
+    "round": pl.Int64,  # 0 = first draw, 1.. = top-up rounds
+    "text": pl.Utf8,  # the paraphrase of q_h
+    "similarity": pl.Float64,  # cosine similarity to q_h (all-MiniLM-L6-v2)
+}
+
+PARAPHRASE_REJECTED_SCHEMA = {
+    "dataset": pl.Utf8,
+    "pair_id": pl.Int64,
+    "pool": pl.Utf8,
+    "generator": pl.Utf8,
+    "round": pl.Int64,  # draw round the candidate came from
+    "text": pl.Utf8,  # the candidate as parsed from the generation
+    "reason": pl.Utf8,  # empty / identical / duplicate / missing_number / missing_symbol / low_similarity / surplus
+    "similarity": pl.Float64,  # cosine similarity to q_h (null for empty candidates)
+}
+
+POOL_REPORT_SCHEMA = {
+    "dataset": pl.Utf8,
+    "pair_id": pl.Int64,
+    "pool": pl.Utf8,
+    "generator": pl.Utf8,
+    "size": pl.Int64,  # configured pool size (M_search or M_test)
+    "rounds": pl.Int64,  # draw rounds used (1 = no top-up)
+    "generated": pl.Int64,  # candidates parsed from all rounds
+    "kept": pl.Int64,  # paraphrases in the pool (<= size)
+    **{f"rejected_{reason}": pl.Int64 for reason in (*REASONS, SURPLUS)},  # rejections by reason
+    "shortfall": pl.Int64,  # size - kept: missing after the last top-up round
+}
+
+
+# ------------------------------------------------------------------------------------ pool filling
+Draw = Callable[[int, dict[int, int]], dict[int, list[str]]]
+Similarity = Callable[[list[str], list[str]], list[float]]
+
+
+@dataclass
+class Pool:
+    original: str
+    kept: list[tuple[int, str, float]] = field(default_factory=list)  # (round, text, similarity)
+    rejected: list[tuple[int, str, str, float | None]] = field(default_factory=list)  # (round, text, reason, sim)
+    generated: int = 0
+    rounds: int = 0
+
+
+def fill_pools(
+    originals: dict[int, str],
+    size: int,
+    draw: Draw,
+    similarity: Similarity,
+    *,
+    min_similarity: float,
+    max_topup_rounds: int,
+) -> dict[int, Pool]:
+    """Fill one pool of `size` validated paraphrases per key (pair_id).
+
+    `draw(round, need)` returns fresh candidates for the keys in `need` (key -> number still missing);
+    round 0 is the first draw, rounds 1..max_topup_rounds top up the pools still short.
+    """
+    pools = {key: Pool(original) for key, original in originals.items()}
+    need = {key: size for key in originals} if size > 0 else {}
+    for round_ in range(max_topup_rounds + 1):
+        if not need:
+            break
+        drawn = draw(round_, dict(need))
+        # Embeddings only for candidates passing the cheap checks, all of them in one batch.
+        pending: list[tuple[int, str]] = []
+        for key in need:
+            pool = pools[key]
+            pool.rounds = round_ + 1
+            candidates = drawn.get(key, [])
+            pool.generated += len(candidates)
+            pending.extend((key, text) for text in candidates)
+        sims = similarity([pools[k].original for k, _ in pending], [t for _, t in pending]) if pending else []
+        for (key, text), sim in zip(pending, sims):
+            pool = pools[key]
+            seen = [normalize(t) for _, t, _ in pool.kept]
+            sim_value: float | None = None if not normalize(text) else float(sim)
+            reason = check(pool.original, text, seen, sim if sim_value is not None else float("nan"), min_similarity)
+            if reason is None and len(pool.kept) >= size:
+                reason = SURPLUS
+            if reason is None:
+                pool.kept.append((round_, text, float(sim)))
+            else:
+                pool.rejected.append((round_, text, reason, sim_value))
+        need = {key: size - len(pools[key].kept) for key in need if len(pools[key].kept) < size}
+    return pools
+
+
+def pool_frames(
+    pools: dict[int, Pool], *, dataset: str, pool: str, generator: str, size: int
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(paraphrases, rejected, report) frames in the schemas above."""
+    kept, rejected, report = [], [], []
+    for pair_id in sorted(pools):
+        p = pools[pair_id]
+        base = {"dataset": dataset, "pair_id": pair_id, "pool": pool, "generator": generator}
+        for index, (round_, text, sim) in enumerate(p.kept):
+            kept.append({**base, "index": index, "round": round_, "text": text, "similarity": sim})
+        counts = {f"rejected_{reason}": 0 for reason in (*REASONS, SURPLUS)}
+        for round_, text, reason, sim in p.rejected:
+            rejected.append({**base, "round": round_, "text": text, "reason": reason, "similarity": sim})
+            counts[f"rejected_{reason}"] += 1
+        report.append(
+            {**base, "size": size, "rounds": p.rounds, "generated": p.generated, "kept": len(p.kept), **counts,
+             "shortfall": size - len(p.kept)}
+        )
+    return (
+        pl.DataFrame(kept, schema=PARAPHRASE_SCHEMA),
+        pl.DataFrame(rejected, schema=PARAPHRASE_REJECTED_SCHEMA),
+        pl.DataFrame(report, schema=POOL_REPORT_SCHEMA),
+    )
+
+
+# ------------------------------------------------------------------------------------ generators
+class OpenAIChat:
+    """Chat completions from an OpenAI-compatible server (hosted API or vLLM), with the project's call cache.
+
+    The API key is read from the environment variable named in the model spec at call time; it never
+    enters a cache key, a log line or an output.
+    """
+
+    def __init__(self, *, base_url: str, model: str, api_key_env: str | None, fingerprint: str, cache: str | None,
+                 timeout: float = 300.0):
+        if not base_url:
+            raise ValueError(f"model {model!r}: source 'openai' needs base_url")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.fingerprint = fingerprint
+        self.cache = CallCache(cache)
+        self.timeout = timeout
+
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise RuntimeError(f"environment variable {self.api_key_env} (api_key_env) is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=json.dumps(payload).encode(), headers=headers, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (configured URL)
+            return json.loads(response.read())
+
+    def generate(self, conversations: Sequence[list[dict[str, str]]], params: GenerationParams, *,
+                 desc: str = "generating") -> list[list[str]]:
+        keys = [
+            cache_key(self.fingerprint, "api", "generate", json.dumps(m, sort_keys=True), params.key())
+            for m in conversations
+        ]
+        cached = self.cache.get_many(keys)
+        for key, messages in zip(keys, conversations):
+            if key in cached:
+                continue
+            payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": params.max_new_tokens}
+            if params.do_sample:
+                payload.update(temperature=params.temperature, top_p=params.top_p, n=params.num_samples,
+                               seed=params.seed)
+            else:
+                payload.update(temperature=0.0, n=1)
+            reply = self._post(payload)
+            texts = [(choice.get("message") or {}).get("content") or "" for choice in reply.get("choices", [])]
+            cached[key] = [t.strip() for t in texts]
+            self.cache.put_many("generate", {key: cached[key]})
+        return [cached[k] for k in keys]
+
+    def close(self) -> None:
+        log.info(self.cache.summary())
+        self.cache.close()
+
+
+def load_generator(model_dir: str | Path, spec: dict[str, Any], cache: str | None):
+    """A LanguageModel for local weights, an OpenAIChat for `source: openai`; both have generate/close."""
+    if spec.get("source") == "openai":
+        return OpenAIChat(
+            base_url=spec.get("base_url") or "",
+            model=spec["id"],
+            api_key_env=spec.get("api_key_env"),
+            fingerprint=read_fingerprint(model_dir)["weights_sha256"],
+            cache=cache,
+        )
+    from debate_audit.models import LanguageModel
+
+    return LanguageModel(
+        model_dir, device=spec.get("device", "auto"), dtype=spec.get("dtype", "auto"),
+        batch_size=spec.get("batch_size", 8), cache=cache,
+    )
+
+
+# ------------------------------------------------------------------------------------ stage functions
+def select_pairs(pairs: str | Path, split: str | Path | None, splits: Sequence[str] | None,
+                 max_pairs: int | None) -> pl.DataFrame:
+    """Pairs whose q_h gets audited: those in `splits` (by the part-1 split file), the first `max_pairs`."""
+    frame = pl.read_parquet(pairs).sort("pair_id")
+    if split is not None and splits:
+        assignment = pl.read_parquet(split).select("pair_id", "split")
+        frame = frame.join(assignment, on="pair_id", how="left").filter(pl.col("split").is_in(list(splits)))
+    if max_pairs is not None:
+        frame = frame.head(max_pairs)
+    if frame.is_empty():
+        raise ValueError(f"{pairs}: no pairs selected (splits={splits}, max_pairs={max_pairs})")
+    return frame
+
+
+def _write(frames: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], out: str | Path, rejected: str | Path,
+           report: str | Path) -> None:
+    kept, rej, rep = frames
+    write_parquet(kept, PARAPHRASE_SCHEMA, out)
+    write_parquet(rej, PARAPHRASE_REJECTED_SCHEMA, rejected)
+    write_parquet(rep, POOL_REPORT_SCHEMA, report)
+    reasons = {c.removeprefix("rejected_"): int(rep[c].sum()) for c in rep.columns if c.startswith("rejected_")}
+    log.info(
+        "pool %s: %d q_h, generated %d, kept %d (%d pools short by %d in all), rejected by reason %s",
+        rep["pool"][0] if rep.height else "?", rep.height, int(rep["generated"].sum()), int(rep["kept"].sum()),
+        int((rep["shortfall"] > 0).sum()), int(rep["shortfall"].sum()), reasons,
+    )
+
+
+def build_pool(
+    *,
+    pairs: str | Path,
+    split: str | Path | None,
+    dataset: str,
+    pool: str,
+    generator_name: str,
+    generator_dir: str | Path,
+    generator_spec: dict[str, Any],
+    out: str | Path,
+    rejected: str | Path,
+    report: str | Path,
+    size: int,
+    temperature: float,
+    top_p: float,
+    seed: int,
+    max_new_tokens: int,
+    min_similarity: float,
+    max_topup_rounds: int,
+    splits: Sequence[str] | None = None,
+    max_pairs: int | None = None,
+    cache: str | None = None,
+    embedder: Any = None,
+    generator: Any = None,
+) -> None:
+    """Search pool (`pool == "search"`: batch prompt, numbered list) or a test pool (single prompt, seeded)."""
+    from .embeddings import SentenceEmbedder
+
+    frame = select_pairs(pairs, split, splits, max_pairs)
+    originals = dict(zip(frame["pair_id"].to_list(), frame["q_h"].to_list()))
+    own_generator = generator is None
+    generator = generator or load_generator(generator_dir, generator_spec, cache)
+    embedder = embedder or SentenceEmbedder()
+    search = pool == SEARCH_POOL
+
+    def draw(round_: int, need: dict[int, int]) -> dict[int, list[str]]:
+        # Each round has its own seed, so top-up draws are fresh samples, never repeats from the cache.
+        round_seed = seed + 1000 * round_
+        keys = list(need)
+        if search:
+            # Ask for a few more than missing: the small models often stop early or repeat themselves.
+            messages = [search_messages(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
+            params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
+                                      top_p=top_p, num_samples=1, seed=round_seed)
+            outs = generator.generate(messages, params, desc=f"{dataset} search round {round_}")
+            return {k: parse_numbered_list(texts[0]) for k, texts in zip(keys, outs)}
+        # Test pools: one sample per missing paraphrase, all i.i.d. from the single-paraphrase prompt.
+        outs_by_n: dict[int, list[int]] = {}
+        for k in keys:
+            outs_by_n.setdefault(need[k], []).append(k)
+        result: dict[int, list[str]] = {}
+        for n, group in outs_by_n.items():
+            params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
+                                      top_p=top_p, num_samples=n, seed=round_seed)
+            outs = generator.generate([single_messages(originals[k]) for k in group], params,
+                                      desc=f"{dataset} {pool} round {round_}")
+            result.update({k: [parse_single(t) for t in texts] for k, texts in zip(group, outs)})
+        return result
+
+    try:
+        pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=min_similarity,
+                           max_topup_rounds=max_topup_rounds)
+    finally:
+        if own_generator:
+            generator.close()
+    _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator_name, size=size), out, rejected, report)
+
+
+__all__ = ["cheap_reason", "build_pool", "fill_pools", "pool_frames", "select_pairs"]

@@ -1,0 +1,125 @@
+"""Paraphrase validation reasons, parsing of generations, and the pool top-up logic (no model)."""
+
+import polars as pl
+import pytest
+
+from debate_audit.eraudit import paraphrase
+from debate_audit.eraudit.paraphrase_validation import (
+    check,
+    normalize,
+    parse_numbered_list,
+    parse_single,
+)
+
+ORIGINAL = "Why doesn't Extrone shoot the 3 farn beasts at 40°?"
+
+
+def _reason(candidate, seen=(), similarity=0.9, floor=0.5):
+    return check(ORIGINAL, candidate, [normalize(s) for s in seen], similarity, floor)
+
+
+def test_normalize_is_nfkc_casefold_alphanumerics_only():
+    assert normalize("  Stra\u00dfe, ＡＢＣ!? ") == "strasseabc"
+    assert normalize("...") == ""
+
+
+@pytest.mark.parametrize(
+    ("candidate", "seen", "similarity", "reason"),
+    [
+        ("", (), 0.9, "empty"),
+        ("  ?! ", (), 0.9, "empty"),
+        ("why doesn't EXTRONE shoot the 3 farn beasts at 40°", (), 0.99, "identical"),
+        ("For what reason won't Extrone fire at the 3 farn beasts at 40°?", ["For what reason won't extrone fire "
+                                                                             "at the 3 farn beasts at 40 °"], 0.9,
+         "duplicate"),
+        ("For what reason won't Extrone fire at the farn beasts at 40°?", (), 0.9, "missing_number"),
+        ("For what reason won't Extrone fire at the 3 farn beasts at 40 degrees?", (), 0.9, "missing_symbol"),
+        ("For what reason won't Extrone fire at the 3 farn beasts at 40°?", (), 0.3, "low_similarity"),
+        ("For what reason won't Extrone fire at the 3 farn beasts at 40°?", (), 0.8, None),
+    ],
+)
+def test_validation_reasons(candidate, seen, similarity, reason):
+    assert _reason(candidate, seen, similarity) == reason
+
+
+def test_plain_punctuation_may_change():
+    assert check("Is it red, or blue?", "Is the colour red or is it blue", [], 0.9, 0.5) is None
+
+
+def test_parse_numbered_list_strips_markers_labels_and_quotes():
+    text = 'Here are rewrites:\n1. "What is X?"\n2) Paraphrase: Which is X?\n\n3. **How is X?**\nNote: done'
+    assert parse_numbered_list(text) == ["What is X?", "Which is X?", "How is X?"]
+    assert parse_numbered_list("What is X?\nWhich one is X?") == ["What is X?", "Which one is X?"]
+
+
+def test_parse_single_takes_the_first_rewrite_line():
+    assert parse_single("Here is the rewritten question:\n\n\"What is X?\"\nIt asks ...") == "What is X?"
+    assert parse_single("") == ""
+
+
+class FakeDraws:
+    """Deterministic candidates per round; records what was asked."""
+
+    def __init__(self, per_round):
+        self.per_round = per_round
+        self.calls = []
+
+    def __call__(self, round_, need):
+        self.calls.append((round_, dict(need)))
+        return {k: list(self.per_round[round_].get(k, [])) for k in need}
+
+
+def _similarity(originals, candidates):
+    return [0.1 if "far" in c else 0.9 for c in candidates]
+
+
+def test_pool_top_up_draws_only_the_missing_and_reports_the_shortfall():
+    draws = FakeDraws({
+        0: {1: ["a b", "a b", "c d"], 2: ["e f", "g h", "i j", "k l"]},
+        1: {1: ["far away", "A B!"]},
+        2: {1: ["m n"]},
+    })
+    pools = paraphrase.fill_pools({1: "orig one", 2: "orig two"}, 3, draws, _similarity, min_similarity=0.5,
+                                  max_topup_rounds=2)
+    assert draws.calls == [(0, {1: 3, 2: 3}), (1, {1: 1}), (2, {1: 1})]
+    assert [t for _, t, _ in pools[1].kept] == ["a b", "c d", "m n"]
+    assert [(r, reason) for r, _, reason, _ in pools[1].rejected] == [
+        (0, "duplicate"), (1, "low_similarity"), (1, "duplicate")]
+    assert pools[2].rounds == 1
+    assert [reason for *_, reason, _ in pools[2].rejected] == ["surplus"]
+    kept, rejected, report = paraphrase.pool_frames(pools, dataset="d", pool="search", generator="m", size=3)
+    rep = {r["pair_id"]: r for r in report.iter_rows(named=True)}
+    assert (rep[1]["generated"], rep[1]["kept"], rep[1]["shortfall"], rep[1]["rounds"]) == (6, 3, 0, 3)
+    assert rep[1]["rejected_duplicate"] == 2 and rep[1]["rejected_low_similarity"] == 1
+    assert rep[2]["rejected_surplus"] == 1
+    # every candidate ends up kept or rejected
+    assert kept.height + rejected.height == sum(r["generated"] for r in rep.values())
+    assert kept.filter(pl.col("pair_id") == 1)["index"].to_list() == [0, 1, 2]
+
+
+def test_pool_shortfall_after_the_last_round():
+    draws = FakeDraws({0: {1: ["x y"]}, 1: {1: ["x y"]}})
+    pools = paraphrase.fill_pools({1: "orig"}, 3, draws, _similarity, min_similarity=0.5, max_topup_rounds=1)
+    _, _, report = paraphrase.pool_frames(pools, dataset="d", pool="g", generator="m", size=3)
+    row = report.row(0, named=True)
+    assert (row["kept"], row["shortfall"], row["rejected_duplicate"], row["rounds"]) == (1, 2, 1, 2)
+
+
+def test_openai_generator_never_puts_the_key_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_PARAPHRASE_KEY", "sk-secret-value")
+    gen = paraphrase.OpenAIChat(base_url="http://localhost:1/v1", model="m", api_key_env="TEST_PARAPHRASE_KEY",
+                                fingerprint="fp", cache=str(tmp_path / "c.sqlite"))
+    sent = []
+
+    def fake_post(payload):
+        sent.append(payload)
+        return {"choices": [{"message": {"content": f" r{i} "}} for i in range(payload["n"])]}
+
+    monkeypatch.setattr(gen, "_post", fake_post)
+    params = paraphrase.GenerationParams(max_new_tokens=20, do_sample=True, num_samples=2, seed=3)
+    assert gen.generate([[{"role": "user", "content": "q"}]], params) == [["r0", "r1"]]
+    assert sent[0]["seed"] == 3 and sent[0]["n"] == 2 and "sk-secret" not in str(sent[0])
+    assert gen.generate([[{"role": "user", "content": "q"}]], params) == [["r0", "r1"]]  # cached
+    assert len(sent) == 1
+    gen.close()
+    assert b"sk-secret-value" not in (tmp_path / "c.sqlite").read_bytes()
