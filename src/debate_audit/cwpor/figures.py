@@ -1,0 +1,142 @@
+"""Stage 4b: the paper's CW-POR figures from metrics.parquet / breakdowns.parquet (PNG + SVG).
+
+fig2_category       CW-POR by category with CIs, question share as a line (paper Fig. 2)
+fig4_verbosity      CW-POR (and POR) vs word limit, one line per model (Fig. 4)
+fig5_question_type  CW-POR of Adversarial vs Non-Adversarial questions per model (Fig. 5)
+fig6_confidence     mean LLC (top row) and rubric confidence (bottom row) vs word limit; solid: correct
+                    picks, dashed: persuaded picks (Fig. 6)
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+
+def _yerr(values, lows, highs) -> np.ndarray:
+    v, lo, hi = (np.asarray(x, dtype=float) for x in (values, lows, highs))
+    err = np.vstack([v - lo, hi - v])
+    return np.nan_to_num(np.clip(err, 0, None))
+
+
+def _save(fig, out_dir: Path, name: str) -> None:
+    for ext in ("png", "svg"):
+        fig.savefig(out_dir / f"{name}.{ext}", dpi=150, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _metric(breakdowns: pl.DataFrame, model: str, dimension: str, metric: str) -> pl.DataFrame:
+    return breakdowns.filter(
+        (pl.col("model") == model) & (pl.col("dimension") == dimension) & (pl.col("metric") == metric)
+    )
+
+
+def fig_category(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path) -> None:
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(7.0, 0.55 * _n_levels(breakdowns, "category") + 3), 4.2 * len(models)), squeeze=False)
+    for ax, model in zip(axes[:, 0], models):
+        rows = _metric(breakdowns, model, "category", "cw_por").sort("value", descending=True, nulls_last=True)
+        x = np.arange(len(rows))
+        ax.bar(x, rows["value"].fill_nan(None).fill_null(0).to_numpy(), yerr=_yerr(rows["value"], rows["ci_low"], rows["ci_high"]),
+               color="tab:red", alpha=0.75, capsize=3, label=f"CW-POR ({round(level * 100)}% CI)")
+        ax.set_xticks(x, rows["level"].to_list(), rotation=40, ha="right")
+        ax.set_ylabel("CW-POR")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{model}: CW-POR by TruthfulQA category (all word limits pooled)")
+        share = ax.twinx()
+        share.plot(x, rows["share"].to_numpy() * 100, color="black", marker="o", linewidth=1.2, label="question share")
+        share.set_ylabel("share of questions (%)")
+        share.set_ylim(0, max(5.0, float(rows["share"].max() or 0) * 100 * 1.3))
+        handles = ax.get_legend_handles_labels()[0] + share.get_legend_handles_labels()[0]
+        ax.legend(handles, [h.get_label() for h in handles], loc="upper right", fontsize=8)
+    fig.tight_layout()
+    _save(fig, out_dir, "fig2_category")
+
+
+def _n_levels(breakdowns: pl.DataFrame, dimension: str) -> int:
+    return breakdowns.filter(pl.col("dimension") == dimension)["level"].n_unique()
+
+
+def fig_verbosity(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, model in enumerate(models):
+        color = f"C{i}"
+        cw = _metric(breakdowns, model, "verbosity", "cw_por").with_columns(pl.col("level").cast(pl.Int64)).sort("level")
+        por = _metric(breakdowns, model, "verbosity", "por").with_columns(pl.col("level").cast(pl.Int64)).sort("level")
+        ax.plot(cw["level"], cw["value"], marker="o", color=color, label=f"{model} CW-POR")
+        ax.fill_between(cw["level"].to_numpy(), cw["ci_low"].to_numpy(), cw["ci_high"].to_numpy(), color=color, alpha=0.15)
+        ax.plot(por["level"], por["value"], marker="s", linestyle="--", color=color, alpha=0.7, label=f"{model} POR")
+    ax.set_xlabel("word limit v (words per response)")
+    ax.set_ylabel("override rate")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"CW-POR vs verbosity (band: {round(level * 100)}% bootstrap CI)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, out_dir, "fig4_verbosity")
+
+
+def fig_question_type(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path) -> None:
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(models) + 2), 4.5))
+    width = 0.38
+    x = np.arange(len(models))
+    for j, (kind, color) in enumerate([("Adversarial", "tab:red"), ("Non-Adversarial", "tab:blue")]):
+        vals, lows, highs = [], [], []
+        for model in models:
+            row = _metric(breakdowns, model, "type", "cw_por").filter(pl.col("level") == kind)
+            vals.append(row["value"][0] if len(row) else np.nan)
+            lows.append(row["ci_low"][0] if len(row) else np.nan)
+            highs.append(row["ci_high"][0] if len(row) else np.nan)
+        ax.bar(x + (j - 0.5) * width, np.nan_to_num(vals), width, yerr=_yerr(vals, lows, highs), capsize=3,
+               color=color, alpha=0.8, label=kind)
+    ax.set_xticks(x, models)
+    ax.set_ylabel("CW-POR")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"Adversarial vs non-adversarial questions ({round(level * 100)}% CI)")
+    ax.legend(title="question type", fontsize=8)
+    fig.tight_layout()
+    _save(fig, out_dir, "fig5_question_type")
+
+
+def fig_confidence(breakdowns: pl.DataFrame, models: list[str], out_dir: Path) -> None:
+    fig, axes = plt.subplots(2, len(models), figsize=(4.8 * len(models) + 1, 7), squeeze=False, sharex="col")
+    rows = [("llc", "LLC (max two-way probability)", (0.45, 1.02)), ("rubric", "rubric confidence (1-5)", (0.8, 5.2))]
+    for col, model in enumerate(models):
+        for r, (prefix, label, ylim) in enumerate(rows):
+            ax = axes[r, col]
+            for kind, style, color in [("correct", "-", "tab:green"), ("persuaded", "--", "tab:red")]:
+                d = _metric(breakdowns, model, "verbosity", f"{prefix}_{kind}_picks").with_columns(
+                    pl.col("level").cast(pl.Int64)).sort("level")
+                ax.plot(d["level"], d["value"], linestyle=style, marker="o", color=color, label=f"{kind} picks")
+            ax.set_ylim(*ylim)
+            ax.grid(alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(label)
+            if r == 0:
+                ax.set_title(model)
+            if r == 1:
+                ax.set_xlabel("word limit v (words per response)")
+            ax.legend(fontsize=8)
+    fig.suptitle("Judge confidence vs verbosity: solid = correct picks, dashed = persuaded picks")
+    fig.tight_layout()
+    _save(fig, out_dir, "fig6_confidence")
+
+
+def draw_figures(*, metrics: str | Path, breakdowns: str | Path, out_dir: str | Path, level: float) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    models = sorted(pl.read_parquet(metrics)["model"].unique().to_list())
+    frame = pl.read_parquet(breakdowns)
+    fig_category(frame, models, level, out)
+    fig_verbosity(frame, models, level, out)
+    fig_question_type(frame, models, level, out)
+    fig_confidence(frame, models, out)
+    log.info("figures for %d model(s) written to %s", len(models), out)

@@ -1,0 +1,149 @@
+"""Stage 2: the judge reads both answers (A/B order from the question set) and picks one.
+
+Two readings of the same judge prompt:
+- text: greedy generation with rationale, "Final Answer" and "Confidence: 1-5", parsed by `parsing`;
+- log-likelihood confidence (LLC): the prompt followed by "Final Answer: Answer", scoring " A" and " B"
+  from one forward pass; two-way softmax; LLC = the larger probability (0.5-1).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from debate_audit.data.io import DataError, write_parquet
+from debate_audit.models import GenerationParams, two_way_softmax
+
+from .parsing import parse_judgment
+from .prompts import judge_messages, judge_template, template_id
+from .runtime import ModelRef
+
+log = logging.getLogger(__name__)
+
+LABELS = [" A", " B"]
+
+JUDGMENTS_SCHEMA = {
+    "model": pl.Utf8,  # experiment model m (the debaters' run)
+    "judge_model": pl.Utf8,  # model that judged (cwpor.judge_model or m)
+    "verbosity": pl.Int64,  # word limit v of the two responses
+    "question_id": pl.Int64,
+    "category": pl.Utf8,
+    "type": pl.Utf8,  # "Adversarial" / "Non-Adversarial"
+    "correct_position": pl.Utf8,  # "A" or "B": where the neutral (correct) answer was shown
+    "template": pl.Utf8,  # judge template id (version:hash)
+    "raw_judgment": pl.Utf8,  # the judge's generated text, kept whether or not it parsed
+    "rationale": pl.Utf8,  # text after "Rationale:", null when absent
+    "choice": pl.Utf8,  # "A"/"B" parsed from the text, null when unparseable
+    "rubric_confidence": pl.Int8,  # 1-5 parsed from "Confidence:", null when unparseable
+    "parse_ok": pl.Boolean,  # both choice and rubric_confidence parsed
+    "parse_error": pl.Utf8,  # why not, null when parse_ok
+    "logprob_a": pl.Float64,  # log P(" A" | prompt + "Final Answer: Answer")
+    "logprob_b": pl.Float64,  # log P(" B" | same prompt), same forward pass
+    "p_a": pl.Float64,  # two-way softmax of (logprob_a, logprob_b)
+    "p_b": pl.Float64,  # 1 - p_a
+    "llc": pl.Float64,  # max(p_a, p_b), 0.5-1
+    "llc_choice": pl.Utf8,  # "A"/"B": argmax of the two-way softmax
+    "override": pl.Boolean,  # the text choice is the persuasive answer; null when choice is null
+    "llc_override": pl.Boolean,  # llc_choice is the persuasive answer
+    "combined_confidence": pl.Float64,  # rubric_confidence / 5 * llc; null when rubric is null
+    "neutral_truncated": pl.Boolean,  # the neutral response was cut at v words
+    "persuasive_truncated": pl.Boolean,  # the persuasive response was cut at v words
+}
+
+
+def _pair_responses(questions: pl.DataFrame, responses: pl.DataFrame, where: str) -> pl.DataFrame:
+    wide = responses.pivot(on="role", index="question_id", values=["response", "truncated"])
+    need = ["response_neutral", "response_persuasive", "truncated_neutral", "truncated_persuasive"]
+    if any(c not in wide.columns for c in need):
+        raise DataError(f"{where}: needs both a neutral and a persuasive response per question")
+    paired = questions.join(wide, on="question_id", how="left")
+    missing = paired.filter(pl.col("response_neutral").is_null() | pl.col("response_persuasive").is_null())
+    if not missing.is_empty():
+        raise DataError(f"{where}: no responses for question_id(s) {missing['question_id'].to_list()[:10]}")
+    return paired
+
+
+def judge_debates(
+    questions: str | Path,
+    responses: str | Path,
+    out: str | Path,
+    *,
+    judge: ModelRef,
+    template: str,
+    max_new_tokens: int,
+    cache: str | Path | None,
+) -> pl.DataFrame:
+    qs = pl.read_parquet(questions).sort("question_id")
+    resp = pl.read_parquet(responses)
+    model = resp["model"][0]
+    verbosity = int(resp["verbosity"][0])
+    paired = _pair_responses(qs, resp, str(responses))
+    tpl = judge_template(template)
+    conversations = []
+    for rec in paired.iter_rows(named=True):
+        neutral, persuasive = rec["response_neutral"], rec["response_persuasive"]
+        a, b = (neutral, persuasive) if rec["correct_position"] == "A" else (persuasive, neutral)
+        conversations.append(judge_messages(tpl, rec["question"], a, b))
+
+    lm = judge.load(cache)
+    try:
+        texts = [o[0] for o in lm.generate(conversations, GenerationParams(max_new_tokens=max_new_tokens),
+                                           desc=f"judging v={verbosity}")]
+        llc_prompts = [lm.render_chat(c, assistant_prefix=tpl.llc_prefix) for c in conversations]
+        logprobs = lm.choice_logprobs(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
+    finally:
+        lm.close()
+
+    rows = []
+    for rec, text, (lp_a, lp_b) in zip(paired.iter_rows(named=True), texts, logprobs):
+        parsed = parse_judgment(text)
+        p_a, p_b = two_way_softmax([lp_a, lp_b])
+        persuasive_pos = "B" if rec["correct_position"] == "A" else "A"
+        llc = max(p_a, p_b)
+        llc_choice = "A" if p_a >= p_b else "B"
+        rows.append(
+            {
+                "model": model,
+                "judge_model": judge.name,
+                "verbosity": verbosity,
+                "question_id": rec["question_id"],
+                "category": rec["category"],
+                "type": rec["type"],
+                "correct_position": rec["correct_position"],
+                "template": template_id("judge", template),
+                "raw_judgment": text,
+                "rationale": parsed.rationale,
+                "choice": parsed.choice,
+                "rubric_confidence": parsed.rubric_confidence,
+                "parse_ok": parsed.parse_ok,
+                "parse_error": parsed.parse_error,
+                "logprob_a": lp_a,
+                "logprob_b": lp_b,
+                "p_a": p_a,
+                "p_b": p_b,
+                "llc": llc,
+                "llc_choice": llc_choice,
+                "override": None if parsed.choice is None else parsed.choice == persuasive_pos,
+                "llc_override": llc_choice == persuasive_pos,
+                "combined_confidence": combined_confidence(parsed.rubric_confidence, llc),
+                "neutral_truncated": rec["truncated_neutral"],
+                "persuasive_truncated": rec["truncated_persuasive"],
+            }
+        )
+    frame = pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA)
+    failed = frame.filter(~pl.col("parse_ok"))
+    log.info(
+        "%s v=%d judged by %s: %d debates, %d unparsed (%s); text/LLC agreement %.2f",
+        model, verbosity, judge.name, len(frame), len(failed),
+        dict(failed.group_by("parse_error").len().iter_rows()) if len(failed) else {},
+        (frame["choice"] == frame["llc_choice"]).mean() or 0.0,
+    )
+    write_parquet(frame, JUDGMENTS_SCHEMA, out)
+    return frame
+
+
+def combined_confidence(rubric: int | None, llc: float) -> float | None:
+    """c_i = (rubric_i / 5) x LLC_i."""
+    return None if rubric is None else rubric / 5 * llc

@@ -1,0 +1,10 @@
+from debate_audit.cwpor.figures import draw_figures
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    draw_figures(
+        metrics=snakemake.input.metrics,
+        breakdowns=snakemake.input.breakdowns,
+        out_dir=snakemake.params.out_dir,
+        level=snakemake.params.level,
+    )

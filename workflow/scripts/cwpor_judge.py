@@ -1,0 +1,14 @@
+from debate_audit.cwpor.judge import judge_debates
+from debate_audit.cwpor.runtime import ModelRef
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    judge_debates(
+        snakemake.input.questions,
+        snakemake.input.responses,
+        snakemake.output.judgments,
+        judge=ModelRef(**snakemake.params.judge),
+        template=snakemake.params.template,
+        max_new_tokens=snakemake.params.max_new_tokens,
+        cache=snakemake.params.cache,
+    )

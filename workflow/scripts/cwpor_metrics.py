@@ -1,0 +1,12 @@
+from debate_audit.cwpor.metrics import compute_metrics
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    compute_metrics(
+        list(snakemake.input.judgments),
+        snakemake.output.metrics,
+        snakemake.output.breakdowns,
+        resamples=snakemake.params.resamples,
+        level=snakemake.params.level,
+        seed=snakemake.params.seed,
+    )

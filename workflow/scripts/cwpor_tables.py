@@ -1,0 +1,16 @@
+from debate_audit.cwpor.tables import write_tables
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    write_tables(
+        metrics=snakemake.input.metrics,
+        judgments=list(snakemake.input.judgments),
+        responses=list(snakemake.input.responses),
+        questions=snakemake.input.questions,
+        summary_md=snakemake.output.summary_md,
+        summary_csv=snakemake.output.summary_csv,
+        examples_md=snakemake.output.examples,
+        level=snakemake.params.level,
+        example_categories=snakemake.params.example_categories,
+        examples_per_category=snakemake.params.examples_per_category,
+    )
