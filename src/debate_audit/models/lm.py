@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .batching import Batch, plan_batches
 from .cache import CallCache, cache_key
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -45,18 +47,30 @@ class LanguageModel:
         *,
         device: str = "auto",
         dtype: str = "auto",
-        batch_size: int = 8,
+        batch_size: int | str = 8,
         cache: str | Path | None = None,
         model: Any = None,
         tokenizer: Any = None,
+        prefix_sharing: bool = True,
     ):
+        """`batch_size`: prompts per batch, or "auto": on GPU a probed token budget per scoring batch (see
+        `probe_batch_tokens`) and 64 prompts per generation batch; on CPU 8. `prefix_sharing`: run a
+        prompt prefix shared by several prompts once and reuse its key/value cache (scoring only)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_dir = Path(model_dir)
         self.fingerprint = read_fingerprint(self.model_dir)["weights_sha256"]
         self.device = resolve_device(device)
         self.torch_dtype = resolve_dtype(dtype, self.device)
-        self.batch_size = batch_size
+        self._auto_batch = batch_size == "auto"
+        if self._auto_batch:
+            batch_size = 64 if self.device.startswith("cuda") else 8
+        self.batch_size = int(batch_size)
+        # Scoring batches are bounded by tokens; on GPU "auto" lets the probe raise the prompt count too.
+        self._max_batch = 4096 if self._auto_batch and self.device.startswith("cuda") else self.batch_size
+        self._token_budget: int | None = None
+        self.prefix_sharing = prefix_sharing
+        self.prefix_min_tokens = 16
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
@@ -67,6 +81,8 @@ class LanguageModel:
                 self.model_dir, dtype=self.torch_dtype, attn_implementation=attn, use_safetensors=True
             )
         self.model = model.to(self.device).eval()
+        # transformers 5 renamed the forward argument `past_key_values` to `cache`.
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.cache = CallCache(cache)
 
     # ----------------------------------------------------------------- rendering
@@ -125,7 +141,8 @@ class LanguageModel:
         """log P(label | prompt) for every label, all from one forward pass per prompt.
 
         `prompts` are fully rendered texts ending at the answer slot; each label is one token that
-        continues the prompt (e.g. " A", " B").
+        continues the prompt (e.g. " A", " B"). Identical prompts are computed once; prompts sharing a
+        token prefix (system message, story) reuse one key/value cache of that prefix (see batching.py).
         """
         label_ids = self.label_token_ids(labels)
         params = {"labels": list(labels)}
@@ -133,19 +150,105 @@ class LanguageModel:
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
         encoded = {i: self._encode(prompts[i]) for i in todo}
-        lengths = {i: len(encoded[i]) for i in todo}
+        if any(not seq for seq in encoded.values()):
+            raise ValueError("choice_logprobs got an empty prompt; it needs at least one token before the answer slot")
+        max_tokens = self._scoring_budget(max((len(s) for s in encoded.values()), default=0))
+        plan = plan_batches(
+            encoded, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens
+        ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(todo, {i: len(encoded[i]) for i in todo}, max_tokens)]
+        prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
-            for batch in self._batches(todo, lengths, max_tokens=self.batch_size * 512):
-                ids, mask = self._pad([encoded[i] for i in batch])
-                positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                # Left padding puts every answer slot at the last position: only its logits are needed.
-                out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1)
-                logprobs = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)[:, label_ids].cpu().tolist()
-                fresh = {keys[i]: lp for i, lp in zip(batch, logprobs)}
+            for batch in plan:
+                past = None
+                if batch.prefix:
+                    head = tuple(encoded[batch.items[0]][: batch.prefix])
+                    if prefix_state is None or prefix_state[0] != head:
+                        prefix_state = (head, self._prefix_kv(head))
+                    past = prefix_state[1]
+                seqs = [encoded[i][batch.prefix :] for i in batch.items]
+                logits = self._last_logits_backoff(seqs, past)
+                logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_ids].cpu().tolist()
+                fresh = {keys[i]: lp for i, lp in zip(batch.items, logprobs)}
                 self.cache.put_many("choice_logprobs", fresh)
                 cached.update(fresh)
-                bar.update(len(batch))
+                bar.update(len(batch.items))
         return [cached[k] for k in keys]
+
+    def _prefix_kv(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Key/value states of a shared prompt prefix, one sequence, per layer."""
+        ids = torch.tensor([head], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        past = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        return [(layer.keys, layer.values) for layer in past.layers]
+
+    def _last_logits(self, seqs: list[list[int]], past: list | None) -> torch.Tensor:
+        """Logits at the last token of each sequence (the answer slot), one padded forward pass."""
+        ids, mask = self._pad(seqs)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        kwargs: dict[str, Any] = {}
+        if past is not None:
+            from transformers import DynamicCache
+
+            n, shared = len(seqs), past[0][0].shape[-2]
+            kwargs[self._cache_kwarg] = DynamicCache(
+                ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in past],
+                config=self.model.config,
+            )
+            mask = torch.cat([torch.ones((n, shared), dtype=mask.dtype, device=mask.device), mask], dim=1)
+            positions = positions + shared
+        # Left padding puts every answer slot at the last position: only its logits are needed.
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, **kwargs)
+        return out.logits[:, -1, :]
+
+    def _last_logits_backoff(self, seqs: list[list[int]], past: list | None) -> torch.Tensor:
+        """`_last_logits`, halving the batch (and the token budget for later batches) on GPU out-of-memory."""
+        try:
+            return self._last_logits(seqs, past)
+        except torch.OutOfMemoryError:
+            if len(seqs) == 1:
+                raise
+            torch.cuda.empty_cache()
+            width = max(len(s) for s in seqs)
+            self._token_budget = max(width, (len(seqs) // 2) * width)
+            log.warning("out of memory at %d x %d tokens; token budget now %d", len(seqs), width, self._token_budget)
+            half = len(seqs) // 2
+            return torch.cat([self._last_logits_backoff(seqs[:half], past), self._last_logits_backoff(seqs[half:], past)])
+
+    def _scoring_budget(self, longest: int) -> int:
+        """Padded tokens per scoring batch: batch_size x 512 on CPU; probed once on GPU when batch_size='auto'."""
+        if self._token_budget is None:
+            if self.device.startswith("cuda") and self._auto_batch and longest:
+                self._token_budget = self.probe_batch_tokens(longest)
+            else:
+                self._token_budget = self._max_batch * 512
+        return self._token_budget
+
+    @torch.inference_mode()
+    def probe_batch_tokens(self, width: int, limit: int = 1 << 20, headroom: float = 0.7) -> int:
+        """Largest padded-token count per batch (batch x `width`) whose forward pass fits on the GPU.
+
+        Doubles the batch until out-of-memory, the `limit`, or peak memory above `headroom` of the card,
+        then keeps the largest batch that stayed under it.
+        """
+        free, total = torch.cuda.mem_get_info(self.device)
+        rows, best = 1, width
+        while rows * width <= limit:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            try:
+                ids = torch.full((rows, width), self.tokenizer.pad_token_id, dtype=torch.long, device=self.device)
+                self.model(input_ids=ids, logits_to_keep=1)
+                torch.cuda.synchronize(self.device)
+            except torch.OutOfMemoryError:
+                break
+            if torch.cuda.max_memory_allocated(self.device) > headroom * total:
+                break
+            best = rows * width
+            rows *= 2
+        torch.cuda.empty_cache()
+        log.info("batch probe: %d padded tokens per batch at width %d (%.0f GiB free of %.0f)", best, width,
+                 free / 2**30, total / 2**30)
+        return best
 
     @torch.inference_mode()
     def generate(

@@ -1,0 +1,157 @@
+"""The optimised model paths give the simple path's answers: prefix-cache scoring, de-duplication,
+out-of-memory back-off, batched greedy generation; and the batch planner covers every prompt once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from debate_audit.models import GenerationParams, LanguageModel
+from debate_audit.models.batching import common_prefix, plan_batches
+
+MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "models" / "smollm2-135m"
+needs_model = pytest.mark.skipif(not (MODEL_DIR / "fingerprint.json").exists(), reason="embedded model not prepared")
+
+
+# ------------------------------------------------------------------------------------------ planner
+def _plan_seqs() -> dict[int, list[int]]:
+    system = list(range(100, 130))  # 30 shared tokens (system message)
+    story_a, story_b = list(range(500, 560)), list(range(700, 760))
+    seqs = {}
+    for k in range(6):
+        seqs[k] = system + story_a + [900 + k] * (k + 1)
+    for k in range(6, 10):
+        seqs[k] = system + story_b + [900 + k] * (k + 2)
+    seqs[10] = system + [42] * 20
+    seqs[11] = system + [43] * 5
+    seqs[12] = [7, 8, 9]  # shares nothing
+    return seqs
+
+
+def test_plan_covers_every_prompt_once_within_limits():
+    seqs = _plan_seqs()
+    plan = plan_batches(seqs, batch_size=4, max_tokens=40, min_prefix=16, min_extra=32)
+    items = [i for b in plan for i in b.items]
+    assert sorted(items) == sorted(seqs)
+    for batch in plan:
+        assert len(batch.items) <= 4
+        widths = [len(seqs[i]) - batch.prefix for i in batch.items]
+        assert min(widths) >= 1  # the answer slot always goes through the batch pass
+        assert len(batch.items) == 1 or len(batch.items) * max(widths) <= 40
+        assert all(common_prefix(seqs[batch.items[0]], seqs[i]) >= batch.prefix for i in batch.items)
+
+
+def test_plan_shares_the_story_within_a_story_group_and_the_system_message_elsewhere():
+    seqs = _plan_seqs()
+    plan = plan_batches(seqs, batch_size=8, min_prefix=16, min_extra=32)
+    prefix_of = {i: b.prefix for b in plan for i in b.items}
+    assert all(prefix_of[k] == 30 + 60 for k in range(6))  # system + story A
+    assert all(prefix_of[k] == 30 + 60 for k in range(6, 10))  # system + story B
+    assert prefix_of[10] == prefix_of[11] == 30  # only the system message in common
+    assert prefix_of[12] == 0
+
+
+def test_plan_sorts_a_group_by_length_longest_first():
+    seqs = {i: [1] * 20 + [2] * n for i, n in enumerate([3, 9, 1, 7, 5])}
+    plan = plan_batches(seqs, batch_size=2, min_prefix=16)
+    lengths = [len(seqs[i]) for b in plan for i in b.items]
+    assert lengths == sorted(lengths, reverse=True)
+
+
+# ----------------------------------------------------------------------------------------- model
+@pytest.fixture(scope="module")
+def lm():
+    model = LanguageModel(MODEL_DIR, batch_size=4, cache=None)
+    yield model
+    model.close()
+
+
+def _story_prompts(lm: LanguageModel) -> list[str]:
+    story = "The crew of the ship landed on a cold planet and found an old map near the river. " * 2
+    convs = []
+    for k, q in enumerate(["Who found the map?", "Where was the map?", "What was cold?", "Who landed?"]):
+        user = f"Story: {story}\nQuestion: {q}\nA: the crew\nB: the captain" + (" (think)" * k)
+        convs.append([{"role": "system", "content": "Answer with A or B."}, {"role": "user", "content": user}])
+    convs.append([{"role": "user", "content": "Is the sky green? A: yes B: no"}])
+    return [lm.render_chat(c, assistant_prefix="Answer:") for c in convs]
+
+
+@pytest.mark.slow
+@needs_model
+def test_prefix_cache_scoring_equals_plain_scoring(lm):
+    prompts = _story_prompts(lm)
+    shared = plan_batches({i: lm._encode(p) for i, p in enumerate(prompts)}, batch_size=4)
+    assert any(b.prefix > 0 for b in shared)  # the story prompts do go through the prefix cache
+    with_prefix = lm.choice_logprobs(prompts, [" A", " B"])
+    lm.prefix_sharing = False
+    try:
+        plain = lm.choice_logprobs(prompts, [" A", " B"])
+    finally:
+        lm.prefix_sharing = True
+    with torch.inference_mode():  # one sequence at a time, full logits: the naive reference
+        for prompt, got in zip(prompts, with_prefix):
+            ids = torch.tensor([lm._encode(prompt)])
+            ref = torch.log_softmax(lm.model(input_ids=ids).logits[0, -1], -1)[lm.label_token_ids([" A", " B"])]
+            assert got == pytest.approx(ref.tolist(), abs=1e-4)
+    for a, b in zip(with_prefix, plain):
+        assert a == pytest.approx(b, abs=1e-4)
+
+
+@pytest.mark.slow
+@needs_model
+def test_duplicate_prompts_are_computed_once_and_answered_per_input(lm):
+    prompts = _story_prompts(lm)[:2]
+    seen: list[int] = []
+    original = lm._last_logits
+
+    def counting(seqs, past):
+        seen.append(len(seqs))
+        return original(seqs, past)
+
+    lm._last_logits = counting
+    try:
+        out = lm.choice_logprobs([prompts[0], prompts[1], prompts[0], prompts[0]], [" A", " B"])
+    finally:
+        lm._last_logits = original
+    assert len(out) == 4
+    assert out[0] == out[2] == out[3]
+    assert out[0] != out[1]
+    assert sum(seen) == 2  # two unique prompts went through the network
+
+
+@pytest.mark.slow
+@needs_model
+def test_out_of_memory_backoff_splits_the_batch_and_keeps_the_answers(lm, monkeypatch):
+    prompts = _story_prompts(lm)
+    expected = lm.choice_logprobs(prompts, [" A", " B"])
+    original = lm._last_logits
+
+    def tight(seqs, past):
+        if len(seqs) > 1:
+            raise torch.OutOfMemoryError("fake: only one row fits")
+        return original(seqs, past)
+
+    monkeypatch.setattr(lm, "_last_logits", tight)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    budget = lm._token_budget
+    try:
+        got = lm.choice_logprobs(prompts, [" A", " B"])
+    finally:
+        lm._token_budget = budget
+    for a, b in zip(got, expected):
+        assert a == pytest.approx(b, abs=1e-4)
+
+
+@pytest.mark.slow
+@needs_model
+def test_batched_greedy_equals_per_prompt_greedy(lm):
+    convs = [
+        [{"role": "user", "content": "Name a fruit."}],
+        [{"role": "user", "content": "Explain in one sentence why the sky looks blue during the day."}],
+        [{"role": "user", "content": "Say hello."}],
+    ]
+    params = GenerationParams(max_new_tokens=8)
+    single = LanguageModel(MODEL_DIR, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer)
+    assert lm.generate(convs, params) == single.generate(convs, params)
