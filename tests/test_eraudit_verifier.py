@@ -12,6 +12,15 @@ PAD = 0
 WEIGHTS = {"lm": 1.0, "fc": 2.0, "qh": 2.0}
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny tensors: thread start-up and contention cost more than the arithmetic.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_model(seed=0):
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -104,9 +113,32 @@ def test_left_padding_does_not_change_a_sequence_loss():
 def test_training_steps_lower_the_loss():
     model = tiny_model()
     examples = [example(i, True) for i in range(4)]
-    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=15, learning_rate=3e-3, batch_size=2,
+    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=10, learning_rate=5e-3, batch_size=2,
                                 grad_accum=2, seed=0)
     curve = train(model, examples, settings, LABEL_IDS, PAD)
-    assert len(curve) == 15 and curve[-1]["items"] == 60
+    assert len(curve) == 10 and curve[-1]["items"] == 40
     assert curve[-1]["loss"] < 0.5 * curve[0]["loss"]
     assert all(c["loss_qh"] is not None for c in curve)
+
+
+# ------------------------------------------------------------------ Table 1
+def test_table1_reads_only_the_eval_split_and_computes_acc_and_mtp():
+    import polars as pl
+
+    from debate_audit.eraudit.table1 import EVAL_SCHEMA, markdown_table, summarise
+
+    rows = []
+    for verifier, probs in [("base", [0.9, 0.4, 0.7]), ("org", [0.2, 0.3, 0.6])]:
+        for pair_id, p in enumerate(probs):
+            for question in ("q_m", "q_h"):
+                split = "train" if pair_id == 2 else "eval"
+                rows.append({"dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id, "split": split,
+                             "question": question, "p_correct": p, "correct": p > 0.5})
+    table = summarise(pl.DataFrame(rows, schema=EVAL_SCHEMA))
+    assert table.select("verifier", "question").rows() == [("base", "q_m"), ("base", "q_h"), ("org", "q_m"), ("org", "q_h")]
+    base = table.row(0, named=True)
+    assert (base["acc"], base["mtp"], base["n"]) == (pytest.approx(0.5), pytest.approx(0.65), 2)
+    org = table.row(2, named=True)
+    assert (org["acc"], org["mtp"]) == (0.0, pytest.approx(0.25))
+    md = markdown_table(table).splitlines()
+    assert md[2] == "| gpqa_h | base | 0.500 | 0.650 | 0.500 | 0.650 | 2 |"
