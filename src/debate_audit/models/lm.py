@@ -224,7 +224,7 @@ class LanguageModel:
         return self._token_budget
 
     @torch.inference_mode()
-    def probe_batch_tokens(self, width: int, limit: int = 1 << 20, headroom: float = 0.7) -> int:
+    def probe_batch_tokens(self, width: int, limit: int = 1 << 16, headroom: float = 0.7) -> int:
         """Largest padded-token count per batch (batch x `width`) whose forward pass fits on the GPU.
 
         Doubles the batch until out-of-memory, the `limit`, or peak memory above `headroom` of the card,

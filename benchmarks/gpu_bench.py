@@ -1,0 +1,148 @@
+"""GPU benchmark (H100/H200): scoring and batched greedy generation in bf16, one process.
+
+    python benchmarks/gpu_bench.py [--model-dir resources/models/smollm2-135m] [--shapes 135m 8b] [--out DIR]
+
+Needs only the tokenizer, config and fingerprint of a model directory: when the weights are absent (or
+with --random-weights) each shape is built with random bf16 weights, which times the same kernels (greedy
+text is then meaningless, and never stops at EOS, so every row runs to max_new_tokens). Shapes: `135m` is
+the directory's own config (SmolLM2-135M), `8b` a Llama-3.1-8B-shaped config (the paper models' scale).
+
+Scoring rows (same judge/verifier prompts as bench_scoring.py): naive (two passes per prompt, batch 1,
+full logits; timed on the first --naive-prompts prompts and reported per prompt), the lead's first batch
+plan (8 prompts per batch, length-sorted), and choice_logprobs with batch_size="auto" (probed token
+budget, prefix KV reuse). FLOP rate against a measured bf16 8192^3 torch.matmul.
+Generation rows: per-prompt greedy (first --single-prompts prompts) and batched greedy (all prompts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import MODEL_DIR, gemm_peak, machine, model_flops, table, timed  # noqa: E402
+from prompts import generation_messages, scoring_prompts  # noqa: E402
+
+from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
+
+LABELS = [" A", " B"]
+EIGHT_B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, head_dim=128, vocab_size=128256, tie_word_embeddings=False)
+
+
+def build(model_dir: Path, shape: str, random_weights: bool, device: str):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    if shape == "135m" and not random_weights and (model_dir / "model.safetensors").exists():
+        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa").to(device), False
+    config = AutoConfig.from_pretrained(model_dir)
+    if shape == "8b":
+        for key, value in EIGHT_B.items():
+            setattr(config, key, value)
+    elif shape == "tiny":  # CPU smoke test of this script
+        config.num_hidden_layers = 2
+    config._attn_implementation = "sdpa"
+    with torch.device(device):
+        torch.set_default_dtype(dtype)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        torch.set_default_dtype(torch.float32)
+    return model.to(dtype).eval(), True
+
+
+@torch.inference_mode()
+def naive(lm: LanguageModel, encoded: list[list[int]], label_ids: list[int]) -> list[list[float]]:
+    out = []
+    for seq in encoded:
+        row = []
+        for lab in label_ids:
+            logits = lm.model(input_ids=torch.tensor([seq + [lab]], device=lm.device)).logits
+            row.append(torch.log_softmax(logits[0, -2].float(), -1)[lab].item())
+        out.append(row)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model-dir", default=MODEL_DIR)
+    parser.add_argument("--shapes", nargs="+", default=["135m", "8b"])
+    parser.add_argument("--random-weights", action="store_true")
+    parser.add_argument("--prompts", type=int, default=512)
+    parser.add_argument("--naive-prompts", type=int, default=32)
+    parser.add_argument("--gen-prompts", type=int, default=64)
+    parser.add_argument("--single-prompts", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", default=os.environ.get("OUT"))
+    args = parser.parse_args()
+    model_dir = Path(args.model_dir)
+    device = args.device
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    peak = gemm_peak(8192 if device == "cuda" else 1024, device=device,
+                     dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+    lines = [f"machine: {machine()}", f"GEMM peak ({'bf16 8192^3' if device == 'cuda' else 'fp32 1024^3'}): "
+             f"{peak / 1e12:.1f} TFLOP/s", ""]
+    for shape in args.shapes:
+        model, random = build(model_dir, shape, args.random_weights, device)
+        lm = LanguageModel(model_dir, device=device, batch_size="auto", cache=None, model=model)
+        fixed = LanguageModel(model_dir, device=device, batch_size=8, cache=None, model=model, tokenizer=lm.tokenizer,
+                              prefix_sharing=False)
+        prompts = scoring_prompts(lm, args.prompts)
+        encoded = [lm._encode(p) for p in prompts]
+        label_ids = lm.label_token_ids(LABELS)
+        useful = model_flops(model.config, [p for s in encoded for p in range(len(s))], len(prompts))
+        lm.choice_logprobs(prompts[:8], LABELS)  # warm-up (and the batch probe)
+        fixed.choice_logprobs(prompts[:8], LABELS)
+        k = min(args.naive_prompts, len(prompts))
+        naive(lm, encoded[:2], label_ids)
+        t_naive, ref = timed(lambda: naive(lm, encoded[:k], label_ids))
+        t_naive *= len(prompts) / k
+        rows, res = [], {}
+        t_fixed, res["fixed"] = timed(lambda: fixed.choice_logprobs(prompts, LABELS, desc="batch 8"))
+        t_auto = []
+        for _ in range(3):
+            t, res["auto"] = timed(lambda: lm.choice_logprobs(prompts, LABELS, desc="auto"))
+            t_auto.append(t)
+        t_ours = statistics.median(t_auto)
+        for name, t, key in [("naive (extrapolated from %d)" % k, t_naive, None), ("batch 8, length-sorted", t_fixed, "fixed"),
+                             (f"choice_logprobs auto ({lm._token_budget} tokens/batch)", t_ours, "auto")]:
+            diff = "-" if key is None else f"{max(abs(math.exp(a) - math.exp(b)) for r, s in zip(res[key][:k], ref) for a, b in zip(r, s)):.1e}"
+            rows.append([name, t, len(prompts) / t, t_naive / t, useful / t / 1e12, f"{100 * useful / t / peak:.0f}%", diff])
+        lines += [f"## {shape} ({'random' if random else 'real'} bf16 weights), scoring {len(prompts)} prompts, "
+                  f"{sum(map(len, encoded))} tokens", "",
+                  table(["method", "seconds", "prompts/s", "x naive", "TFLOP/s (all tokens)", "of GEMM peak",
+                         "max |dp| vs naive"], rows), ""]
+        convs = generation_messages(args.gen_prompts)
+        params = GenerationParams(max_new_tokens=args.max_new_tokens)
+        single = LanguageModel(model_dir, device=device, batch_size=1, cache=None, model=model, tokenizer=lm.tokenizer)
+        single.generate(convs[:1], GenerationParams(max_new_tokens=4))
+        s = min(args.single_prompts, len(convs))
+        t_single, out_single = timed(lambda: single.generate(convs[:s], params, desc="per-prompt"))
+        t_batch, out_batch = timed(lambda: lm.generate(convs, params, desc="batched"))
+        tok = lambda outs: sum(len(lm._encode(o[0])) for o in outs)  # noqa: E731
+        same = sum(a == b for a, b in zip(out_single, out_batch[:s]))
+        rate_single, rate_batch = tok(out_single) / t_single, tok(out_batch) / t_batch
+        lines += [f"generation: greedy, max_new_tokens {args.max_new_tokens}", "",
+                  table(["method", "prompts", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"],
+                        [["per-prompt greedy", s, t_single, rate_single, 1.0, "-"],
+                         [f"batched greedy (batch {lm.batch_size})", len(convs), t_batch, rate_batch,
+                          rate_batch / rate_single, f"{same}/{s}"]]), ""]
+        print("\n".join(lines[-12:]), flush=True)
+        del lm, fixed, single, model
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    text = "\n".join(lines)
+    print("\n\n" + text)
+    if args.out:
+        Path(args.out, "gpu_bench.md").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
