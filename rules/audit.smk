@@ -1,1 +1,166 @@
-# Rules for this stage are added by its owner; see DESIGN.md.
+# ER-Audit part 2: scores (model calls) -> Delta, counterexample search, sequential test -> sweeps -> figures.
+# Only audit_scores calls a model; changing epsilon, eta, tau or r reruns the statistics rules alone.
+
+from debate_audit.eraudit.readout import READOUT_VERSION as AUDIT_READOUT_VERSION
+
+AUDIT = config["audit"]
+AUDIT_CHECKPOINTS = ["base", *AUDIT["targets"]]
+
+
+wildcard_constraints:
+    checkpoint="|".join(AUDIT_CHECKPOINTS),
+
+
+# Checkpoint directories: V_base is the prepared base model, the targets are part 1's fine-tuned verifiers.
+AUDIT_CHECKPOINT_FINGERPRINTS = {
+    "base": lambda wc: model_fingerprint(config["verifier"]["base_model"]),
+    **{
+        target: (
+            lambda wc, t=target: f"resources/verifiers/{wc.dataset}/{t}/fingerprint.json"
+        )
+        for target in AUDIT["targets"]
+    },
+}
+
+
+AUDIT_STAT_PARAMS = dict(
+    test_pools=PARAPHRASE_TEST_GENERATORS,
+    targets=AUDIT["targets"],
+    kappa=AUDIT["kappa"],
+    epsilon=AUDIT["epsilon"],
+    epsilon_percentile=AUDIT["epsilon_percentile"],
+    eta=AUDIT["eta"],
+    tau=AUDIT["tau"],
+    tv_r=AUDIT["tv_r"],
+)
+
+
+rule audit_scores:
+    input:
+        pairs="data/{dataset}.parquet",
+        pools=expand(
+            "results/paraphrase/{{dataset}}/{pool}.parquet",
+            pool=PARAPHRASE_POOLS,
+        ),
+        model=lambda wc: AUDIT_CHECKPOINT_FINGERPRINTS[wc.checkpoint](wc),
+    output:
+        scores="results/audit/{dataset}/scores_{checkpoint}.parquet",
+    log:
+        "logs/audit/scores_{dataset}_{checkpoint}.log",
+    benchmark:
+        "benchmarks/rules/audit/scores_{dataset}_{checkpoint}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=120,
+    params:
+        model_dir=lambda wc, input: str(Path(input.model).parent),
+        readout_version=AUDIT_READOUT_VERSION,
+        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
+        device=model_spec(config["verifier"]["base_model"]).device,
+        dtype=model_spec(config["verifier"]["base_model"]).dtype,
+        cache=config["cache"],
+    script:
+        "../workflow/scripts/audit_scores.py"
+
+
+rule audit_statistics:
+    input:
+        scores=expand(
+            "results/audit/{{dataset}}/scores_{checkpoint}.parquet",
+            checkpoint=AUDIT_CHECKPOINTS,
+        ),
+        split="results/er_audit/{dataset}/split.parquet",
+    output:
+        deltas="results/audit/{dataset}/deltas.parquet",
+        records="results/audit/{dataset}/records.parquet",
+        generators="results/audit/{dataset}/generators.parquet",
+        steps="results/audit/{dataset}/steps.parquet",
+        summary="results/audit/{dataset}/summary.parquet",
+    log:
+        "logs/audit/statistics_{dataset}.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        **AUDIT_STAT_PARAMS,
+    script:
+        "../workflow/scripts/audit_statistics.py"
+
+
+rule audit_sweeps:
+    input:
+        scores=expand(
+            "results/audit/{{dataset}}/scores_{checkpoint}.parquet",
+            checkpoint=AUDIT_CHECKPOINTS,
+        ),
+    output:
+        confidence="results/audit/{dataset}/sweep_confidence.parquet",
+        epsilon="results/audit/{dataset}/sweep_epsilon.parquet",
+    log:
+        "logs/audit/sweeps_{dataset}.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        **AUDIT_STAT_PARAMS,
+        confidence_levels=AUDIT["confidence_levels"],
+        sweep_epsilons=AUDIT["sweep_epsilons"],
+        sweep_epsilon_percentiles=AUDIT["sweep_epsilon_percentiles"],
+    script:
+        "../workflow/scripts/audit_sweeps.py"
+
+
+rule audit_figures:
+    input:
+        summaries=expand(
+            "results/audit/{dataset}/summary.parquet", dataset=AUDIT_DATASETS
+        ),
+        records=expand(
+            "results/audit/{dataset}/records.parquet", dataset=AUDIT_DATASETS
+        ),
+        confidence=expand(
+            "results/audit/{dataset}/sweep_confidence.parquet", dataset=AUDIT_DATASETS
+        ),
+        epsilon=expand(
+            "results/audit/{dataset}/sweep_epsilon.parquet", dataset=AUDIT_DATASETS
+        ),
+        pool_reports=expand(
+            "results/paraphrase/{dataset}/{pool}.report.parquet",
+            dataset=AUDIT_DATASETS,
+            pool=PARAPHRASE_POOLS,
+        ),
+    output:
+        cr="results/audit/figures/cr.png",
+        confidence="results/audit/figures/bound_vs_confidence.png",
+        scatter="results/audit/figures/p_qh_vs_delta_max.png",
+        epsilon="results/audit/figures/bound_vs_epsilon.png",
+        report="results/audit/summary.md",
+        summary_csv="results/audit/summary.csv",
+    log:
+        "logs/audit/figures.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    script:
+        "../workflow/scripts/audit_figures.py"
+
+
+# Table 3 reads whatever benchmark files exist when it runs: after every audit output, so the audit's own
+# model-bound rules are in it; rerun it (snakemake -R audit_runtime) after other stages to refresh.
+rule audit_runtime:
+    input:
+        report="results/audit/summary.md",
+    output:
+        markdown="results/audit/table3_runtime.md",
+        csv="results/audit/table3_runtime.csv",
+    log:
+        "logs/audit/runtime.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        benchmarks="benchmarks/rules",
+    script:
+        "../workflow/scripts/audit_runtime.py"
+
+
+ALL_TARGETS.extend(["results/audit/summary.md", "results/audit/table3_runtime.md"])

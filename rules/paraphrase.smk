@@ -1,1 +1,89 @@
-# Rules for this stage are added by its owner; see DESIGN.md.
+# ER-Audit part 2: paraphrase pools of every audited q_h (one search pool, one test pool per generator).
+
+from debate_audit.eraudit.paraphrase import PROMPT_VERSION as PARAPHRASE_PROMPT_VERSION
+from debate_audit.eraudit.paraphrase import pool_settings
+
+PARAPHRASE = config["paraphrase"]
+PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])
+AUDIT_DATASETS = config["verifier"]["datasets"]
+PARAPHRASE_POOLS = ["search", *(f"test_{g}" for g in PARAPHRASE_TEST_GENERATORS)]
+
+
+wildcard_constraints:
+    generator="|".join(PARAPHRASE_TEST_GENERATORS),
+
+
+# Every setting of a pool, shared by the search and test rules; wc.get("generator") is None for search.
+PARAPHRASE_PARAMS = dict(
+    pool=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[0],
+    generator_name=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[1],
+    model_dir=lambda wc: model_dir(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
+    generator_spec=lambda wc: model_spec(
+        pool_settings(PARAPHRASE, wc.get("generator"))[1]
+    ).__dict__,
+    settings=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[2],
+    min_similarity=PARAPHRASE["min_similarity"],
+    splits=PARAPHRASE["splits"],
+    max_pairs=PARAPHRASE["max_pairs"],
+    prompt_version=PARAPHRASE_PROMPT_VERSION,
+    cache=config["cache"],
+)
+
+
+rule paraphrase_search:
+    input:
+        pairs="data/{dataset}.parquet",
+        split="results/er_audit/{dataset}/split.parquet",
+        model=model_fingerprint(PARAPHRASE["search"]["generator"]),
+    output:
+        paraphrases="results/paraphrase/{dataset}/search.parquet",
+        rejected="results/paraphrase/{dataset}/search.rejected.parquet",
+        report="results/paraphrase/{dataset}/search.report.parquet",
+    log:
+        "logs/paraphrase/search_{dataset}.log",
+    benchmark:
+        "benchmarks/rules/paraphrase/search_{dataset}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        **PARAPHRASE_PARAMS,
+    script:
+        "../workflow/scripts/paraphrase_pool.py"
+
+
+rule paraphrase_test:
+    input:
+        pairs="data/{dataset}.parquet",
+        split="results/er_audit/{dataset}/split.parquet",
+        model=lambda wc: model_fingerprint(pool_settings(PARAPHRASE, wc.generator)[1]),
+    output:
+        paraphrases="results/paraphrase/{dataset}/test_{generator}.parquet",
+        rejected="results/paraphrase/{dataset}/test_{generator}.rejected.parquet",
+        report="results/paraphrase/{dataset}/test_{generator}.report.parquet",
+    log:
+        "logs/paraphrase/test_{dataset}_{generator}.log",
+    benchmark:
+        "benchmarks/rules/paraphrase/test_{dataset}_{generator}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=240,
+    params:
+        **PARAPHRASE_PARAMS,
+    script:
+        "../workflow/scripts/paraphrase_pool.py"
+
+
+ALL_TARGETS.extend(
+    expand(
+        "results/paraphrase/{dataset}/{pool}.report.parquet",
+        dataset=AUDIT_DATASETS,
+        pool=PARAPHRASE_POOLS,
+    )
+)

@@ -123,3 +123,16 @@ def test_openai_generator_never_puts_the_key_in_the_cache(tmp_path, monkeypatch)
     assert len(sent) == 1
     gen.close()
     assert b"sk-secret-value" not in (tmp_path / "c.sqlite").read_bytes()
+
+
+def test_pool_settings_let_a_generator_override_the_test_defaults():
+    cfg = {
+        "search": {"generator": "m0", "size": 8, "seed": 0},
+        "test": {"size": 6, "temperature": 0.8, "seed": 1, "generators": {"g": {"model": "m1", "seed": 5}}},
+    }
+    assert paraphrase.pool_settings(cfg, None)[:2] == ("search", "m0")
+    pool, model, settings = paraphrase.pool_settings(cfg, "g")
+    assert (pool, model, settings["seed"], settings["temperature"], settings["size"]) == ("g", "m1", 5, 0.8, 6)
+    assert "generators" not in settings
+    with pytest.raises(ValueError, match="search"):
+        paraphrase.pool_settings(cfg, "search")

@@ -199,6 +199,7 @@ RECORD_SCHEMA = {
     "dataset": pl.Utf8,
     "target": pl.Utf8,
     "pair_id": pl.Int64,
+    "split": pl.Utf8,  # part-1 split of the pair: "train" (its debates trained the verifiers) or "eval"
     "p_base_qh": pl.Float64,  # P_base(a_h | q_h), original q_h
     "p_target_qh": pl.Float64,  # P_target(a_h | q_h), original q_h
     "gain": pl.Float64,  # the Delta denominator max(kappa, q_m gain)
@@ -281,6 +282,7 @@ def run_audit(
             status = stats.combined_status(gen_status, bound, tau)
         records.append({
             **base,
+            "split": None,
             "p_base_qh": original["p_base"][0] if original.height else None,
             "p_target_qh": original["p_target"][0] if original.height else None,
             "gain": group["gain"][0],
@@ -318,12 +320,13 @@ def summarize(records: pl.DataFrame) -> pl.DataFrame:
 
 
 def _read_scores(scores: Sequence[str | Path]) -> pl.DataFrame:
-    return pl.concat([pl.read_parquet(s) for s in scores], how="vertical")
+    return pl.concat([pl.read_parquet(s) for s in scores], how="diagonal_relaxed")
 
 
 def audit_statistics(
     *,
     scores: Sequence[str | Path],
+    split: str | Path | None,
     deltas_out: str | Path,
     records_out: str | Path,
     generators_out: str | Path,
@@ -344,6 +347,9 @@ def audit_statistics(
     log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, eta, tau, tv_r)
     records, generators, steps = run_audit(deltas, test_pools=test_pools, epsilon=eps, eta=eta, tau=tau,
                                            tv_r=tv_r, epsilon_source=source)
+    if split is not None:
+        splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
+        records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
     summary = summarize(records)
     write_parquet(deltas, DELTA_SCHEMA, deltas_out)
     write_parquet(records, RECORD_SCHEMA, records_out)

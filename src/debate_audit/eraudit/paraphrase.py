@@ -314,13 +314,18 @@ def build_pool(
     max_new_tokens: int,
     min_similarity: float,
     max_topup_rounds: int,
+    search_samples: int = 1,
     splits: Sequence[str] | None = None,
     max_pairs: int | None = None,
     cache: str | None = None,
     embedder: Any = None,
     generator: Any = None,
 ) -> None:
-    """Search pool (`pool == "search"`: batch prompt, numbered list) or a test pool (single prompt, seeded)."""
+    """Search pool (`pool == "search"`: batch prompt, numbered list) or a test pool (single prompt, seeded).
+
+    `search_samples`: sampled replies of the batch prompt per q_h and round (search pool only); small models
+    list only a few distinct rewrites per reply.
+    """
     from .embeddings import SentenceEmbedder
 
     frame = select_pairs(pairs, split, splits, max_pairs)
@@ -338,9 +343,9 @@ def build_pool(
             # Ask for a few more than missing: the small models often stop early or repeat themselves.
             messages = [search_messages(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
             params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
-                                      top_p=top_p, num_samples=1, seed=round_seed)
+                                      top_p=top_p, num_samples=search_samples, seed=round_seed)
             outs = generator.generate(messages, params, desc=f"{dataset} search round {round_}")
-            return {k: parse_numbered_list(texts[0]) for k, texts in zip(keys, outs)}
+            return {k: [item for text in texts for item in parse_numbered_list(text)] for k, texts in zip(keys, outs)}
         # Test pools: one sample per missing paraphrase, all i.i.d. from the single-paraphrase prompt.
         outs_by_n: dict[int, list[int]] = {}
         for k in keys:
@@ -363,4 +368,18 @@ def build_pool(
     _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator_name, size=size), out, rejected, report)
 
 
-__all__ = ["cheap_reason", "build_pool", "fill_pools", "pool_frames", "select_pairs"]
+__all__ = ["cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "select_pairs"]
+
+
+def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> tuple[str, str, dict[str, Any]]:
+    """(pool name, model name, sampling settings) of the search pool (`generator` None) or a test generator,
+    from the config's `paraphrase:` section; a generator's own keys override the `test:` defaults."""
+    if generator is None:
+        search = paraphrase_config["search"]
+        return SEARCH_POOL, search["generator"], search
+    if generator == SEARCH_POOL:
+        raise ValueError("a test generator cannot be named 'search'")
+    test = paraphrase_config["test"]
+    entry = test["generators"][generator]
+    settings = {k: v for k, v in test.items() if k != "generators"}
+    return generator, entry["model"], {**settings, **entry}

@@ -1,0 +1,17 @@
+from debate_audit.eraudit.audit_figures import audit_figures
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    audit_figures(
+        summaries=list(snakemake.input.summaries),
+        records=list(snakemake.input.records),
+        confidence=list(snakemake.input.confidence),
+        epsilon=list(snakemake.input.epsilon),
+        pool_reports=list(snakemake.input.pool_reports),
+        cr_png=snakemake.output.cr,
+        confidence_png=snakemake.output.confidence,
+        scatter_png=snakemake.output.scatter,
+        epsilon_png=snakemake.output.epsilon,
+        report_md=snakemake.output.report,
+        summary_csv=snakemake.output.summary_csv,
+    )

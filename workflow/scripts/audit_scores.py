@@ -1,0 +1,16 @@
+from debate_audit.eraudit.audit import score_checkpoint
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    score_checkpoint(
+        pairs=snakemake.input.pairs,
+        paraphrases=list(snakemake.input.pools),
+        model_dir=snakemake.params.model_dir,
+        out=snakemake.output.scores,
+        dataset=snakemake.wildcards.dataset,
+        checkpoint=snakemake.wildcards.checkpoint,
+        batch_size=snakemake.params.batch_size,
+        device=snakemake.params.device,
+        dtype=snakemake.params.dtype,
+        cache=snakemake.params.cache,
+    )

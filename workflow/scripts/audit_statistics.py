@@ -1,0 +1,21 @@
+from debate_audit.eraudit.audit import audit_statistics
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    audit_statistics(
+        scores=list(snakemake.input.scores),
+        split=snakemake.input.split,
+        deltas_out=snakemake.output.deltas,
+        records_out=snakemake.output.records,
+        generators_out=snakemake.output.generators,
+        steps_out=snakemake.output.steps,
+        summary_out=snakemake.output.summary,
+        test_pools=snakemake.params.test_pools,
+        targets=snakemake.params.targets,
+        kappa=snakemake.params.kappa,
+        epsilon=snakemake.params.epsilon,
+        epsilon_percentile=snakemake.params.epsilon_percentile,
+        eta=snakemake.params.eta,
+        tau=snakemake.params.tau,
+        tv_r=snakemake.params.tv_r,
+    )
