@@ -107,3 +107,33 @@ def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     eps = pl.read_parquet(tmp_path / "e.parquet").sort("epsilon")
     assert eps["epsilon"].to_list() == pytest.approx([0.1, 0.25, 5.0])
     assert eps["cr"].to_list() == pytest.approx([1.0, 1.0, 0.0])
+
+
+class FakeLM:
+    """Scores a readout prompt by whether its option A is the answer; counts prompts it was asked."""
+
+    def __init__(self):
+        self.prompts = []
+
+    def choice_logprobs(self, prompts, labels, desc=""):
+        self.prompts.extend(prompts)
+        return [[-0.2, -1.8] if "A. right" in p else [-1.8, -0.2] for p in prompts]
+
+
+def test_scores_are_computed_once_per_question_text(tmp_path):
+    pairs = pl.DataFrame({"pair_id": [7], "q_m": ["qm?"], "y_true": ["right"], "y_false": ["wrong"],
+                          "q_h": ["qh?"], "h_true": ["right"], "h_false": ["wrong"]})
+    pairs.write_parquet(tmp_path / "pairs.parquet")
+    for pool, texts in {"search": ["p1?", "p2?"], "g1": ["p2?", "p3?"]}.items():
+        pl.DataFrame({"dataset": "d", "pair_id": 7, "pool": pool, "generator": "m", "index": range(len(texts)),
+                      "round": 0, "text": texts, "similarity": 0.9}).write_parquet(tmp_path / f"{pool}.parquet")
+    lm = FakeLM()
+    scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet",
+                                    paraphrases=[tmp_path / "search.parquet", tmp_path / "g1.parquet"],
+                                    model_dir=tmp_path, out=tmp_path / "scores.parquet", dataset="d",
+                                    checkpoint="base", lm=lm)
+    # q_m, q_h, p1, p2, p3: five distinct questions x two answer orders; p2 (in both pools) scored once
+    assert len(lm.prompts) == 10
+    assert scores.height == 6
+    assert scores.filter(pl.col("question") == "p2?")["p_answer"].n_unique() == 1
+    assert scores["p_answer"].to_list() == pytest.approx([0.8320183851339245] * 6)
