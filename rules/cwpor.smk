@@ -4,46 +4,27 @@
 # Prompt templates are versioned in debate_audit.cwpor.prompts; each rule carries only the id of the
 # template it uses, so a judge-template change reruns the judge and what follows, not the debates.
 from debate_audit.cwpor.prompts import max_new_tokens_for, template_id
+from debate_audit.cwpor.roles import model_ref, role_model
 
 CWPOR = config["cwpor"]
 CWPOR_OUT = "results/cwpor"
-CWPOR_FIGURES = ["fig2_category", "fig4_verbosity", "fig5_question_type", "fig6_confidence"]
+CWPOR_FIGURES = [
+    "fig2_category",
+    "fig4_verbosity",
+    "fig5_question_type",
+    "fig6_confidence",
+]
+CWPOR_CELLS = dict(model=CWPOR["models"], verbosity=CWPOR["verbosity"])
+CWPOR_RESPONSES = expand(
+    f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet", **CWPOR_CELLS
+)
+CWPOR_JUDGMENTS = expand(
+    f"{CWPOR_OUT}/{{model}}/judgments_v{{verbosity}}.parquet", **CWPOR_CELLS
+)
 
 
 wildcard_constraints:
     verbosity=r"\d+",
-
-
-def cwpor_role_model(model, role):
-    """The model playing `role` in model m's debates: cwpor.<role>_model, or m itself when null."""
-    return CWPOR[f"{role}_model"] or model
-
-
-def cwpor_model_ref(name):
-    spec = model_spec(name)
-    return {
-        "name": name,
-        "model_dir": model_dir(name),
-        "device": spec.device,
-        "dtype": spec.dtype,
-        "batch_size": spec.batch_size,
-    }
-
-
-def cwpor_judgments():
-    return expand(
-        f"{CWPOR_OUT}/{{model}}/judgments_v{{verbosity}}.parquet",
-        model=CWPOR["models"],
-        verbosity=CWPOR["verbosity"],
-    )
-
-
-def cwpor_responses():
-    return expand(
-        f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
-        model=CWPOR["models"],
-        verbosity=CWPOR["verbosity"],
-    )
 
 
 rule cwpor_questions:
@@ -51,11 +32,13 @@ rule cwpor_questions:
         dataset="data/truthfulqa.parquet",
     output:
         questions=f"{CWPOR_OUT}/questions.parquet",
+    log:
+        "logs/cwpor/questions.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
         subset=CWPOR["subset"],
         seed=CWPOR["seed"],
-    log:
-        "logs/cwpor/questions.log",
     script:
         "../workflow/scripts/cwpor_questions.py"
 
@@ -63,15 +46,28 @@ rule cwpor_questions:
 rule cwpor_debate:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
-        neutral=lambda wc: model_fingerprint(cwpor_role_model(wc.model, "neutral")),
+        neutral=lambda wc: model_fingerprint(role_model(CWPOR, wc.model, "neutral")),
         persuasive=lambda wc: model_fingerprint(
-            cwpor_role_model(wc.model, "persuasive")
+            role_model(CWPOR, wc.model, "persuasive")
         ),
     output:
         responses=f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
+    log:
+        "logs/cwpor/debate/{model}_v{verbosity}.log",
+    benchmark:
+        "benchmarks/rules/cwpor/debate/{model}_v{verbosity}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=CWPOR["resources"]["mem_mb"],
+        runtime=CWPOR["resources"]["runtime"],
     params:
         agents=lambda wc: {
-            role: cwpor_model_ref(cwpor_role_model(wc.model, role))
+            role: model_ref(
+                model_spec(role_model(CWPOR, wc.model, role)),
+                model_dir(role_model(CWPOR, wc.model, role)),
+            )
             for role in ("neutral", "persuasive")
         },
         template=CWPOR["debate_template"],
@@ -81,14 +77,6 @@ rule cwpor_debate:
             int(wc.verbosity), CWPOR["tokens_per_word"], CWPOR["extra_tokens"]
         ),
         cache=config["cache"],
-    log:
-        "logs/cwpor/debate/{model}_v{verbosity}.log",
-    benchmark:
-        "benchmarks/rules/cwpor/debate/{model}_v{verbosity}.tsv"
-    resources:
-        gpu=1,
-        mem_mb=CWPOR["resources"]["mem_mb"],
-        runtime=CWPOR["resources"]["runtime"],
     script:
         "../workflow/scripts/cwpor_debate.py"
 
@@ -97,40 +85,47 @@ rule cwpor_judge:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
         responses=f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
-        judge=lambda wc: model_fingerprint(cwpor_role_model(wc.model, "judge")),
+        judge=lambda wc: model_fingerprint(role_model(CWPOR, wc.model, "judge")),
     output:
         judgments=f"{CWPOR_OUT}/{{model}}/judgments_v{{verbosity}}.parquet",
+    log:
+        "logs/cwpor/judge/{model}_v{verbosity}.log",
+    benchmark:
+        "benchmarks/rules/cwpor/judge/{model}_v{verbosity}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=CWPOR["resources"]["mem_mb"],
+        runtime=CWPOR["resources"]["runtime"],
     params:
-        judge=lambda wc: cwpor_model_ref(cwpor_role_model(wc.model, "judge")),
+        judge=lambda wc: model_ref(
+            model_spec(role_model(CWPOR, wc.model, "judge")),
+            model_dir(role_model(CWPOR, wc.model, "judge")),
+        ),
         template=CWPOR["judge_template"],
         # version + hash of the template text: editing the judge prompt reruns this rule
         template_id=template_id("judge", CWPOR["judge_template"]),
         max_new_tokens=CWPOR["judge_max_new_tokens"],
         cache=config["cache"],
-    log:
-        "logs/cwpor/judge/{model}_v{verbosity}.log",
-    benchmark:
-        "benchmarks/rules/cwpor/judge/{model}_v{verbosity}.tsv"
-    resources:
-        gpu=1,
-        mem_mb=CWPOR["resources"]["mem_mb"],
-        runtime=CWPOR["resources"]["runtime"],
     script:
         "../workflow/scripts/cwpor_judge.py"
 
 
 rule cwpor_metrics:
     input:
-        judgments=cwpor_judgments(),
+        judgments=CWPOR_JUDGMENTS,
     output:
         metrics=f"{CWPOR_OUT}/metrics.parquet",
         breakdowns=f"{CWPOR_OUT}/breakdowns.parquet",
+    log:
+        "logs/cwpor/metrics.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
         resamples=CWPOR["bootstrap"],
         level=CWPOR["ci_level"],
         seed=CWPOR["seed"],
-    log:
-        "logs/cwpor/metrics.log",
     script:
         "../workflow/scripts/cwpor_metrics.py"
 
@@ -138,19 +133,21 @@ rule cwpor_metrics:
 rule cwpor_tables:
     input:
         metrics=f"{CWPOR_OUT}/metrics.parquet",
-        judgments=cwpor_judgments(),
-        responses=cwpor_responses(),
+        judgments=CWPOR_JUDGMENTS,
+        responses=CWPOR_RESPONSES,
         questions=f"{CWPOR_OUT}/questions.parquet",
     output:
         summary_md=f"{CWPOR_OUT}/tables/summary.md",
         summary_csv=f"{CWPOR_OUT}/tables/summary.csv",
         examples=f"{CWPOR_OUT}/tables/fig3_examples.md",
+    log:
+        "logs/cwpor/tables.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
         level=CWPOR["ci_level"],
         example_categories=CWPOR["example_categories"],
         examples_per_category=CWPOR["examples_per_category"],
-    log:
-        "logs/cwpor/tables.log",
     script:
         "../workflow/scripts/cwpor_tables.py"
 
@@ -165,11 +162,13 @@ rule cwpor_figures:
             figure=CWPOR_FIGURES,
             ext=["png", "svg"],
         ),
-    params:
-        out_dir=f"{CWPOR_OUT}/figures",
-        level=CWPOR["ci_level"],
     log:
         "logs/cwpor/figures.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        out_dir=lambda wc, output: str(Path(output[0]).parent),
+        level=CWPOR["ci_level"],
     script:
         "../workflow/scripts/cwpor_figures.py"
 

@@ -62,3 +62,20 @@ def test_missing_parts_are_reported_by_name():
     only_choice = parse_judgment("Final Answer: Answer B")
     assert only_choice.choice == "B" and not only_choice.parse_ok
     assert only_choice.parse_error == "confidence missing"
+
+
+@pytest.mark.parametrize(
+    "text, choice",
+    [
+        # phrasings SmolLM2-135M-Instruct actually produced as judge
+        ("The answer to this question is: Answer A", "A"),
+        ("The answer is answer A.", "A"),
+        ("Rationale: x\n\nThe correct answer is:\n\nAnswer B: Antibiotics can cure a cold.", "B"),
+        ("I choose Answer B because it cites evidence.", "B"),
+        ("The answer is A bit of a stretch.", None),
+        ("The answer is not entirely accurate.", None),
+        ("Rationale: The answer is correct.", None),
+    ],
+)
+def test_unlabelled_statements_count_only_when_the_letter_ends_the_phrase(text, choice):
+    assert parse_choice(text)[0] == choice

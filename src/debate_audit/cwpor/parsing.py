@@ -1,7 +1,7 @@
 """Reading the judge's free text: rationale, chosen answer (A/B) and rubric confidence (1-5).
 
 Conservative on purpose: a choice is read only from an explicit statement ("Final Answer: Answer B",
-"The correct answer is A", "I choose B"); when the statements disagree, or the judge echoes the format
+"The answer is A.", "I choose B."); when the statements disagree, or the judge echoes the format
 ("Answer A or Answer B"), the choice stays unparsed. Unparsed outputs are kept and counted, never guessed.
 """
 
@@ -13,10 +13,12 @@ from dataclasses import dataclass
 # Letters are matched case-sensitively so the article "a" never reads as a choice.
 _LETTER = r"\**\s*(?i:answer)?\s*[\(\[]?\s*([AB])\b(?!\s*(?:or|/|and)\s*(?i:answer)?\s*[\(\[]?[AB]\b)"
 _FINAL = re.compile(r"(?i:final\s+answer)\s*\**\s*[:：\-]?\s*" + _LETTER)
+# Outside a labelled line the letter must end the phrase ("The answer is A.", not "The answer is A bit ...").
+_ENDS = r"(?=\s*(?:[.,;:!)\]*]|\n|\Z|(?:because|since|as)\b))"
 _FALLBACK = [
     re.compile(r"(?i:\b(?:answer|choice|verdict|decision|selected answer|chosen answer))\s*\**\s*[:：]\s*" + _LETTER),
-    re.compile(r"(?i:correct\s+answer\s+is)\s*:?\s*" + _LETTER),
-    re.compile(r"(?i:\bI\s+(?:choose|pick|select|go\s+with))\s+" + _LETTER),
+    re.compile(r"(?i:\b(?:correct\s+)?answer(?:\s+to\s+(?:this|the)\s+question)?\s+is)\s*:?\s*" + _LETTER + _ENDS),
+    re.compile(r"(?i:\bI\s+(?:choose|pick|select|go\s+with))\s+" + _LETTER + _ENDS),
 ]
 _CONFIDENCE = re.compile(
     r"(?i:confidence(?:\s+(?:level|score|rating))?)\s*\**\s*[:：=]?\s*\**\s*\(?([1-5])\b(?!\s*-\s*\d)(?:\s*/\s*5)?"
