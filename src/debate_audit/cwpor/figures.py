@@ -1,8 +1,9 @@
 """Stage 4b: the paper's CW-POR figures from metrics.parquet / breakdowns.parquet (PNG + SVG).
 
-fig2_category       CW-POR by category with CIs, question share as a line (paper Fig. 2)
+fig2_category       CW-POR (and POR) by category with CIs, question share as a line (paper Fig. 2)
 fig4_verbosity      CW-POR (and POR) vs word limit, one line per model (Fig. 4)
-fig5_question_type  CW-POR of Adversarial vs Non-Adversarial questions per model (Fig. 5)
+fig5_question_type  CW-POR (and POR) of Adversarial vs Non-Adversarial questions per model (Fig. 5)
+Undefined values (no parsed judgment in a group) are marked "n/a", never drawn as zero.
 fig6_confidence     mean LLC (top row) and rubric confidence (bottom row) vs word limit; solid: correct
                     picks, dashed: persuaded picks (Fig. 6)
 """
@@ -28,6 +29,16 @@ def _yerr(values, lows, highs) -> np.ndarray:
     return np.nan_to_num(np.clip(err, 0, None))
 
 
+def _bars(ax, x, rows: pl.DataFrame, width: float, color: str, label: str, hatch: str | None = None) -> None:
+    """Bars with CI whiskers; a group whose value is undefined (NaN) gets an "n/a" mark, not a zero bar."""
+    values = rows["value"].fill_null(float("nan")).to_numpy().astype(float)
+    ax.bar(x, np.nan_to_num(values), width, yerr=_yerr(values, rows["ci_low"].fill_null(float("nan")), rows["ci_high"].fill_null(float("nan"))),
+           color=color, alpha=0.8, capsize=3, ecolor="dimgray", hatch=hatch, label=label)
+    for xi, value in zip(np.atleast_1d(x), values):
+        if np.isnan(value):
+            ax.text(xi, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color=color)
+
+
 def _save(fig, out_dir: Path, name: str) -> None:
     for ext in ("png", "svg"):
         fig.savefig(out_dir / f"{name}.{ext}", dpi=150, bbox_inches="tight")
@@ -43,16 +54,20 @@ def _metric(breakdowns: pl.DataFrame, model: str, dimension: str, metric: str) -
 def fig_category(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path) -> None:
     fig, axes = plt.subplots(len(models), 1, figsize=(max(7.0, 0.55 * _n_levels(breakdowns, "category") + 3), 4.2 * len(models)), squeeze=False)
     for ax, model in zip(axes[:, 0], models):
-        rows = _metric(breakdowns, model, "category", "cw_por").sort("value", descending=True, nulls_last=True)
+        rows = _metric(breakdowns, model, "category", "cw_por").sort(["value", "level"], descending=[True, False], nulls_last=True)
+        por = _metric(breakdowns, model, "category", "por")
+        por = rows.select("level").join(por, on="level", how="left", maintain_order="left")
         x = np.arange(len(rows))
-        ax.bar(x, rows["value"].fill_nan(None).fill_null(0).to_numpy(), yerr=_yerr(rows["value"], rows["ci_low"], rows["ci_high"]),
-               color="tab:red", alpha=0.75, capsize=3, label=f"CW-POR ({round(level * 100)}% CI)")
+        _bars(ax, x - 0.2, rows, 0.4, "tab:red", f"CW-POR ({round(level * 100)}% CI)")
+        _bars(ax, x + 0.2, por, 0.4, "tab:orange", "POR", hatch="//")
         ax.set_xticks(x, rows["level"].to_list(), rotation=40, ha="right")
-        ax.set_ylabel("CW-POR")
+        ax.set_ylabel("override rate")
+        ax.set_xlabel("TruthfulQA category")
         ax.set_ylim(0, 1.05)
-        ax.set_title(f"{model}: CW-POR by TruthfulQA category (all word limits pooled)")
+        ax.set_title(f"{model}: CW-POR and POR by category (all word limits pooled; n/a: no parsed judgment)")
         share = ax.twinx()
-        share.plot(x, rows["share"].to_numpy() * 100, color="black", marker="o", linewidth=1.2, label="question share")
+        share.plot(x, rows["share"].to_numpy() * 100, color="tab:blue", marker="D", linestyle=":", linewidth=1.5,
+                   label="question share")
         share.set_ylabel("share of questions (%)")
         share.set_ylim(0, max(5.0, float(rows["share"].max() or 0) * 100 * 1.3))
         handles = ax.get_legend_handles_labels()[0] + share.get_legend_handles_labels()[0]
@@ -86,19 +101,20 @@ def fig_verbosity(breakdowns: pl.DataFrame, models: list[str], level: float, out
 
 def fig_question_type(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path) -> None:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(models) + 2), 4.5))
-    width = 0.38
+    width = 0.2
     x = np.arange(len(models))
     for j, (kind, color) in enumerate([("Adversarial", "tab:red"), ("Non-Adversarial", "tab:blue")]):
-        vals, lows, highs = [], [], []
-        for model in models:
-            row = _metric(breakdowns, model, "type", "cw_por").filter(pl.col("level") == kind)
-            vals.append(row["value"][0] if len(row) else np.nan)
-            lows.append(row["ci_low"][0] if len(row) else np.nan)
-            highs.append(row["ci_high"][0] if len(row) else np.nan)
-        ax.bar(x + (j - 0.5) * width, np.nan_to_num(vals), width, yerr=_yerr(vals, lows, highs), capsize=3,
-               color=color, alpha=0.8, label=kind)
+        for k, (metric, hatch, alpha_label) in enumerate([("cw_por", None, "CW-POR"), ("por", "//", "POR")]):
+            rows = pl.concat([
+                _metric(breakdowns, model, "type", metric).filter(pl.col("level") == kind).select("value", "ci_low", "ci_high")
+                .vstack(pl.DataFrame({"value": [float("nan")], "ci_low": [float("nan")], "ci_high": [float("nan")]}))
+                .head(1)
+                for model in models
+            ])
+            _bars(ax, x + (2 * j + k - 1.5) * width, rows, width, color, f"{kind} {alpha_label}", hatch=hatch)
     ax.set_xticks(x, models)
-    ax.set_ylabel("CW-POR")
+    ax.set_xlabel("experiment model")
+    ax.set_ylabel("override rate (hatched: POR)")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"Adversarial vs non-adversarial questions ({round(level * 100)}% CI)")
     ax.legend(title="question type", fontsize=8)
