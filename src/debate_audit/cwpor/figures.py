@@ -3,9 +3,10 @@
 fig2_category       CW-POR (and POR) by category with CIs, question share as a line (paper Fig. 2)
 fig4_verbosity      CW-POR (and POR) vs word limit, one line per model (Fig. 4)
 fig5_question_type  CW-POR (and POR) of Adversarial vs Non-Adversarial questions per model (Fig. 5)
-Undefined values (no parsed judgment in a group) are marked "n/a", never drawn as zero.
 fig6_confidence     mean LLC (top row) and rubric confidence (bottom row) vs word limit; solid: correct
                     picks, dashed: persuaded picks (Fig. 6)
+
+Undefined values (no parsed judgment in a group) are marked "n/a", never drawn as zero.
 """
 
 from __future__ import annotations

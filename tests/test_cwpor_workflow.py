@@ -1,0 +1,97 @@
+"""CW-POR through Snakemake on the smoke overlay, in a scratch working directory.
+
+Runs the real embedded model (about a minute on 2 CPU cores), then checks that changing only the judge
+template plans and reruns only the judge and what follows, with the debates left as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+CWPOR_RULES = ["cwpor_questions", "cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures"]
+TARGETS = [
+    "results/cwpor/metrics.parquet",
+    "results/cwpor/tables/summary.md",
+    "results/cwpor/tables/fig3_examples.md",
+    "results/cwpor/figures/fig2_category.png",
+    "results/cwpor/figures/fig6_confidence.png",
+]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, embedded_model_dir):
+    work = tmp_path_factory.mktemp("cwpor_workflow")
+    for name in ("config", "tests"):
+        (work / name).symlink_to(REPO / name)
+    (work / "data").mkdir()
+    (work / "data" / "demo").symlink_to(REPO / "data" / "demo")
+    (work / "resources" / "models").mkdir(parents=True)
+    (work / "resources" / "models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
+    return work
+
+
+def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess.CompletedProcess:
+    (work / "overlay.yaml").write_text(yaml.safe_dump({"cache": str(work / "cache.sqlite"), **(overlay or {})}))
+    cmd = [
+        SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", "--resources", "gpu=1",
+        "--configfile", "config/config.yaml", "tests/smoke/config.yaml", "overlay.yaml",
+        # nothing outside the stage may run here (the model directory is the repository's own)
+        "--allowed-rules", "prepare_truthfulqa", *CWPOR_RULES, *args, "--", *TARGETS,
+    ]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
+
+
+def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
+    return {line.split()[0] for line in (result.stdout + result.stderr).splitlines() if line.split() and line.split()[0] in CWPOR_RULES}
+
+
+def test_smoke_run_covers_every_question_and_verbosity(workdir):
+    result = snakemake(workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    smoke = yaml.safe_load((REPO / "tests/smoke/config.yaml").read_text())["cwpor"]
+    questions = pl.read_parquet(workdir / "results/cwpor/questions.parquet")
+    assert len(questions) == smoke["subset"]
+    for v in smoke["verbosity"]:
+        responses = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/responses_v{v}.parquet")
+        judgments = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/judgments_v{v}.parquet")
+        assert sorted(responses.select("question_id", "role").rows()) == sorted(
+            (q, role) for q in questions["question_id"] for role in ("neutral", "persuasive")
+        )
+        assert sorted(judgments["question_id"]) == sorted(questions["question_id"])
+    metrics = pl.read_parquet(workdir / "results/cwpor/metrics.parquet")
+    assert metrics["verbosity"].to_list() == [None, *smoke["verbosity"]]
+    for target in TARGETS:
+        assert (workdir / target).stat().st_size > 0
+
+
+def test_changing_only_the_judge_template_reruns_only_judge_and_downstream(workdir):
+    if not (workdir / "results/cwpor/metrics.parquet").exists():
+        pytest.skip("needs the smoke run of the previous test")
+    unchanged = snakemake(workdir, "--dry-run", "--quiet", "rules")
+    assert unchanged.returncode == 0, unchanged.stderr[-2000:]
+    assert planned_rules(unchanged) == set()
+
+    overlay = {"cwpor": {"judge_template": "v1-skeptical"}}
+    plan = snakemake(workdir, "--dry-run", "--quiet", "rules", overlay=overlay)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert planned_rules(plan) == {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures"}
+
+    responses = workdir / "results/cwpor/smollm2-135m/responses_v20.parquet"
+    before = responses.stat().st_mtime_ns
+    rerun = snakemake(workdir, overlay=overlay)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert responses.stat().st_mtime_ns == before
+    judged = pl.read_parquet(workdir / "results/cwpor/smollm2-135m/judgments_v20.parquet")
+    assert judged["template"].str.starts_with("v1-skeptical:").all()
