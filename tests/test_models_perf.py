@@ -155,3 +155,42 @@ def test_batched_greedy_equals_per_prompt_greedy(lm):
     params = GenerationParams(max_new_tokens=8)
     single = LanguageModel(MODEL_DIR, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer)
     assert lm.generate(convs, params) == single.generate(convs, params)
+
+
+# ------------------------------------------------------------------------------- serving backend
+def test_openai_compatible_backend_posts_rendered_prompts_and_reads_choices():
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from debate_audit.models.serving import OpenAICompatibleBackend
+
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            choices = [{"index": k, "text": f" {body['prompt']}#{k}"} for k in range(body["n"])]
+            data = json.dumps({"choices": choices[::-1]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backend = OpenAICompatibleBackend(f"http://127.0.0.1:{server.server_port}/v1", "m", concurrency=2)
+        greedy = backend.complete(["p1", "p2"], GenerationParams(max_new_tokens=5))
+        sampled = backend.complete(["p3"], GenerationParams(max_new_tokens=5, do_sample=True, num_samples=2, seed=3))
+    finally:
+        server.shutdown()
+    assert greedy == [["p1#0"], ["p2#0"]]
+    assert sampled == [["p3#0", "p3#1"]]
+    by_prompt = {b["prompt"]: b for b in seen}
+    assert by_prompt["p1"]["temperature"] == 0.0 and by_prompt["p1"]["max_tokens"] == 5
+    assert by_prompt["p3"]["seed"] == 3 and by_prompt["p3"]["n"] == 2

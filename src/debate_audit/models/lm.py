@@ -52,10 +52,13 @@ class LanguageModel:
         model: Any = None,
         tokenizer: Any = None,
         prefix_sharing: bool = True,
+        generation_backend: Any = None,
     ):
         """`batch_size`: prompts per batch, or "auto": on GPU a probed token budget per scoring batch (see
         `probe_batch_tokens`) and 64 prompts per generation batch; on CPU 8. `prefix_sharing`: run a
-        prompt prefix shared by several prompts once and reuse its key/value cache (scoring only)."""
+        prompt prefix shared by several prompts once and reuse its key/value cache (scoring only).
+        `generation_backend`: optional `serving.OpenAICompatibleBackend` / `serving.VLLMBackend` that computes
+        uncached `generate` calls instead of the in-process model (off by default)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_dir = Path(model_dir)
@@ -71,6 +74,7 @@ class LanguageModel:
         self._token_budget: int | None = None
         self.prefix_sharing = prefix_sharing
         self.prefix_min_tokens = 16
+        self.generation_backend = generation_backend
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
@@ -261,6 +265,11 @@ class LanguageModel:
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
         encoded = {i: self._encode(prompts[i]) for i in todo}
         lengths = {i: len(encoded[i]) for i in todo}
+        if self.generation_backend is not None and todo:
+            fresh = dict(zip((keys[i] for i in todo), self.generation_backend.complete([prompts[i] for i in todo], params)))
+            self.cache.put_many("generate", fresh)
+            cached.update(fresh)
+            return [cached[k] for k in keys]
         eos = self._eos_ids()
         step = 1 if params.do_sample else self.batch_size
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
