@@ -51,6 +51,11 @@ def test_speaker_prefix_the_model_writes_is_dropped():
     assert clean_argument("**Round 2:** The lamp.") == "The lamp."
 
 
+def test_argument_stops_where_the_model_starts_writing_another_turn():
+    raw = "The lamp was lit.\nIt burned all night.\nDebater B: No it did not.\nRound 2\nDebater A: Yes."
+    assert clean_argument(raw) == "The lamp was lit.\nIt burned all night."
+
+
 # ------------------------------------------------------------------ leaks
 LEAK_ITEM = {
     "q_h": "What was the Marigold said to be carrying up the estuary?",

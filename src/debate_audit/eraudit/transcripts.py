@@ -28,7 +28,7 @@ from .quotes import enforce_word_limit, mark_quotes
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "debate-v1"  # bump when a prompt below changes (rule params carry it)
+PROMPT_VERSION = "debate-v2"  # bump when a prompt or the argument clean-up changes (rule params carry it)
 MODES = ("honest", "adversarial")
 
 ARGUMENT_STRUCT = pl.Struct(
@@ -147,11 +147,18 @@ def debater_messages(
 _SPEAKER = re.compile(r"^\s*(\*\*)?(debater\s+[ab]|round\s+\d+)\s*[:.]?(\*\*)?\s*[:.]?\s*", re.IGNORECASE)
 
 
+_NEXT_TURN = re.compile(r"\n\s*(\*\*)?(debater\s+[ab]\s*:|round\s+\d+\b)", re.IGNORECASE)
+
+
 def clean_argument(raw: str) -> str:
-    """Drop a leading "Debater A:" / "Round 2:" the model sometimes writes itself."""
+    """Drop a leading "Debater A:" / "Round 2:" the model writes itself, and anything from the point where
+    it starts writing a further turn (the opponent's or a next round's): a debater speaks once per round."""
     text = raw.strip()
     for _ in range(2):
         text = _SPEAKER.sub("", text, count=1)
+    match = _NEXT_TURN.search(text)
+    if match:
+        text = text[: match.start()]
     return text.strip()
 
 
