@@ -101,3 +101,13 @@ def test_cache_serves_a_second_model_instance_without_recomputing(embedded_model
     assert (again.cache.hits, again.cache.misses) == (3, 2)
     assert second[:3] == first
     again.close()
+
+
+def test_a_final_assistant_message_is_continued_not_answered(embedded_lm):
+    question = {"role": "user", "content": "What is the capital of France?"}
+    prefill = {"role": "assistant", "content": "The capital of France is"}
+    rendered = embedded_lm.render_chat([question, prefill])
+    assert rendered == embedded_lm.render_chat([question], assistant_prefix="The capital of France is")
+    assert rendered.endswith("<|im_start|>assistant\nThe capital of France is")
+    text = embedded_lm.generate([[question, prefill]], GenerationParams(max_new_tokens=8))[0][0]
+    assert "Paris" in text and not text.startswith("The capital")

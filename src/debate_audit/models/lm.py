@@ -91,7 +91,14 @@ class LanguageModel:
 
     # ----------------------------------------------------------------- rendering
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:
-        """The exact text the model sees: chat template, generation prompt, optional start of the reply."""
+        """The exact text the model sees: chat template, generation prompt, optional start of the reply.
+
+        A conversation ending in an assistant message is a prefill: the model continues that message, and
+        `generate` returns only the continuation.
+        """
+        if messages and messages[-1]["role"] == "assistant":
+            assistant_prefix = messages[-1]["content"] + (assistant_prefix or "")
+            messages = messages[:-1]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return text + (assistant_prefix or "")
 
