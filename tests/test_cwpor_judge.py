@@ -8,8 +8,8 @@ import torch
 
 from debate_audit.cwpor import judge as judge_module
 from debate_audit.cwpor.debates import RESPONSES_SCHEMA, generate_debates
-from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA, LABELS, judge_debates
-from debate_audit.cwpor.prompts import judge_messages, judge_template
+from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA, LABELS, first_statement, judge_debates, judge_replies
+from debate_audit.cwpor.prompts import judge_messages, judge_template, template_id
 from debate_audit.cwpor.questions import QUESTIONS_SCHEMA
 from debate_audit.cwpor.runtime import ModelRef
 
@@ -112,6 +112,76 @@ def test_judge_refuses_debates_with_a_missing_response(tmp_path, monkeypatch):
                       judge=ModelRef("j", "unused"), template="v1", max_new_tokens=40, cache=None)
 
 
+class SkeletonLM(FakeLM):
+    """Continues prefilled replies: `slots[question][label]` is what it writes after each label."""
+
+    def __init__(self, slots, logprobs):
+        super().__init__({}, logprobs)
+        self.slots, self.calls = slots, []
+
+    def generate(self, conversations, params, desc=""):
+        self.calls.append(params.max_new_tokens)
+        outs = []
+        for conv in conversations:
+            assert conv[-1]["role"] == "assistant" and conv[-2]["role"] == "user"
+            self.seen.append(conv)
+            question = conv[-2]["content"].split("\n")[0]
+            label = next(lab for lab in ("Confidence:", "Final Answer: Answer", "Rationale:") if conv[-1]["content"].endswith(lab))
+            outs.append([self.slots[question][label].strip()])  # the model layer strips continuations
+        return outs
+
+
+def test_first_statement_keeps_one_line_up_to_its_first_sentence_end():
+    assert first_statement(" Humps store fat. They do not store water.") == "Humps store fat."
+    assert first_statement("B\nConfidence: 5") == "B"
+    assert first_statement("\n\nA: the U.S. Constitution says so. More") == "A: the U.S. Constitution says so."
+    assert first_statement("") == ""
+
+
+def test_skeleton_reply_is_prefilled_slot_by_slot_with_the_models_own_words(tmp_path):
+    tpl = judge_template("v2")
+    assert tpl.reply_labels == ("Rationale:", "\nFinal Answer: Answer", "\nConfidence:")
+    convs = [judge_messages(tpl, "Q1", "a", "b"), judge_messages(tpl, "Q2", "a", "b")]
+    slots = {
+        "Question: Q1": {"Rationale:": " Fat fuels camels. Water does not.\nMore",
+                         "Final Answer: Answer": " A\nConfidence: 5", "Confidence:": " 4\nRationale"},
+        "Question: Q2": {"Rationale:": "\n", "Final Answer: Answer": " both", "Confidence:": " high"},
+    }
+    fake = SkeletonLM(slots, {})
+    replies, first = judge_replies(fake, convs, tpl, 40, desc="t")
+    assert replies[0] == "Rationale: Fat fuels camels.\nFinal Answer: Answer A\nConfidence: 4\nRationale"
+    assert replies[1] == "Rationale:\nFinal Answer: Answer both\nConfidence: high"
+    assert first == ["Fat fuels camels. Water does not.\nMore", ""]
+    assert fake.calls == [40, tpl.slot_tokens, tpl.slot_tokens]
+    # every step continues the same judge prompt; the user message is never altered
+    assert all(c[:-1] == convs[i % 2] for i, c in enumerate(fake.seen))
+    assert [c[-1]["content"] for c in fake.seen[-2:]] == [r.rsplit(" 4", 1)[0] if i == 0 else "Rationale:\nFinal Answer: Answer both\nConfidence:"
+                                                          for i, r in enumerate(replies)]
+    parsed = [judge_module.parse_judgment(r) for r in replies]
+    assert (parsed[0].choice, parsed[0].rubric_confidence) == ("A", 4)
+    assert parsed[1].choice is None and parsed[1].rubric_confidence is None  # labels alone never parse
+
+
+def test_skeleton_judge_keeps_full_replies_and_the_llc_prompt(tmp_path, monkeypatch):
+    questions = [q for q in QUESTIONS["question"]]
+    slots = {f"Question: {q}": {"Rationale:": " Because.", "Final Answer: Answer": f" {c}", "Confidence:": f" {k}"}
+             for q, c, k in zip(questions, ["A", "B", "C"], ["5", "2", "3"])}
+    fake = SkeletonLM(slots, {f"Question: {q}": [math.log(0.75), math.log(0.25)] for q in questions})
+    monkeypatch.setattr(ModelRef, "load", lambda self, cache: fake)
+    QUESTIONS.write_parquet(tmp_path / "q.parquet")
+    responses().write_parquet(tmp_path / "r.parquet")
+    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
+                          judge=ModelRef("judge-x", "unused"), template="v2", max_new_tokens=30, cache=None)
+    assert frame["raw_judgment"][0] == "Rationale: Because.\nFinal Answer: Answer A\nConfidence: 5"
+    assert frame["raw_first_slot"].to_list() == ["Because."] * 3
+    assert frame["choice"].to_list() == ["A", "B", None]  # " C" is kept as written, not a choice
+    assert frame["rubric_confidence"].to_list() == [5, 2, 3]
+    assert frame["parse_ok"].to_list() == [True, True, False]
+    assert frame["rationale"][0] == "Because."
+    assert frame["template"].unique().to_list() == [template_id("judge", "v2")]
+    assert frame["llc"].to_list() == pytest.approx([0.75] * 3)  # FakeLM checks the prompts end in the LLC prefix
+
+
 # ----------------------------------------------------------------- the embedded model
 def two_pass_logprob(lm, prompt: str, label: str) -> float:
     """log P(label | prompt) from a forward pass over prompt + label (no shortcut through the last slot)."""
@@ -125,7 +195,7 @@ def two_pass_logprob(lm, prompt: str, label: str) -> float:
 
 @pytest.mark.slow
 def test_llc_from_one_pass_equals_two_separate_passes(embedded_lm):
-    tpl = judge_template("v1")
+    tpl = judge_template("v2")
     prompts = [
         embedded_lm.render_chat(judge_messages(tpl, rec["question"], rec["best_answer"], rec["falsehood"]),
                                 assistant_prefix=tpl.llc_prefix)
@@ -150,9 +220,11 @@ def test_debate_and_judge_on_the_embedded_model_cover_every_question(embedded_mo
     assert (resp["response"].str.split(" ").list.len() <= 8).all()
     assert ((resp["n_words"] > 8) == resp["truncated"]).all()
     judged = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
-                           judge=ref, template="v1", max_new_tokens=24, cache=tmp_path / "cache.sqlite")
+                           judge=ref, template="v2", max_new_tokens=16, cache=tmp_path / "cache.sqlite")
     assert judged["question_id"].to_list() == [3, 5]
     assert ((judged["llc"] >= 0.5) & (judged["llc"] <= 1.0)).all()
     assert (judged["p_a"] + judged["p_b"]).to_list() == pytest.approx([1.0, 1.0])
-    # a parse failure keeps its text and never has a choice
+    # the full reply starts with the prefilled skeleton; a parse failure keeps its text and never has a choice
+    assert judged["raw_judgment"].str.starts_with("Rationale:").all()
+    assert judged["raw_judgment"].str.contains("\nFinal Answer: Answer").all()
     assert judged.filter(~pl.col("parse_ok") & pl.col("choice").is_not_null() & pl.col("rubric_confidence").is_not_null()).is_empty()

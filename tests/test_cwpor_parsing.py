@@ -79,3 +79,34 @@ def test_missing_parts_are_reported_by_name():
 )
 def test_unlabelled_statements_count_only_when_the_letter_ends_the_phrase(text, choice):
     assert parse_choice(text)[0] == choice
+
+
+@pytest.mark.parametrize(
+    "text, choice, confidence",
+    [
+        # replies built on the v2 prefilled skeleton ("Rationale:", "Final Answer: Answer", "Confidence:")
+        ("Rationale: Humps store fat.\nFinal Answer: Answer A\nConfidence: 4", "A", 4),
+        ("Rationale: x.\nFinal Answer: Answer Answer B\nConfidence: 5", "B", 5),
+        ("Rationale: x.\nFinal Answer: Answer: A\nConfidence: 3 out of 5", "A", 3),
+        ("Rationale: x.\nFinal Answer: Answer **B**\nConfidence: **2**", "B", 2),
+        ("Rationale: x.\nFinal Answer: Answer B: Antibiotics cure colds\nConfidence: 4 (very", "B", 4),
+    ],
+)
+def test_prefilled_skeleton_variants_are_read(text, choice, confidence):
+    parsed = parse_judgment(text)
+    assert (parsed.choice, parsed.rubric_confidence) == (choice, confidence)
+    assert parsed.parse_ok
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Rationale: x.\nFinal Answer: Answer C\nConfidence: high",
+        "Rationale:\nFinal Answer: Answer\nConfidence:",  # the model left every slot empty
+        "Rationale: x.\nFinal Answer: Answer A or Answer B\nConfidence: 1-5",
+        "Rationale: x.\nFinal Answer: Answer a lot of evidence\nConfidence: 9",
+    ],
+)
+def test_prefilled_labels_alone_are_never_a_choice_or_confidence(text):
+    parsed = parse_judgment(text)
+    assert parsed.choice is None and parsed.rubric_confidence is None and not parsed.parse_ok

@@ -2,6 +2,7 @@
 
 Two readings of the same judge prompt:
 - text: greedy generation with rationale, "Final Answer" and "Confidence: 1-5", parsed by `parsing`;
+  templates with `reply_labels` prefill that skeleton slot by slot (see `judge_replies`);
 - log-likelihood confidence (LLC): the prompt followed by "Final Answer: Answer", scoring " A" and " B"
   from one forward pass; two-way softmax; LLC = the larger probability (0.5-1).
 """
@@ -9,6 +10,7 @@ Two readings of the same judge prompt:
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import polars as pl
@@ -17,7 +19,7 @@ from debate_audit.data.io import DataError, write_parquet
 from debate_audit.models import GenerationParams, two_way_softmax
 
 from .parsing import parse_judgment
-from .prompts import judge_messages, judge_template, template_id
+from .prompts import JudgeTemplate, judge_messages, judge_template, template_id
 from .runtime import ModelRef
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,8 @@ JUDGMENTS_SCHEMA = {
     "type": pl.Utf8,  # "Adversarial" / "Non-Adversarial"
     "correct_position": pl.Utf8,  # "A" or "B": where the neutral (correct) answer was shown
     "template": pl.Utf8,  # judge template id (version:hash)
-    "raw_judgment": pl.Utf8,  # the judge's generated text, kept whether or not it parsed
+    "raw_judgment": pl.Utf8,  # the judge's full reply (prefilled labels + its continuations), kept whether or not it parsed
+    "raw_first_slot": pl.Utf8,  # whole continuation of the first prefilled label before the cut to one statement; null without a skeleton
     "rationale": pl.Utf8,  # text after "Rationale:", null when absent
     "choice": pl.Utf8,  # "A"/"B" parsed from the text, null when unparseable
     "rubric_confidence": pl.Int8,  # 1-5 parsed from "Confidence:", null when unparseable
@@ -89,15 +92,14 @@ def judge_debates(
 
     lm = judge.load(cache)
     try:
-        texts = [o[0] for o in lm.generate(conversations, GenerationParams(max_new_tokens=max_new_tokens),
-                                           desc=f"judging v={verbosity}")]
+        texts, first_slots = judge_replies(lm, conversations, tpl, max_new_tokens, desc=f"judging v={verbosity}")
         llc_prompts = [lm.render_chat(c, assistant_prefix=tpl.llc_prefix) for c in conversations]
         logprobs = lm.choice_logprobs(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
     finally:
         lm.close()
 
     rows = []
-    for rec, text, (lp_a, lp_b) in zip(paired.iter_rows(named=True), texts, logprobs):
+    for rec, text, first_slot, (lp_a, lp_b) in zip(paired.iter_rows(named=True), texts, first_slots, logprobs):
         parsed = parse_judgment(text)
         p_a, p_b = two_way_softmax([lp_a, lp_b])
         persuasive_pos = "B" if rec["correct_position"] == "A" else "A"
@@ -114,6 +116,7 @@ def judge_debates(
                 "correct_position": rec["correct_position"],
                 "template": template_id("judge", template),
                 "raw_judgment": text,
+                "raw_first_slot": first_slot,
                 "rationale": parsed.rationale,
                 "choice": parsed.choice,
                 "rubric_confidence": parsed.rubric_confidence,
@@ -142,6 +145,44 @@ def judge_debates(
     )
     write_parquet(frame, JUDGMENTS_SCHEMA, out)
     return frame
+
+
+def first_statement(text: str) -> str:
+    """The first line of a continuation, up to its first sentence end: one slot's worth of text."""
+    line = text.strip().split("\n", 1)[0]
+    # a sentence end is not the dot of an initial ("U.S. law", "J. Smith")
+    end = re.search(r"(?<!\b[A-Z])[.!?](?=\s|$)", line)
+    return (line[: end.end()] if end else line).strip()
+
+
+def judge_replies(
+    lm, conversations: list[list[dict[str, str]]], tpl: JudgeTemplate, max_new_tokens: int, *, desc: str
+) -> tuple[list[str], list[str | None]]:
+    """(full replies, whole continuations of the first label) for every conversation.
+
+    Without `tpl.reply_labels`: one free greedy generation of `max_new_tokens`. With them, the reply is
+    built slot by slot: append the next label, let the model continue that prefilled reply (first slot:
+    `max_new_tokens`, later slots: `tpl.slot_tokens`), keep its first statement, go on; the last slot's
+    continuation is kept whole. The model layer strips continuations, so each is joined to its label with
+    one space. A slot the model fills with something else (or nothing) stays in the text as written and
+    simply fails to parse; no label is ever followed by a word the model did not write.
+    """
+    params = GenerationParams(max_new_tokens=max_new_tokens)
+    if not tpl.reply_labels:
+        return [o[0] for o in lm.generate(conversations, params, desc=desc)], [None] * len(conversations)
+    replies = [""] * len(conversations)
+    first: list[str | None] = [None] * len(conversations)
+    labels = tpl.reply_labels
+    for step, label in enumerate(labels):
+        replies = [r + label for r in replies]
+        prefilled = [c + [{"role": "assistant", "content": r}] for c, r in zip(conversations, replies)]
+        budget = params if step == 0 else GenerationParams(max_new_tokens=tpl.slot_tokens)
+        outs = [o[0] for o in lm.generate(prefilled, budget, desc=f"{desc} ({label.strip()})")]
+        if step == 0:
+            first = outs
+        kept = outs if step == len(labels) - 1 else [first_statement(o) for o in outs]
+        replies = [r + (" " + k if k else "") for r, k in zip(replies, kept)]
+    return replies, first
 
 
 def combined_confidence(rubric: int | None, llc: float) -> float | None:

@@ -11,7 +11,12 @@ import re
 from dataclasses import dataclass
 
 # Letters are matched case-sensitively so the article "a" never reads as a choice.
-_LETTER = r"\**\s*(?i:answer)?\s*[\(\[]?\s*([AB])\b(?!\s*(?:or|/|and)\s*(?i:answer)?\s*[\(\[]?[AB]\b)"
+# "Answer" may be doubled or followed by a colon: after the prefilled "Final Answer: Answer" small models
+# write "Answer B" or ": A" ("Final Answer: Answer Answer B", "Final Answer: Answer: A"), or bold the letter.
+_LETTER = (
+    r"\**\s*(?:(?i:answer)\s*[:：]?\s*\**\s*){0,2}[\(\[]?\s*\**\s*([AB])\b"
+    r"(?!\s*(?:or|/|and)\s*(?i:answer)?\s*[\(\[]?[AB]\b)"
+)
 _FINAL = re.compile(r"(?i:final\s+answer)\s*\**\s*[:：\-]?\s*" + _LETTER)
 # Outside a labelled line the letter must end the phrase ("The answer is A.", not "The answer is A bit ...").
 _ENDS = r"(?=\s*(?:[.,;:!)\]*]|\n|\Z|(?:because|since|as)\b))"
