@@ -29,3 +29,14 @@ def model_dir(name):
 
 def model_fingerprint(name):
     return f"resources/models/{name}/fingerprint.json"
+
+
+def local_input(dataset, key):
+    """A dataset location as a rule input when it is a local file; URLs are fetched by the loader."""
+    location = config["datasets"][dataset].get(key)
+    return [] if location is None or "://" in location else [location]
+
+
+def source_location(input_value, dataset, key):
+    """What the loader reads: the local input file, else the configured URL (or None)."""
+    return str(input_value) if input_value else config["datasets"][dataset].get(key)

@@ -1,60 +1,53 @@
 rule prepare_truthfulqa:
     input:
-        lambda wc: (
-            [config["datasets"]["truthfulqa"]["path"]]
-            if "path" in config["datasets"]["truthfulqa"]
-            and "://" not in config["datasets"]["truthfulqa"]["path"]
-            else []
-        ),
+        path=local_input("truthfulqa", "path"),
     output:
         table="data/truthfulqa.parquet",
         rejected="data/truthfulqa.rejected.parquet",
     log:
         "logs/data/prepare_truthfulqa.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
-        path=config["datasets"]["truthfulqa"].get("path"),
+        path=lambda wc, input: source_location(input.path, "truthfulqa", "path"),
         hf_id=config["datasets"]["truthfulqa"].get("hf_id"),
         revision=config["datasets"]["truthfulqa"].get("revision"),
     script:
         "../workflow/scripts/prepare_truthfulqa.py"
 
 
-def local_inputs(*locations):
-    return [loc for loc in locations if "://" not in loc]
-
-
 rule prepare_quality_h:
     input:
-        local_inputs(
-            config["datasets"]["quality_h"]["pairs"],
-            config["datasets"]["quality_h"]["stories"],
-        ),
+        pairs=local_input("quality_h", "pairs"),
+        stories=local_input("quality_h", "stories"),
     output:
         table="data/quality_h.parquet",
         rejected="data/quality_h.rejected.parquet",
     log:
         "logs/data/prepare_quality_h.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
-        pairs=config["datasets"]["quality_h"]["pairs"],
-        stories=config["datasets"]["quality_h"]["stories"],
+        pairs=lambda wc, input: source_location(input.pairs, "quality_h", "pairs"),
+        stories=lambda wc, input: source_location(input.stories, "quality_h", "stories"),
     script:
         "../workflow/scripts/prepare_quality_h.py"
 
 
 rule prepare_gpqa_h:
     input:
-        local_inputs(
-            config["datasets"]["gpqa_h"]["pairs"],
-            config["datasets"]["gpqa_h"]["contexts"],
-        ),
+        pairs=local_input("gpqa_h", "pairs"),
+        contexts=local_input("gpqa_h", "contexts"),
     output:
         table="data/gpqa_h.parquet",
         rejected="data/gpqa_h.rejected.parquet",
     log:
         "logs/data/prepare_gpqa_h.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
-        pairs=config["datasets"]["gpqa_h"]["pairs"],
-        contexts=config["datasets"]["gpqa_h"]["contexts"],
+        pairs=lambda wc, input: source_location(input.pairs, "gpqa_h", "pairs"),
+        contexts=lambda wc, input: source_location(input.contexts, "gpqa_h", "contexts"),
     script:
         "../workflow/scripts/prepare_gpqa_h.py"
 

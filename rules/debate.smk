@@ -20,6 +20,8 @@ rule debate_split:
         split="results/er_audit/{dataset}/split.parquet",
     log:
         "logs/debate/split_{dataset}.log",
+    conda:
+        "../envs/debate-audit.yaml"
     params:
         eval_fraction=config["debate"]["eval_fraction"],
         seed=config["debate"]["split_seed"],
@@ -38,6 +40,8 @@ rule debate_generate:
         "logs/debate/generate_{dataset}_{debate_mode}.log",
     benchmark:
         "benchmarks/rules/debate/generate_{dataset}_{debate_mode}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
     resources:
         gpu=1,
         mem_mb=8000,
@@ -68,6 +72,8 @@ rule debate_select:
         "logs/debate/select_{dataset}_{debate_mode}.log",
     benchmark:
         "benchmarks/rules/debate/select_{dataset}_{debate_mode}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
     resources:
         gpu=1,
         mem_mb=8000,

@@ -5,6 +5,8 @@ rule prepare_model:
         "logs/models/prepare_{model}.log",
     benchmark:
         "benchmarks/rules/models/prepare_{model}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
     resources:
         mem_mb=8000,
         runtime=60,

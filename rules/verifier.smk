@@ -27,6 +27,8 @@ rule verifier_finetune:
         "logs/verifier/finetune_{dataset}_{variant}.log",
     benchmark:
         "benchmarks/rules/verifier/finetune_{dataset}_{variant}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
     resources:
         gpu=1,
         mem_mb=16000,
@@ -52,6 +54,8 @@ rule verifier_loss_figure:
         svg="results/er_audit/{dataset}/loss_curves.svg",
     log:
         "logs/verifier/loss_figure_{dataset}.log",
+    conda:
+        "../envs/debate-audit.yaml"
     script:
         "../workflow/scripts/verifier_loss_figure.py"
 
@@ -71,6 +75,8 @@ rule verifier_evaluate:
         "logs/verifier/evaluate_{dataset}_{verifier}.log",
     benchmark:
         "benchmarks/rules/verifier/evaluate_{dataset}_{verifier}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
     resources:
         gpu=1,
         mem_mb=8000,
@@ -99,6 +105,8 @@ rule verifier_table1:
         csv="results/er_audit/table1.csv",
     log:
         "logs/verifier/table1.log",
+    conda:
+        "../envs/debate-audit.yaml"
     script:
         "../workflow/scripts/verifier_table1.py"
 
