@@ -3,7 +3,6 @@ out-of-memory back-off, batched greedy generation; and the batch planner covers 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +10,8 @@ import torch
 from debate_audit.models import GenerationParams, LanguageModel
 from debate_audit.models.batching import common_prefix, plan_batches
 
-MODEL_DIR = Path(__file__).resolve().parents[1] / "resources" / "models" / "smollm2-135m"
-needs_model = pytest.mark.skipif(not (MODEL_DIR / "fingerprint.json").exists(), reason="embedded model not prepared")
+# Tests that load the embedded model take it from conftest's `embedded_model_dir` (prepared on first use).
+needs_model = pytest.mark.slow
 
 
 # ------------------------------------------------------------------------------------------ planner
@@ -62,8 +61,8 @@ def test_plan_sorts_a_group_by_length_longest_first():
 
 # ----------------------------------------------------------------------------------------- model
 @pytest.fixture(scope="module")
-def lm():
-    model = LanguageModel(MODEL_DIR, batch_size=4, cache=None)
+def lm(embedded_model_dir):
+    model = LanguageModel(embedded_model_dir, batch_size=4, cache=None)
     yield model
     model.close()
 
@@ -153,7 +152,7 @@ def test_batched_greedy_equals_per_prompt_greedy(lm):
         [{"role": "user", "content": "Say hello."}],
     ]
     params = GenerationParams(max_new_tokens=8)
-    single = LanguageModel(MODEL_DIR, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer)
+    single = LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer)
     assert lm.generate(convs, params) == single.generate(convs, params)
 
 

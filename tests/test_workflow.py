@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "tests/smoke", "data/demo"]
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo"]
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -44,6 +44,18 @@ def test_smoke_run_writes_every_dataset_with_its_rejected_rows(smoke_run):
         assert pl.read_parquet(workdir / f"data/{name}.parquet").height > 0
         assert (workdir / f"data/{name}.rejected.parquet").exists()
         assert (workdir / f"logs/data/prepare_{name}.log").read_text().strip()
+
+
+@pytest.mark.slow
+def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
+    workdir, _ = smoke_run
+    assert pl.read_parquet(workdir / "results/cwpor/metrics.parquet").height > 0
+    table1 = pl.read_parquet(workdir / "results/er_audit/table1.parquet")
+    assert set(table1["verifier"]) == {"base", "honest", "adv", "org"}
+    assert set(table1["dataset"]) == {"quality_h", "gpqa_h"}
+    assert "## Counterexample ratio, statuses and average lower bound" in (workdir / "results/audit/summary.md").read_text()
+    for variant in ("honest", "adv", "org"):
+        assert (workdir / f"resources/verifiers/quality_h/{variant}/fingerprint.json").exists()
 
 
 @pytest.mark.slow
