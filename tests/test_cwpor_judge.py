@@ -183,14 +183,8 @@ def test_skeleton_judge_keeps_full_replies_and_the_llc_prompt(tmp_path, monkeypa
 
 
 # ----------------------------------------------------------------- the embedded model
-def two_pass_logprob(lm, prompt: str, label: str) -> float:
-    """log P(label | prompt) from a forward pass over prompt + label (no shortcut through the last slot)."""
-    context = lm._encode(prompt)
-    full = lm._encode(prompt + label)
-    assert full[: len(context)] == context and len(full) == len(context) + 1
-    with torch.no_grad():
-        logits = lm.model(torch.tensor([full])).logits
-    return torch.log_softmax(logits[0, len(context) - 1].float(), -1)[full[-1]].item()
+# One reference two-pass computation serves the model-layer and the judge tests.
+from test_models_layer import two_pass_logprob  # noqa: E402
 
 
 @pytest.mark.slow
