@@ -52,9 +52,7 @@ rule debate_generate:
         splits=config["debate"]["splits"],
         max_items=config["debate"].get("max_items"),
         prompt_version=DEBATE_PROMPT_VERSION,
-        batch_size=model_spec(config["debate"]["debater"]).batch_size,
-        device=model_spec(config["debate"]["debater"]).device,
-        dtype=model_spec(config["debate"]["debater"]).dtype,
+        spec=model_spec(config["debate"]["debater"]).__dict__,
         cache=config["cache"],
     script:
         "../workflow/scripts/debate_generate.py"

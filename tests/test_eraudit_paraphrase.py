@@ -107,8 +107,10 @@ def test_pool_shortfall_after_the_last_round():
 
 def test_openai_generator_never_puts_the_key_in_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TEST_PARAPHRASE_KEY", "sk-secret-value")
-    gen = paraphrase.OpenAIChat(base_url="http://localhost:1/v1", model="m", api_key_env="TEST_PARAPHRASE_KEY",
-                                fingerprint="fp", cache=str(tmp_path / "c.sqlite"))
+    from debate_audit.models.serving import OpenAIChatModel
+
+    gen = OpenAIChatModel(base_url="http://localhost:1/v1", model="m", api_key_env="TEST_PARAPHRASE_KEY",
+                          fingerprint="fp", cache=str(tmp_path / "c.sqlite"))
     sent = []
 
     def fake_post(payload):

@@ -13,7 +13,5 @@ with to_log(snakemake.log[0]):
         splits=list(snakemake.params.splits),
         max_items=snakemake.params.max_items,
         cache=snakemake.params.cache,
-        batch_size=snakemake.params.batch_size,
-        device=snakemake.params.device,
-        dtype=snakemake.params.dtype,
+        spec=snakemake.params.spec,
     )

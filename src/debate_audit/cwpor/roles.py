@@ -24,4 +24,9 @@ def model_ref(spec: ModelSpec, model_dir: str) -> dict[str, Any]:
         "device": spec.device,
         "dtype": spec.dtype,
         "batch_size": spec.batch_size,
+        "source": spec.source,
+        "id": spec.id,
+        "base_url": spec.base_url,
+        "api_key_env": spec.api_key_env,
+        "generation_backend": spec.generation_backend,
     }

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from debate_audit.models import LanguageModel
+from debate_audit.models.loading import load_model
 
 
 @dataclass(frozen=True)
@@ -14,9 +15,13 @@ class ModelRef:
     model_dir: str  # resources/models/<name>
     device: str = "auto"
     dtype: str = "auto"
-    batch_size: int = 8
+    batch_size: int | str = 8
+    source: str = "local"
+    id: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    generation_backend: str = "local"
 
-    def load(self, cache: str | Path | None) -> LanguageModel:
-        return LanguageModel(
-            self.model_dir, device=self.device, dtype=self.dtype, batch_size=self.batch_size, cache=cache
-        )
+    def load(self, cache: str | Path | None) -> Any:
+        """A `LanguageModel` (or, for `source: openai`, a chat model that can generate but not score)."""
+        return load_model(self.model_dir, asdict(self), cache)

@@ -14,10 +14,7 @@ sequential test reads them in that order.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +24,7 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
-from debate_audit.models.cache import CallCache, cache_key
-from debate_audit.models.prepare import read_fingerprint
+from debate_audit.models.loading import load_model
 
 from .paraphrase_validation import REASONS, SURPLUS, check, cheap_reason, normalize, parse_numbered_list, parse_single
 
@@ -190,80 +186,9 @@ def pool_frames(
 
 
 # ------------------------------------------------------------------------------------ generators
-class OpenAIChat:
-    """Chat completions from an OpenAI-compatible server (hosted API or vLLM), with the project's call cache.
-
-    The API key is read from the environment variable named in the model spec at call time; it never
-    enters a cache key, a log line or an output.
-    """
-
-    def __init__(self, *, base_url: str, model: str, api_key_env: str | None, fingerprint: str, cache: str | None,
-                 timeout: float = 300.0):
-        if not base_url:
-            raise ValueError(f"model {model!r}: source 'openai' needs base_url")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key_env = api_key_env
-        self.fingerprint = fingerprint
-        self.cache = CallCache(cache)
-        self.timeout = timeout
-
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise RuntimeError(f"environment variable {self.api_key_env} (api_key_env) is not set")
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(
-            f"{self.base_url}/chat/completions", data=json.dumps(payload).encode(), headers=headers, method="POST"
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (configured URL)
-            return json.loads(response.read())
-
-    def generate(self, conversations: Sequence[list[dict[str, str]]], params: GenerationParams, *,
-                 desc: str = "generating") -> list[list[str]]:
-        keys = [
-            cache_key(self.fingerprint, "api", "generate", json.dumps(m, sort_keys=True), params.key())
-            for m in conversations
-        ]
-        cached = self.cache.get_many(keys)
-        for key, messages in zip(keys, conversations):
-            if key in cached:
-                continue
-            payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": params.max_new_tokens}
-            if params.do_sample:
-                payload.update(temperature=params.temperature, top_p=params.top_p, n=params.num_samples,
-                               seed=params.seed)
-            else:
-                payload.update(temperature=0.0, n=1)
-            reply = self._post(payload)
-            texts = [(choice.get("message") or {}).get("content") or "" for choice in reply.get("choices", [])]
-            cached[key] = [t.strip() for t in texts]
-            self.cache.put_many("generate", {key: cached[key]})
-        return [cached[k] for k in keys]
-
-    def close(self) -> None:
-        log.info(self.cache.summary())
-        self.cache.close()
-
-
 def load_generator(model_dir: str | Path, spec: dict[str, Any], cache: str | None):
-    """A LanguageModel for local weights, an OpenAIChat for `source: openai`; both have generate/close."""
-    if spec.get("source") == "openai":
-        return OpenAIChat(
-            base_url=spec.get("base_url") or "",
-            model=spec["id"],
-            api_key_env=spec.get("api_key_env"),
-            fingerprint=read_fingerprint(model_dir)["weights_sha256"],
-            cache=cache,
-        )
-    from debate_audit.models import LanguageModel
-
-    return LanguageModel(
-        model_dir, device=spec.get("device", "auto"), dtype=spec.get("dtype", "auto"),
-        batch_size=spec.get("batch_size", 8), cache=cache,
-    )
+    """The configured generator: local weights, a generation backend, or a remote chat model."""
+    return load_model(model_dir, spec, cache)
 
 
 # ------------------------------------------------------------------------------------ stage functions

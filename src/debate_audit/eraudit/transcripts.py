@@ -18,13 +18,18 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from debate_audit.data.io import write_parquet
-from debate_audit.models import GenerationParams, LanguageModel
+from debate_audit.models import GenerationParams
+from debate_audit.models.loading import load_model
 
 from .quotes import enforce_word_limit, mark_quotes
+
+if TYPE_CHECKING:
+    from debate_audit.models import LanguageModel
 
 log = logging.getLogger(__name__)
 
@@ -252,11 +257,10 @@ def generate_debates(
     splits: list[str],
     max_items: int | None,
     cache: str | None,
-    batch_size: int,
-    device: str = "auto",
-    dtype: str = "auto",
+    spec: dict[str, Any],
 ) -> pl.DataFrame:
-    """Debate candidates for the items of `splits` (training needs only the train split)."""
+    """Debate candidates for the items of `splits` (training needs only the train split). `spec`: the
+    debater's `ModelSpec` fields (device, dtype, batch size, generation backend)."""
     frame = pl.read_parquet(pairs).join(pl.read_parquet(split).select("pair_id", "split"), on="pair_id", how="left")
     if frame["split"].null_count():
         raise ValueError(f"{split}: pairs {frame.filter(pl.col('split').is_null())['pair_id'].to_list()} have no split")
@@ -265,7 +269,7 @@ def generate_debates(
         chosen = chosen.head(max_items)
     log.info("%s/%s: debating %d of %d pairs (splits %s, K=%d, %d rounds, %d words)", dataset, mode,
              chosen.height, frame.height, splits, settings.candidates, settings.rounds, settings.word_limit)
-    lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
+    lm = load_model(model_dir, spec, cache)
     try:
         rows = run_debates(lm, chosen.to_dicts(), mode, dataset, settings)
     finally:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Source = Literal["hf", "gguf-package", "local", "openai"]
+GenerationBackendKind = Literal["local", "vllm", "server"]
 
 
 @dataclass(frozen=True)
@@ -18,9 +19,12 @@ class ModelSpec:
     gguf_file: str | None = None
     dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
     device: str = "auto"
-    batch_size: int = 8
-    base_url: str | None = None  # openai: an OpenAI-compatible server (vLLM)
-    api_key_env: str | None = None  # openai: name of the environment variable holding the key
+    batch_size: int | str = 8  # or "auto" (GPU: probed scoring batch)
+    base_url: str | None = None  # openai / generation_backend server: an OpenAI-compatible server (vLLM)
+    api_key_env: str | None = None  # name of the environment variable holding the server's key
+    # Who computes uncached generate calls of a local model: in-process transformers, in-process vLLM, or
+    # the server at base_url. Scoring (choice_logprobs) always runs in-process.
+    generation_backend: GenerationBackendKind = "local"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -35,6 +39,13 @@ class ModelSpec:
             raise ValueError(f"models.{name}: source {spec.source!r} needs the key {required!r}")
         if spec.source == "gguf-package" and spec.gguf_file is None:
             raise ValueError(f"models.{name}: source 'gguf-package' needs the key 'gguf_file'")
+        if spec.generation_backend not in ("local", "vllm", "server"):
+            raise ValueError(f"models.{name}: generation_backend must be local, vllm or server, "
+                             f"not {spec.generation_backend!r}")
+        if spec.generation_backend == "server" and not spec.base_url:
+            raise ValueError(f"models.{name}: generation_backend 'server' needs the key 'base_url'")
+        if spec.source == "openai" and spec.generation_backend != "local":
+            raise ValueError(f"models.{name}: source 'openai' is served already; drop generation_backend")
         return spec
 
 

