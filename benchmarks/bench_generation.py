@@ -1,12 +1,18 @@
-"""Generation benchmark: batched greedy `generate` against per-prompt greedy, one process.
+"""Generation benchmark: batched greedy `generate` against per-prompt greedy decoding, one process.
 
-    .venv/bin/python benchmarks/bench_generation.py [--prompts 16] [--max-new-tokens 96] [--batch-sizes 8 16]
+    .venv/bin/python benchmarks/bench_generation.py [--prompts 64] [--max-new-tokens 200] [--batch-sizes 16 64]
 
-Per-prompt greedy is LanguageModel(batch_size=1).generate (no padding at all); the batched rows use the
-same call with larger batches (length-sorted, left padding, position ids from the attention mask).
-Both run on the same debate-style prompts (benchmarks/prompts.py). Identity is checked token for token
-on the generated text; rows that differ are counted and the first differing character is shown, since
-fp32 matrix products over a different batch shape can flip a near-tied greedy choice.
+Rows (same debate-style prompts, benchmarks/prompts.py, asking for 30-150 words, so replies end anywhere
+between a few dozen tokens and the budget):
+
+  per-prompt transformers generate   the baseline: `model.generate` on one prompt at a time (no padding)
+  transformers generate, batch B     `model.generate` on length-sorted left-padded batches: finished rows
+                                     keep running until the longest row of the batch ends
+  LanguageModel.generate, batch B    ours (models/decoding.py): same forward pass, finished rows leave the
+                                     batch and its key/value cache at once
+
+Identity is checked token for token against the baseline; rows that differ are counted and the first
+differing character is shown (fp32 products over another batch shape can flip a near-tied greedy choice).
 """
 
 from __future__ import annotations
@@ -16,42 +22,81 @@ import statistics
 import sys
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import MODEL_DIR, machine, table, timed  # noqa: E402
 from prompts import generation_messages  # noqa: E402
 
 from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
+from debate_audit.models.decoding import left_pad  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16])
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=200)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out")
     args = parser.parse_args()
 
-    single = LanguageModel(MODEL_DIR, batch_size=1, cache=None)
+    lm = LanguageModel(MODEL_DIR, batch_size=1, cache=None)
+    model, tok = lm.model, lm.tokenizer
     convs = generation_messages(args.prompts)
+    encoded = [lm._encode(lm.render_chat(c)) for c in convs]
+    eos = lm._eos_ids()
     params = GenerationParams(max_new_tokens=args.max_new_tokens)
-    runs = {"per-prompt greedy": single}
+    hf_kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=False, temperature=None, top_p=None, top_k=None,
+                     eos_token_id=eos, pad_token_id=tok.pad_token_id)
+
+    def decode_rows(rows: torch.Tensor, width: int) -> list[str]:
+        return [tok.decode([t for t in row[width:].tolist() if t not in eos], skip_special_tokens=True).strip()
+                for row in rows]
+
+    @torch.inference_mode()
+    def hf_per_prompt() -> list[str]:
+        out = []
+        for seq in encoded:
+            ids = torch.tensor([seq])
+            out += decode_rows(model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **hf_kwargs), len(seq))
+        return out
+
+    def hf_batched(size: int):
+        @torch.inference_mode()
+        def run() -> list[str]:
+            order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
+            out: dict[int, str] = {}
+            for start in range(0, len(order), size):
+                chunk = order[start : start + size]
+                ids, mask = left_pad([encoded[i] for i in chunk], tok.pad_token_id, "cpu")
+                rows = model.generate(input_ids=ids, attention_mask=mask, **hf_kwargs)
+                out.update(zip(chunk, decode_rows(rows, ids.shape[1])))
+            return [out[i] for i in range(len(encoded))]
+        return run
+
+    def ours(size: int):
+        batched = LanguageModel(MODEL_DIR, batch_size=size, cache=None, model=model, tokenizer=tok)
+        return lambda: [o[0] for o in batched.generate(convs, params, desc=f"ours b{size}")]
+
+    methods = {"per-prompt transformers generate": hf_per_prompt}
     for b in args.batch_sizes:
-        runs[f"batched greedy, batch {b}"] = LanguageModel(MODEL_DIR, batch_size=b, cache=None, model=single.model,
-                                                           tokenizer=single.tokenizer)
-    times: dict[str, list[float]] = {k: [] for k in runs}
+        methods[f"transformers generate, batch {b}"] = hf_batched(b)
+        methods[f"LanguageModel.generate, batch {b} (ours)"] = ours(b)
+    times: dict[str, list[float]] = {k: [] for k in methods}
     outs: dict[str, list[str]] = {}
     for rep in range(args.repeats):
-        for name, lm in runs.items():
-            dt, out = timed(lambda: lm.generate(convs, params, desc=name))
+        for name, fn in methods.items():
+            dt, out = timed(fn)
             times[name].append(dt)
-            outs[name] = [o[0] for o in out]
+            outs[name] = out
             print(f"repeat {rep + 1}: {name} {dt:.1f} s", file=sys.stderr, flush=True)
-    ref = outs["per-prompt greedy"]
-    new_tokens = sum(len(single.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in ref)
-    base = statistics.median(times["per-prompt greedy"])
+    ref = outs["per-prompt transformers generate"]
+    lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in ref]
+    new_tokens = sum(lengths)
+    base = statistics.median(times["per-prompt transformers generate"])
     rows, notes = [], []
-    for name in runs:
+    for name in methods:
         t = statistics.median(times[name])
         differ = [i for i, (a, b) in enumerate(zip(outs[name], ref)) if a != b]
         rows.append([name, t, new_tokens / t, base / t, f"{len(ref) - len(differ)}/{len(ref)}"])
@@ -59,9 +104,12 @@ def main() -> None:
             k = next((j for j, (x, y) in enumerate(zip(outs[name][i], ref[i])) if x != y), min(len(ref[i]), len(outs[name][i])))
             notes.append(f"{name}: prompt {i} differs from char {k} of {len(ref[i])}: "
                          f"{ref[i][max(0, k - 20):k + 20]!r} vs {outs[name][i][max(0, k - 20):k + 20]!r}")
-    text = (f"{len(convs)} prompts, greedy, max_new_tokens {args.max_new_tokens}, {new_tokens} new tokens "
-            f"(per-prompt run); median of {args.repeats}\nmachine: {machine()}\n\n"
-            + table(["method", "seconds", "new tokens/s", "x per-prompt", "identical outputs"], rows))
+    lengths.sort()
+    text = (f"{len(convs)} prompts ({min(map(len, encoded))}-{max(map(len, encoded))} tokens), greedy, "
+            f"max_new_tokens {args.max_new_tokens}; {new_tokens} new tokens in the baseline's replies "
+            f"(per reply: min {lengths[0]}, median {lengths[len(lengths) // 2]}, max {lengths[-1]}); "
+            f"median of {args.repeats}\nmachine: {machine()}\n\n"
+            + table(["method", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"], rows))
     if notes:
         text += "\n\n" + "\n".join(notes)
     print(text)

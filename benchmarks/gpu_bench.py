@@ -11,7 +11,8 @@ Scoring rows (same judge/verifier prompts as bench_scoring.py): naive (two passe
 full logits; timed on the first --naive-prompts prompts and reported per prompt), the lead's first batch
 plan (8 prompts per batch, length-sorted), and choice_logprobs with batch_size="auto" (probed token
 budget, prefix KV reuse). FLOP rate against a measured bf16 8192^3 torch.matmul.
-Generation rows: per-prompt greedy (first --single-prompts prompts) and batched greedy (all prompts).
+Generation rows: per-prompt greedy (first --single-prompts prompts; transformers `generate` and ours),
+batched greedy (all prompts; transformers `generate` on left-padded batches and ours) and seeded sampling.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from common import MODEL_DIR, gemm_peak, machine, model_flops, table, timed  # n
 from prompts import generation_messages, scoring_prompts  # noqa: E402
 
 from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
+from debate_audit.models.decoding import left_pad  # noqa: E402
 
 LABELS = [" A", " B"]
 EIGHT_B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
@@ -122,18 +124,50 @@ def main() -> None:
         convs = generation_messages(args.gen_prompts)
         params = GenerationParams(max_new_tokens=args.max_new_tokens)
         single = LanguageModel(model_dir, device=device, batch_size=1, cache=None, model=model, tokenizer=lm.tokenizer)
+        eos = lm._eos_ids()
+        hf_kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=False, temperature=None, top_p=None,
+                         top_k=None, eos_token_id=eos, pad_token_id=lm.tokenizer.pad_token_id)
+        encoded_convs = [lm._encode(lm.render_chat(c)) for c in convs]
+
+        def texts(rows, width):
+            return [[lm.tokenizer.decode([t for t in r[width:].tolist() if t not in eos], skip_special_tokens=True).strip()]
+                    for r in rows]
+
+        @torch.inference_mode()
+        def hf_generate(seqs, size):
+            out = []
+            for start in range(0, len(seqs), size):
+                ids, mask = left_pad(seqs[start : start + size], lm.tokenizer.pad_token_id, device)
+                out += texts(model.generate(input_ids=ids, attention_mask=mask, **hf_kwargs), ids.shape[1])
+            return out
+
+        hf_generate(encoded_convs[:1], 1)  # warm-up
         single.generate(convs[:1], GenerationParams(max_new_tokens=4))
         s = min(args.single_prompts, len(convs))
+        t_hf1, out_hf1 = timed(lambda: hf_generate(encoded_convs[:s], 1))
         t_single, out_single = timed(lambda: single.generate(convs[:s], params, desc="per-prompt"))
+        t_hfb, out_hfb = timed(lambda: hf_generate(encoded_convs, lm.batch_size))
         t_batch, out_batch = timed(lambda: lm.generate(convs, params, desc="batched"))
-        tok = lambda outs: sum(len(lm._encode(o[0])) for o in outs)  # noqa: E731
-        same = sum(a == b for a, b in zip(out_single, out_batch[:s]))
-        rate_single, rate_batch = tok(out_single) / t_single, tok(out_batch) / t_batch
+        sampled = GenerationParams(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=0.8, top_p=0.95,
+                                   num_samples=4, seed=1)
+        t_sample, out_sample = timed(lambda: lm.generate(convs, sampled, desc="sampled"))
+        tok = lambda outs: sum(len(lm._encode(t)) for o in outs for t in o)  # noqa: E731
+        same = lambda outs: f"{sum(a == b for a, b in zip(out_hf1, outs[:s]))}/{s}"  # noqa: E731
+        base = tok(out_hf1) / t_hf1
+        gen_rows = [
+            ["per-prompt transformers generate", s, t_hf1, base, 1.0, "-"],
+            ["per-prompt LanguageModel.generate", s, t_single, tok(out_single) / t_single,
+             tok(out_single) / t_single / base, same(out_single)],
+            [f"transformers generate, batch {lm.batch_size}", len(convs), t_hfb, tok(out_hfb) / t_hfb,
+             tok(out_hfb) / t_hfb / base, same(out_hfb)],
+            [f"LanguageModel.generate, batch {lm.batch_size} (ours)", len(convs), t_batch, tok(out_batch) / t_batch,
+             tok(out_batch) / t_batch / base, same(out_batch)],
+            [f"ours, sampled x4 per prompt ({len(convs) * 4} rows)", len(convs), t_sample, tok(out_sample) / t_sample,
+             tok(out_sample) / t_sample / base, "-"],
+        ]
         lines += [f"generation: greedy, max_new_tokens {args.max_new_tokens}", "",
                   table(["method", "prompts", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"],
-                        [["per-prompt greedy", s, t_single, rate_single, 1.0, "-"],
-                         [f"batched greedy (batch {lm.batch_size})", len(convs), t_batch, rate_batch,
-                          rate_batch / rate_single, f"{same}/{s}"]]), ""]
+                        gen_rows), ""]
         print("\n".join(lines[-12:]), flush=True)
         del lm, fixed, single, model
         if device == "cuda":

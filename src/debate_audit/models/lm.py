@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,27 +13,14 @@ from tqdm.auto import tqdm
 
 from .batching import Batch, plan_batches
 from .cache import CallCache, cache_key
+from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
+from .decoding import Sampling, decode
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
 
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
-
-
-@dataclass(frozen=True)
-class GenerationParams:
-    max_new_tokens: int = 256
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    num_samples: int = 1  # sampling only: independent samples of one prompt
-    seed: int = 0
-
-    def key(self) -> dict[str, Any]:
-        if not self.do_sample:
-            return {"max_new_tokens": self.max_new_tokens, "do_sample": False}
-        return dict(self.__dict__)
 
 
 class LanguageModel:
@@ -109,13 +94,15 @@ class LanguageModel:
     def _key(self, op: str, prompt: str, params: dict[str, Any]) -> str:
         return cache_key(self.fingerprint, str(self.torch_dtype), op, prompt, params)
 
-    def _batches(self, order: list[int], lengths: list[int], max_tokens: int | None = None):
-        """Length-sorted batches so padding stays small; `max_tokens` caps batch x length."""
+    def _batches(self, order: list[int], lengths: list[int], max_tokens: int | None = None, size: int | None = None):
+        """Length-sorted batches of `size` (default batch_size) so padding stays small; `max_tokens` caps
+        batch x length."""
+        size = size or self.batch_size
         ranked = sorted(order, key=lambda i: lengths[i], reverse=True)
         batch: list[int] = []
         for i in ranked:
             longest = lengths[batch[0]] if batch else lengths[i]
-            if batch and (len(batch) >= self.batch_size or (max_tokens and (len(batch) + 1) * longest > max_tokens)):
+            if batch and (len(batch) >= size or (max_tokens and (len(batch) + 1) * longest > max_tokens)):
                 yield batch
                 batch = []
             batch.append(i)
@@ -278,25 +265,20 @@ class LanguageModel:
             cached.update(fresh)
             return [cached[k] for k in keys]
         eos = self._eos_ids()
-        step = 1 if params.do_sample else self.batch_size
+        per = params.num_samples if params.do_sample else 1
+        # Sampling batches count rows (prompt x sample); a prompt's samples always share a batch.
+        batches = list(self._batches(todo, lengths, size=max(1, self.batch_size // per)))
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
-            batches = self._batches(todo, lengths) if not params.do_sample else ([i] for i in todo)
             for batch in batches:
-                assert len(batch) <= max(step, 1) or not params.do_sample
-                ids, mask = self._pad([encoded[i] for i in batch])
-                kwargs: dict[str, Any] = {"max_new_tokens": params.max_new_tokens, "eos_token_id": eos,
-                                          "pad_token_id": self.tokenizer.pad_token_id}
+                rows = [encoded[i] for i in batch for _ in range(per)]
+                sampling = None
                 if params.do_sample:
-                    # One seeded generator per prompt keeps samples independent of batch composition.
-                    torch.manual_seed(params.seed)
-                    kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0,
-                                  num_return_sequences=params.num_samples)
-                else:
-                    kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-                out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-                new = out[:, ids.shape[1] :]
+                    # Sample j of every prompt has its own seed: independent of batch composition.
+                    seeds = [params.seed * 100_003 + j for _ in batch for j in range(per)]
+                    sampling = Sampling(temperature=params.temperature, top_p=params.top_p, seeds=seeds)
+                new = decode(self.model, rows, max_new_tokens=params.max_new_tokens, eos_ids=eos,
+                             pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg)
                 texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-                per = params.num_samples if params.do_sample else 1
                 fresh = {keys[i]: [t.strip() for t in texts[j * per : (j + 1) * per]] for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
@@ -315,10 +297,3 @@ class LanguageModel:
     def close(self) -> None:
         log.info(self.cache.summary())
         self.cache.close()
-
-
-def two_way_softmax(logprobs: Sequence[float]) -> list[float]:
-    top = max(logprobs)
-    weights = [math.exp(lp - top) for lp in logprobs]
-    total = sum(weights)
-    return [w / total for w in weights]
