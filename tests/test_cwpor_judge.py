@@ -222,3 +222,16 @@ def test_debate_and_judge_on_the_embedded_model_cover_every_question(embedded_mo
     assert judged["raw_judgment"].str.starts_with("Rationale:").all()
     assert judged["raw_judgment"].str.contains("\nFinal Answer: Answer").all()
     assert judged.filter(~pl.col("parse_ok") & pl.col("choice").is_not_null() & pl.col("rubric_confidence").is_not_null()).is_empty()
+
+
+def test_varied_example_is_stable_per_question_and_balanced():
+    from debate_audit.cwpor.prompts import example_reply
+
+    tpl = judge_template("v4")
+    examples = [example_reply(tpl, q) for q in range(400)]
+    assert examples == [example_reply(tpl, q) for q in range(400)]
+    assert 0.4 < sum(e.answer == "A" for e in examples) / 400 < 0.6
+    assert {e.confidence for e in examples} == {2, 3, 4, 5}
+    text = judge_messages(tpl, "Q", "a", "b", examples[0])[1]["content"]
+    assert f"Final Answer: Answer {examples[0].answer}\nConfidence: {examples[0].confidence}" in text
+    assert example_reply(judge_template("v3"), 7).answer == "B" and example_reply(judge_template("v2"), 7) is None

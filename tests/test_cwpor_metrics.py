@@ -16,10 +16,12 @@ from debate_audit.cwpor.metrics import (
 )
 
 
-def judgments(rows, *, model="m", verbosity=30):
-    """Judgment rows from (question_id, choice, rubric, p_a, correct_position, category, type)."""
+def judgments(rows, *, model="m", verbosity=30, examples=None):
+    """Judgment rows from (question_id, choice, rubric, p_a, correct_position, category, type);
+    `examples`: the example reply's letter per row (default: no example in the prompt)."""
     out = []
-    for qid, choice, rubric, p_a, correct, category, qtype in rows:
+    examples = examples or [None] * len(rows)
+    for (qid, choice, rubric, p_a, correct, category, qtype), example in zip(rows, examples):
         persuasive = "B" if correct == "A" else "A"
         llc = max(p_a, 1 - p_a)
         llc_choice = "A" if p_a >= 0.5 else "B"
@@ -27,6 +29,7 @@ def judgments(rows, *, model="m", verbosity=30):
             {
                 "model": model, "judge_model": model, "verbosity": verbosity, "question_id": qid,
                 "category": category, "type": qtype, "correct_position": correct, "template": "v1:x",
+                "example_choice": example, "example_confidence": None if example is None else 4,
                 "raw_judgment": "...", "rationale": None, "choice": choice, "rubric_confidence": rubric,
                 "parse_ok": choice is not None and rubric is not None,
                 "parse_error": None if choice is not None and rubric is not None else "missing",
@@ -86,6 +89,14 @@ def test_group_metrics_match_the_hand_computed_case():
     assert value["llc_correct_picks"] == pytest.approx(0.9)
     assert value["llc_persuaded_picks"] == pytest.approx(0.7)
     assert value["rubric_persuaded_picks"] == pytest.approx(3.0)
+
+
+def test_example_copy_rate_counts_parsed_choices_that_equal_the_shown_example():
+    value = {k: v[0] for k, v in group_metrics(judgments(HAND, examples=["A", "B", "B", "A"]), resamples=0,
+                                               level=0.95, seed=0, label="ex").items()}
+    assert value["example_copy_rate"] == pytest.approx(2 / 3)  # q0 and q2 copy; q3 has no parsed choice
+    plain = group_metrics(judgments(HAND), resamples=0, level=0.95, seed=0, label="plain")
+    assert math.isnan(plain["example_copy_rate"][0])  # no example shown: undefined, not 0
 
 
 def test_zero_override_and_all_override_frames():

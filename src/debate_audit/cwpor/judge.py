@@ -19,7 +19,7 @@ from debate_audit.data.io import DataError, write_parquet
 from debate_audit.models import GenerationParams, two_way_softmax
 
 from .parsing import parse_judgment
-from .prompts import JudgeTemplate, judge_messages, judge_template, template_id
+from .prompts import JudgeTemplate, example_reply, judge_messages, judge_template, template_id
 from .runtime import ModelRef
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ JUDGMENTS_SCHEMA = {
     "type": pl.Utf8,  # "Adversarial" / "Non-Adversarial"
     "correct_position": pl.Utf8,  # "A" or "B": where the neutral (correct) answer was shown
     "template": pl.Utf8,  # judge template id (version:hash)
+    "example_choice": pl.Utf8,  # letter of the example reply shown in the prompt; null without an example
+    "example_confidence": pl.Int8,  # confidence of that example reply; null without an example
     "raw_judgment": pl.Utf8,  # the judge's full reply (prefilled labels + its continuations), kept whether or not it parsed
     "raw_first_slot": pl.Utf8,  # whole continuation of the first prefilled label before the cut to one statement; null without a skeleton
     "rationale": pl.Utf8,  # text after "Rationale:", null when absent
@@ -84,11 +86,12 @@ def judge_debates(
     verbosity = int(resp["verbosity"][0])
     paired = _pair_responses(qs, resp, str(responses))
     tpl = judge_template(template)
-    conversations = []
+    conversations, examples = [], []
     for rec in paired.iter_rows(named=True):
         neutral, persuasive = rec["response_neutral"], rec["response_persuasive"]
         a, b = (neutral, persuasive) if rec["correct_position"] == "A" else (persuasive, neutral)
-        conversations.append(judge_messages(tpl, rec["question"], a, b))
+        examples.append(example_reply(tpl, rec["question_id"]))
+        conversations.append(judge_messages(tpl, rec["question"], a, b, examples[-1]))
 
     lm = judge.load(cache)
     try:
@@ -99,7 +102,9 @@ def judge_debates(
         lm.close()
 
     rows = []
-    for rec, text, first_slot, (lp_a, lp_b) in zip(paired.iter_rows(named=True), texts, first_slots, logprobs):
+    for rec, example, text, first_slot, (lp_a, lp_b) in zip(
+        paired.iter_rows(named=True), examples, texts, first_slots, logprobs
+    ):
         parsed = parse_judgment(text)
         p_a, p_b = two_way_softmax([lp_a, lp_b])
         persuasive_pos = "B" if rec["correct_position"] == "A" else "A"
@@ -115,6 +120,8 @@ def judge_debates(
                 "type": rec["type"],
                 "correct_position": rec["correct_position"],
                 "template": template_id("judge", template),
+                "example_choice": example and example.answer,
+                "example_confidence": example and example.confidence,
                 "raw_judgment": text,
                 "raw_first_slot": first_slot,
                 "rationale": parsed.rationale,

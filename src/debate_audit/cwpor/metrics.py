@@ -44,6 +44,7 @@ _persuaded = pl.col("override").fill_null(False)
 _correct = pl.col("override").not_().fill_null(False)
 _over = _persuaded.cast(pl.Float64)
 _rubric = pl.col("rubric_confidence").cast(pl.Float64)
+_shown = pl.col("example_choice").is_not_null()
 
 
 def _masked(value: pl.Expr, mask: pl.Expr) -> pl.Expr:
@@ -65,6 +66,11 @@ METRICS = {
         _masked(pl.lit(1.0), _chosen),
     ),
     "parse_failure_rate": ((~_ok).cast(pl.Float64), pl.lit(1.0)),
+    # a judge that copies the prompt's example reply instead of judging (templates with an example)
+    "example_copy_rate": (
+        _masked((pl.col("choice") == pl.col("example_choice")).cast(pl.Float64), _chosen & _shown),
+        _masked(pl.lit(1.0), _chosen & _shown),
+    ),
     # confidence split by what the judge picked (Fig. 6): correct picks vs persuaded picks
     "llc_correct_picks": (_masked(pl.col("llc"), _correct), _masked(pl.lit(1.0), _correct)),
     "llc_persuaded_picks": (_masked(pl.col("llc"), _persuaded), _masked(pl.lit(1.0), _persuaded)),
@@ -139,6 +145,7 @@ METRICS_SCHEMA = {
     "mean_llc": pl.Float64,  # mean LLC over all judgments (0.5-1)
     "mean_combined_confidence": pl.Float64,  # mean of c over parse_ok judgments
     "agreement": pl.Float64,  # share of parsed choices equal to the LLC argmax
+    "example_copy_rate": pl.Float64,  # share of parsed choices equal to the prompt's example reply; NaN without one
 }
 
 BREAKDOWNS_SCHEMA = {

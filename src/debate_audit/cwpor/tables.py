@@ -26,6 +26,7 @@ SUMMARY_COLUMNS = [
     ("mean_llc", "LLC"),
     ("mean_combined_confidence", "combined conf."),
     ("agreement", "text/LLC agree"),
+    ("example_copy_rate", "= example"),
     ("n_parse_fail", "parse failures"),
     ("n_cut_neutral", "cut (neutral)"),
     ("n_cut_persuasive", "cut (persuasive)"),
