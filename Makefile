@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
+# Model-bound rules hold one `gpu` each: as many at once as this machine has GPUs; without a GPU (the
+# embedded CPU default) one per core, since each such job then runs single-threaded on a core.
+GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || nproc)
 SNAKEMAKE_ARGS ?=
 
 .PHONY: install run test lint clean
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -81,6 +81,7 @@ def main() -> None:
     parser.add_argument("--single-prompts", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--skip-scoring", action="store_true", help="generation rows only")
     parser.add_argument("--out", default=os.environ.get("OUT"))
     args = parser.parse_args()
     model_dir = Path(args.model_dir)
@@ -96,31 +97,32 @@ def main() -> None:
         lm = LanguageModel(model_dir, device=device, batch_size="auto", cache=None, model=model)
         fixed = LanguageModel(model_dir, device=device, batch_size=8, cache=None, model=model, tokenizer=lm.tokenizer,
                               prefix_sharing=False)
-        prompts = scoring_prompts(lm, args.prompts)
-        encoded = [lm._encode(p) for p in prompts]
-        label_ids = lm.label_token_ids(LABELS)
-        useful = model_flops(model.config, [p for s in encoded for p in range(len(s))], len(prompts))
-        lm.choice_logprobs(prompts[:8], LABELS)  # warm-up (and the batch probe)
-        fixed.choice_logprobs(prompts[:8], LABELS)
-        k = min(args.naive_prompts, len(prompts))
-        naive(lm, encoded[:2], label_ids)
-        t_naive, ref = timed(lambda: naive(lm, encoded[:k], label_ids))
-        t_naive *= len(prompts) / k
-        rows, res = [], {}
-        t_fixed, res["fixed"] = timed(lambda: fixed.choice_logprobs(prompts, LABELS, desc="batch 8"))
-        t_auto = []
-        for _ in range(3):
-            t, res["auto"] = timed(lambda: lm.choice_logprobs(prompts, LABELS, desc="auto"))
-            t_auto.append(t)
-        t_ours = statistics.median(t_auto)
-        for name, t, key in [("naive (extrapolated from %d)" % k, t_naive, None), ("batch 8, length-sorted", t_fixed, "fixed"),
-                             (f"choice_logprobs auto ({lm._token_budget} tokens/batch)", t_ours, "auto")]:
-            diff = "-" if key is None else f"{max(abs(math.exp(a) - math.exp(b)) for r, s in zip(res[key][:k], ref) for a, b in zip(r, s)):.1e}"
-            rows.append([name, t, len(prompts) / t, t_naive / t, useful / t / 1e12, f"{100 * useful / t / peak:.0f}%", diff])
-        lines += [f"## {shape} ({'random' if random else 'real'} bf16 weights), scoring {len(prompts)} prompts, "
-                  f"{sum(map(len, encoded))} tokens", "",
-                  table(["method", "seconds", "prompts/s", "x naive", "TFLOP/s (all tokens)", "of GEMM peak",
-                         "max |dp| vs naive"], rows), ""]
+        if not args.skip_scoring:
+            prompts = scoring_prompts(lm, args.prompts)
+            encoded = [lm._encode(p) for p in prompts]
+            label_ids = lm.label_token_ids(LABELS)
+            useful = model_flops(model.config, [p for s in encoded for p in range(len(s))], len(prompts))
+            lm.choice_logprobs(prompts[:8], LABELS)  # warm-up (and the batch probe)
+            fixed.choice_logprobs(prompts[:8], LABELS)
+            k = min(args.naive_prompts, len(prompts))
+            naive(lm, encoded[:2], label_ids)
+            t_naive, ref = timed(lambda: naive(lm, encoded[:k], label_ids))
+            t_naive *= len(prompts) / k
+            rows, res = [], {}
+            t_fixed, res["fixed"] = timed(lambda: fixed.choice_logprobs(prompts, LABELS, desc="batch 8"))
+            t_auto = []
+            for _ in range(3):
+                t, res["auto"] = timed(lambda: lm.choice_logprobs(prompts, LABELS, desc="auto"))
+                t_auto.append(t)
+            t_ours = statistics.median(t_auto)
+            for name, t, key in [("naive (extrapolated from %d)" % k, t_naive, None), ("batch 8, length-sorted", t_fixed, "fixed"),
+                                 (f"choice_logprobs auto ({lm._token_budget} tokens/batch)", t_ours, "auto")]:
+                diff = "-" if key is None else f"{max(abs(math.exp(a) - math.exp(b)) for r, s in zip(res[key][:k], ref) for a, b in zip(r, s)):.1e}"
+                rows.append([name, t, len(prompts) / t, t_naive / t, useful / t / 1e12, f"{100 * useful / t / peak:.0f}%", diff])
+            lines += [f"## {shape} ({'random' if random else 'real'} bf16 weights), scoring {len(prompts)} prompts, "
+                      f"{sum(map(len, encoded))} tokens", "",
+                      table(["method", "seconds", "prompts/s", "x naive", "TFLOP/s (all tokens)", "of GEMM peak",
+                             "max |dp| vs naive"], rows), ""]
         convs = generation_messages(args.gen_prompts)
         params = GenerationParams(max_new_tokens=args.max_new_tokens)
         single = LanguageModel(model_dir, device=device, batch_size=1, cache=None, model=model, tokenizer=lm.tokenizer)
@@ -165,7 +167,7 @@ def main() -> None:
             [f"ours, sampled x4 per prompt ({len(convs) * 4} rows)", len(convs), t_sample, tok(out_sample) / t_sample,
              tok(out_sample) / t_sample / base, "-"],
         ]
-        lines += [f"generation: greedy, max_new_tokens {args.max_new_tokens}", "",
+        lines += [f"### {shape} generation: greedy, max_new_tokens {args.max_new_tokens}", "",
                   table(["method", "prompts", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"],
                         gen_rows), ""]
         print("\n".join(lines[-12:]), flush=True)

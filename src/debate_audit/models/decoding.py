@@ -87,8 +87,8 @@ def decode(
     for step in range(max_new_tokens):
         chosen = next_tokens(logits.float(), sampling, generators)
         done = torch.isin(chosen, eos)
-        for row, (index, token) in enumerate(zip(alive.tolist(), chosen.tolist())):
-            if not done[row]:
+        for index, token, finished in zip(alive.tolist(), chosen.tolist(), done.tolist()):
+            if not finished:
                 out_tokens[index].append(token)
         if step == max_new_tokens - 1 or bool(done.all()):
             break
