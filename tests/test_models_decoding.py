@@ -78,3 +78,53 @@ def test_sampled_generation_does_not_depend_on_the_batch(embedded_lm):
     alone = [embedded_lm.generate([c], params)[0] for c in CONVS[:3]]
     assert together == alone
     assert all(len(samples) == 2 for samples in together)
+
+
+# ----------------------------------------------------------------- prompt prefix reuse across calls
+def _states(n: int, fill: float = 0.0):
+    return [(torch.full((1, 2, n, 4), fill), torch.full((1, 2, n, 4), fill)) for _ in range(3)]
+
+
+def test_prefix_store_hands_out_the_longest_common_prefix_and_leaves_a_token_to_run():
+    from debate_audit.models.prefix_store import PrefixStore
+
+    store = PrefixStore(max_bytes=1 << 20, min_tokens=3)
+    store.put(list(range(10)), _states(10, 1.0))
+    store.put([0, 1, 2, 3, 9, 9], _states(6, 2.0))
+    n, states = store.longest(list(range(8)) + [42])
+    assert n == 8 and states[0][0].shape[2] == 8 and float(states[0][0].mean()) == 1.0
+    assert store.longest(list(range(10)))[0] == 9  # the whole prompt is stored: one token is still run
+    assert store.longest([0, 1, 7, 7, 7]) is None  # 2 common tokens < min_tokens
+    assert store.longest([5, 6, 7, 8]) is None
+
+
+def test_prefix_store_evicts_the_least_recently_used_within_its_budget():
+    from debate_audit.models.prefix_store import PrefixStore
+
+    one = sum(k.numel() * 4 + v.numel() * 4 for k, v in _states(10))
+    store = PrefixStore(max_bytes=2 * one, min_tokens=2)
+    store.put([1] * 10, _states(10))
+    store.put([2] * 10, _states(10))
+    assert store.longest([1] * 10 + [0]) is not None  # touch [1]*10: [2]*10 is now the oldest
+    store.put([3] * 10, _states(10))
+    assert len(store) == 2 and store.longest([2] * 10 + [0]) is None
+
+
+@pytest.mark.slow
+def test_reusing_stored_prompt_states_gives_the_same_scores_and_text(embedded_model_dir):
+    from debate_audit.models import LanguageModel
+
+    reuse = LanguageModel(embedded_model_dir, batch_size=4, cache=None)
+    plain = LanguageModel(embedded_model_dir, batch_size=4, cache=None, model=reuse.model,
+                          tokenizer=reuse.tokenizer, prefix_store_mb=0)
+    convs = [c + [{"role": "assistant", "content": "Sure."}] for c in CONVS]
+    params = GenerationParams(max_new_tokens=12)
+    first = reuse.generate(convs, params)
+    longer = [c[:-1] + [{"role": "assistant", "content": "Sure. " + f[0]}] for c, f in zip(convs, first)]
+    assert reuse.generate(longer, params) == plain.generate(longer, params)
+    assert reuse.prefix_store.hits >= len(CONVS)
+    prompts = [reuse.render_chat(c, assistant_prefix=" Answer:") for c in longer]
+    hits = reuse.prefix_store.hits
+    ours, ref = reuse.choice_logprobs(prompts, [" A", " B"]), plain.choice_logprobs(prompts, [" A", " B"])
+    assert reuse.prefix_store.hits > hits
+    assert max(abs(a - b) for r, s in zip(ours, ref) for a, b in zip(r, s)) < 1e-4

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .prefix_store import KV, PrefixStore
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -57,6 +59,72 @@ def next_tokens(logits: torch.Tensor, sampling: Sampling | None, generators: lis
     return drawn.clamp(max=probs.shape[-1] - 1)
 
 
+@dataclass
+class Prefill:
+    logits: torch.Tensor  # [rows, vocab] at each prompt's last token
+    cache: Any  # DynamicCache over [past slots | suffix slots]
+    mask: torch.Tensor  # [rows, past width + suffix width] attention mask of those slots
+    next_pos: torch.Tensor  # [rows] position id of each row's next token
+
+
+def _past_cache(model: Any, pasts: Sequence[tuple[int, KV] | None], device: str) -> tuple[Any, torch.Tensor, list[int]]:
+    """A batched cache of per-row prefix states, left-padded to the longest (padding masked out)."""
+    from transformers import DynamicCache
+
+    lengths = [0 if past is None else past[0] for past in pasts]
+    width = max(lengths)
+    mask = torch.zeros((len(pasts), width), dtype=torch.long, device=device)
+    if not width:
+        return DynamicCache(config=model.config), mask, lengths
+    some = next(past[1] for past in pasts if past is not None)
+    layers = []
+    for layer, (k0, v0) in enumerate(some):
+        keys = k0.new_zeros((len(pasts), k0.shape[1], width, k0.shape[3]))
+        values = v0.new_zeros((len(pasts), v0.shape[1], width, v0.shape[3]))
+        for row, past in enumerate(pasts):
+            if past is not None:
+                keys[row, :, width - past[0] :] = past[1][layer][0][0]
+                values[row, :, width - past[0] :] = past[1][layer][1][0]
+        layers.append((keys, values))
+    for row, n in enumerate(lengths):
+        if n:
+            mask[row, width - n :] = 1
+    return DynamicCache(ddp_cache_data=layers, config=model.config), mask, lengths
+
+
+@torch.inference_mode()
+def prefill(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    pasts: Sequence[tuple[int, KV] | None] | None = None,
+    store: PrefixStore | None = None,
+    cache_kwarg: str = "past_key_values",
+) -> Prefill:
+    """One forward pass over what is not cached of each prompt: `pasts[r]` = (n, states of
+    prompts[r][:n]) or None. With a `store`, its longest stored prefixes are used (when `pasts` is not
+    given) and every prompt's states are stored afterwards."""
+    device = str(next(model.parameters()).device)
+    if pasts is None:
+        pasts = [store.longest(p) for p in prompts] if store is not None else [None] * len(prompts)
+    cache, past_mask, done = _past_cache(model, pasts, device)
+    suffixes = [p[n:] for p, n in zip(prompts, done)]
+    ids, mask = left_pad(suffixes, pad_id, device)
+    positions = torch.tensor(done, device=device)[:, None] + (mask.cumsum(-1) - 1).clamp(min=0)
+    full_mask = torch.cat([past_mask, mask], dim=1)
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
+                   logits_to_keep=1, **{cache_kwarg: cache}).logits[:, -1, :]
+    if store is not None:
+        past_width, width = past_mask.shape[1], ids.shape[1]
+        for row, (prompt, n) in enumerate(zip(prompts, done)):
+            slots = torch.cat([torch.arange(past_width - n, past_width),
+                               torch.arange(past_width + width - len(prompt) + n, past_width + width)]).to(device)
+            store.put(prompt, [(layer.keys[row : row + 1, :, slots], layer.values[row : row + 1, :, slots])
+                               for layer in cache.layers])
+    return Prefill(logits, cache, full_mask, positions[:, -1] + 1)
+
+
 @torch.inference_mode()
 def decode(
     model: Any,
@@ -67,23 +135,19 @@ def decode(
     pad_id: int,
     sampling: Sampling | None = None,
     cache_kwarg: str = "past_key_values",
+    store: PrefixStore | None = None,
 ) -> list[list[int]]:
-    """New token ids of every prompt (end-of-sequence token excluded), greedy or sampled."""
-    from transformers import DynamicCache
-
+    """New token ids of every prompt (end-of-sequence token excluded), greedy or sampled. With a `store`,
+    prompt prefixes computed by earlier calls are reused and these prompts' states are kept for later ones."""
     device = str(next(model.parameters()).device)
-    ids, mask = left_pad(prompts, pad_id, device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=model.config)
+    start = prefill(model, prompts, pad_id=pad_id, store=store, cache_kwarg=cache_kwarg)
+    cache, mask, next_pos, logits = start.cache, start.mask, start.next_pos, start.logits
     generators = []
     if sampling is not None:
         generators = [torch.Generator().manual_seed(int(s)) for s in sampling.seeds]
     eos = torch.tensor(sorted(set(eos_ids)), device=device)
     out_tokens: list[list[int]] = [[] for _ in prompts]
     alive = torch.arange(len(prompts), device=device)  # batch row -> prompt index
-    next_pos = positions[:, -1] + 1
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                   logits_to_keep=1, **{cache_kwarg: cache}).logits[:, -1, :]
     for step in range(max_new_tokens):
         chosen = next_tokens(logits.float(), sampling, generators)
         done = torch.isin(chosen, eos)

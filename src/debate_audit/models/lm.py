@@ -14,7 +14,8 @@ from tqdm.auto import tqdm
 from .batching import Batch, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode
+from .decoding import Sampling, decode, prefill
+from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
 
@@ -38,12 +39,15 @@ class LanguageModel:
         tokenizer: Any = None,
         prefix_sharing: bool = True,
         generation_backend: Any = None,
+        prefix_store_mb: int = 1024,
     ):
         """`batch_size`: prompts per batch, or "auto": on GPU a probed token budget per scoring batch (see
         `probe_batch_tokens`) and 64 prompts per generation batch; on CPU 8. `prefix_sharing`: run a
         prompt prefix shared by several prompts once and reuse its key/value cache (scoring only).
         `generation_backend`: optional `serving.OpenAICompatibleBackend` / `serving.VLLMBackend` that computes
-        uncached `generate` calls instead of the in-process model (off by default)."""
+        uncached `generate` calls instead of the in-process model (off by default). `prefix_store_mb`: memory
+        for the key/value states of recent prompts, reused by later calls on prompts that extend them (see
+        prefix_store.py); 0 turns it off."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_dir = Path(model_dir)
@@ -60,6 +64,7 @@ class LanguageModel:
         self.prefix_sharing = prefix_sharing
         self.prefix_min_tokens = 16
         self.generation_backend = generation_backend
+        self.prefix_store = PrefixStore(prefix_store_mb << 20, min_tokens=self.prefix_min_tokens)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
@@ -151,11 +156,24 @@ class LanguageModel:
         if any(not seq for seq in encoded.values()):
             raise ValueError("choice_logprobs got an empty prompt; it needs at least one token before the answer slot")
         max_tokens = self._scoring_budget(max((len(s) for s in encoded.values()), default=0))
+        # Prompts extending one that an earlier call ran (the judge's LLC prompt after its reply slots)
+        # start from the stored states; the rest are planned with in-call prefix sharing.
+        stored = {i: found for i in todo if (found := self.prefix_store.longest(encoded[i])) is not None}
+        fresh_prompts = {i: seq for i, seq in encoded.items() if i not in stored}
         plan = plan_batches(
-            encoded, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens
-        ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(todo, {i: len(encoded[i]) for i in todo}, max_tokens)]
+            fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens
+        ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, max_tokens)]
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
+            rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
+            for batch in self._batches(list(stored), rest, max_tokens):
+                logits = prefill(self.model, [encoded[i] for i in batch], pad_id=self.tokenizer.pad_token_id,
+                                 pasts=[stored[i] for i in batch], cache_kwarg=self._cache_kwarg).logits
+                logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_ids].cpu().tolist()
+                fresh = {keys[i]: lp for i, lp in zip(batch, logprobs)}
+                self.cache.put_many("choice_logprobs", fresh)
+                cached.update(fresh)
+                bar.update(len(batch))
             for batch in plan:
                 past = None
                 if batch.prefix:
@@ -277,7 +295,8 @@ class LanguageModel:
                     seeds = [params.seed * 100_003 + j for _ in batch for j in range(per)]
                     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, seeds=seeds)
                 new = decode(self.model, rows, max_new_tokens=params.max_new_tokens, eos_ids=eos,
-                             pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg)
+                             pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg,
+                             store=self.prefix_store)
                 texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
                 fresh = {keys[i]: [t.strip() for t in texts[j * per : (j + 1) * per]] for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
@@ -296,4 +315,8 @@ class LanguageModel:
 
     def close(self) -> None:
         log.info(self.cache.summary())
+        if self.prefix_store.hits:
+            log.info("prompt prefix reuse: %d prompts started from stored states, %d tokens not recomputed",
+                     self.prefix_store.hits, self.prefix_store.reused_tokens)
+        self.prefix_store.clear()
         self.cache.close()
