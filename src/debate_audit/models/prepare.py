@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -39,6 +41,22 @@ def weights_sha256(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def _parse_gguf_once():
+    """transformers parses the GGUF file anew for the tokenizer, the config and the weights (four times,
+    ~10 s each on a laptop core, most of it the 49k-entry vocabulary), and builds the tensor name map
+    once per tensor: keep one reader per file and one name map per architecture while converting."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=4)(reader)
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=16)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def _from_gguf(spec: ModelSpec, out_dir: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -46,11 +64,12 @@ def _from_gguf(spec: ModelSpec, out_dir: Path) -> None:
     src = package_dir(spec.id)
     if not (src / spec.gguf_file).exists():
         raise FileNotFoundError(f"models.{spec.name}: {src / spec.gguf_file} does not exist")
-    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=spec.gguf_file)
-    quantized = AutoModelForCausalLM.from_pretrained(src, gguf_file=spec.gguf_file, dtype=torch.float32)
-    # A GGUF-loaded model keeps its quantization_config and refuses save_pretrained:
-    # rebuild a plain model from its config and copy the de-quantized weights across.
-    config = AutoConfig.from_pretrained(src, gguf_file=spec.gguf_file)
+    with _parse_gguf_once():
+        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=spec.gguf_file)
+        quantized = AutoModelForCausalLM.from_pretrained(src, gguf_file=spec.gguf_file, dtype=torch.float32)
+        # A GGUF-loaded model keeps its quantization_config and refuses save_pretrained:
+        # rebuild a plain model from its config and copy the de-quantized weights across.
+        config = AutoConfig.from_pretrained(src, gguf_file=spec.gguf_file)
     config.quantization_config = None
     if hasattr(config, "__dict__"):
         config.__dict__.pop("quantization_config", None)
