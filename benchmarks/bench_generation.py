@@ -76,7 +76,8 @@ def main() -> None:
         return run
 
     def ours(size: int):
-        batched = LanguageModel(MODEL_DIR, batch_size=size, cache=None, model=model, tokenizer=tok)
+        # no cross-call prompt reuse: each repeat computes everything again
+        batched = LanguageModel(MODEL_DIR, batch_size=size, cache=None, model=model, tokenizer=tok, prefix_store_mb=0)
         return lambda: [o[0] for o in batched.generate(convs, params, desc=f"ours b{size}")]
 
     methods = {"per-prompt transformers generate": hf_per_prompt}
