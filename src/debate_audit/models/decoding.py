@@ -117,7 +117,12 @@ def prefill(
                    logits_to_keep=1, **{cache_kwarg: cache}).logits[:, -1, :]
     if store is not None:
         past_width, width = past_mask.shape[1], ids.shape[1]
+        kept: set[tuple[int, ...]] = set()
         for row, (prompt, n) in enumerate(zip(prompts, done)):
+            # sampled rows repeat their prompt once per sample: store it once
+            if tuple(prompt) in kept:
+                continue
+            kept.add(tuple(prompt))
             slots = torch.cat([torch.arange(past_width - n, past_width),
                                torch.arange(past_width + width - len(prompt) + n, past_width + width)]).to(device)
             store.put(prompt, [(layer.keys[row : row + 1, :, slots], layer.values[row : row + 1, :, slots])

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from .batching import Batch, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode, prefill
+from .decoding import Sampling, decode, left_pad, prefill
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -114,16 +114,6 @@ class LanguageModel:
         if batch:
             yield batch
 
-    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in seqs)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, seq in enumerate(seqs):
-            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[row, width - len(seq) :] = 1
-        return ids.to(self.device), mask.to(self.device)
-
     # --------------------------------------------------------------- operations
     def label_token_ids(self, labels: Sequence[str]) -> list[int]:
         ids = []
@@ -165,15 +155,18 @@ class LanguageModel:
         ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, max_tokens)]
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
-            rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
-            for batch in self._batches(list(stored), rest, max_tokens):
-                logits = prefill(self.model, [encoded[i] for i in batch], pad_id=self.tokenizer.pad_token_id,
-                                 pasts=[stored[i] for i in batch], cache_kwarg=self._cache_kwarg).logits
+
+            def record(items: list[int], logits: torch.Tensor) -> None:
                 logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_ids].cpu().tolist()
-                fresh = {keys[i]: lp for i, lp in zip(batch, logprobs)}
+                fresh = {keys[i]: lp for i, lp in zip(items, logprobs)}
                 self.cache.put_many("choice_logprobs", fresh)
                 cached.update(fresh)
-                bar.update(len(batch))
+                bar.update(len(items))
+
+            rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
+            for batch in self._batches(list(stored), rest, max_tokens):
+                record(batch, prefill(self.model, [encoded[i] for i in batch], pad_id=self.tokenizer.pad_token_id,
+                                      pasts=[stored[i] for i in batch], cache_kwarg=self._cache_kwarg).logits)
             for batch in plan:
                 past = None
                 if batch.prefix:
@@ -182,12 +175,7 @@ class LanguageModel:
                         prefix_state = (head, self._prefix_kv(head))
                     past = prefix_state[1]
                 seqs = [encoded[i][batch.prefix :] for i in batch.items]
-                logits = self._last_logits_backoff(seqs, past)
-                logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_ids].cpu().tolist()
-                fresh = {keys[i]: lp for i, lp in zip(batch.items, logprobs)}
-                self.cache.put_many("choice_logprobs", fresh)
-                cached.update(fresh)
-                bar.update(len(batch.items))
+                record(batch.items, self._last_logits_backoff(seqs, past))
         return [cached[k] for k in keys]
 
     def _prefix_kv(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -199,7 +187,7 @@ class LanguageModel:
 
     def _last_logits(self, seqs: list[list[int]], past: list | None) -> torch.Tensor:
         """Logits at the last token of each sequence (the answer slot), one padded forward pass."""
-        ids, mask = self._pad(seqs)
+        ids, mask = left_pad(seqs, self.tokenizer.pad_token_id, self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         kwargs: dict[str, Any] = {}
         if past is not None:
