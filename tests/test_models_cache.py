@@ -333,3 +333,14 @@ def test_lookup_over_many_shards_stays_fast(tmp_path):
     assert len(first) == len(again) == 500 and first == again
     print(f"\n{n_shards} shards x {per_shard} entries: write {t_write:.2f} s (fsync per batch); get_many of 500 keys: "
           f"first (indexes all shards) {t_cold * 1e3:.1f} ms, next {t_warm * 1e3:.1f} ms")
+
+
+def test_an_old_cache_file_next_to_the_new_directory_is_named_not_silently_ignored(tmp_path, caplog):
+    _old_sqlite(tmp_path / "model_calls.sqlite", [(key("a"), '["old"]')])
+    with caplog.at_level(logging.WARNING):
+        cache = CallCache(tmp_path / "model_calls", namespace=NS)
+    assert cache.get_many([key("a")]) == {}
+    assert f"{tmp_path / 'model_calls.sqlite'} (an old single-file cache) is not read" in caplog.text
+    (tmp_path / "not_a_dir").write_text("x")
+    with pytest.raises(CacheError, match="is a file, not a directory"):
+        CallCache(tmp_path / "not_a_dir", namespace=NS)
