@@ -75,7 +75,7 @@ class LanguageModel:
         self.model = model.to(self.device).eval()
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        self.cache = CallCache(cache)
+        self.cache = CallCache(cache, namespace=self.fingerprint)
 
     # ----------------------------------------------------------------- rendering
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:
