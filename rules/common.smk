@@ -1,12 +1,15 @@
 from pathlib import Path
 
+from debate_audit.config_check import dataset_source, used_models
 from debate_audit.models.spec import ModelSpec
 
 # Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
 ALL_TARGETS = []
 
+# Only the models some experiment uses (an overlay's merge may keep others under `models:`).
 MODEL_SPECS = {
-    name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()
+    name: ModelSpec.from_config(name, config["models"][name])
+    for name in used_models(config)
 }
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
