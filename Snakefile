@@ -13,8 +13,6 @@ check_config(config, "config/schema.yaml")
 validate(config, "config/schema.yaml")  # fills in the schema's defaults
 
 
-
-
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"

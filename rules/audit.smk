@@ -145,11 +145,35 @@ rule audit_figures:
         "../workflow/scripts/audit_figures.py"
 
 
-# Table 3 reads whatever benchmark files exist when it runs: after every audit output, so the audit's own
-# model-bound rules are in it; rerun it (snakemake -R audit_runtime) after other stages to refresh.
+# Table 3: the benchmark records of this run's model-bound jobs, as inputs, so no stale record of another
+# configuration under benchmarks/rules/ gets in. (prepare_model is left out: a model prepared by an earlier
+# run or linked in has no record here and must not be prepared again for a table.)
+def runtime_benchmarks(wildcards):
+    datasets = config["verifier"]["datasets"]
+    cells = [
+        (rules.cwpor_debate, CWPOR_CELLS),
+        (rules.cwpor_judge, CWPOR_CELLS),
+        (rules.debate_generate, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+        (rules.debate_select, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+        (rules.verifier_finetune, dict(dataset=datasets, variant=VERIFIER_VARIANTS)),
+        (rules.verifier_evaluate, dict(dataset=datasets, verifier=VERIFIERS)),
+        (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),
+        (
+            rules.paraphrase_test,
+            dict(dataset=AUDIT_DATASETS, generator=PARAPHRASE_TEST_GENERATORS),
+        ),
+        (
+            rules.audit_scores,
+            dict(dataset=AUDIT_DATASETS, checkpoint=AUDIT_CHECKPOINTS),
+        ),
+    ]
+    return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
+
+
 rule audit_runtime:
     input:
         report="results/audit/summary.md",
+        benchmarks=runtime_benchmarks,
     output:
         markdown="results/audit/table3_runtime.md",
         csv="results/audit/table3_runtime.csv",

@@ -33,7 +33,8 @@ rule prepare_quality_h:
         pairs=lambda wc, input: source_location(input.pairs, "quality_h", "pairs"),
         stories=lambda wc, input: source_location(input.stories, "quality_h", "stories"),
         source={
-            key: dataset_source(config, "quality_h", key) for key in ("pairs", "stories")
+            key: dataset_source(config, "quality_h", key)
+            for key in ("pairs", "stories")
         },
     script:
         "../workflow/scripts/prepare_quality_h.py"
