@@ -145,31 +145,7 @@ rule audit_figures:
         "../workflow/scripts/audit_figures.py"
 
 
-# Table 3: the benchmark records of this run's model-bound jobs, as inputs, so no stale record of another
-# configuration under benchmarks/rules/ gets in. (prepare_model is left out: a model prepared by an earlier
-# run or linked in has no record here and must not be prepared again for a table.)
-def runtime_benchmarks(wildcards):
-    datasets = config["verifier"]["datasets"]
-    cells = [
-        (rules.cwpor_debate, CWPOR_CELLS),
-        (rules.cwpor_judge, CWPOR_CELLS),
-        (rules.debate_generate, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
-        (rules.debate_select, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
-        (rules.verifier_finetune, dict(dataset=datasets, variant=VERIFIER_VARIANTS)),
-        (rules.verifier_evaluate, dict(dataset=datasets, verifier=VERIFIERS)),
-        (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),
-        (
-            rules.paraphrase_test,
-            dict(dataset=AUDIT_DATASETS, generator=PARAPHRASE_TEST_GENERATORS),
-        ),
-        (
-            rules.audit_scores,
-            dict(dataset=AUDIT_DATASETS, checkpoint=AUDIT_CHECKPOINTS),
-        ),
-    ]
-    return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
-
-
+# Table 3 reads only this run's benchmark records (runtime_benchmarks in rules/common.smk).
 rule audit_runtime:
     input:
         report="results/audit/summary.md",

@@ -43,3 +43,29 @@ def local_input(dataset, key):
 def source_location(input_value, dataset, key):
     """What the loader reads: the local input file, else the configured URL (or None)."""
     return str(input_value) if input_value else config["datasets"][dataset].get(key)
+
+
+# Table 3 (audit_runtime): the benchmark records of this run's model-bound jobs as inputs, so no stale
+# record of another configuration under benchmarks/rules/ gets in. prepare_model is left out: a model
+# prepared by an earlier run, or linked in, has no record here and must not be prepared again for a table.
+def runtime_benchmarks(wildcards):
+    # Called when the DAG is built, after every rules/*.smk has defined its rules and lists.
+    datasets = config["verifier"]["datasets"]
+    cells = [
+        (rules.cwpor_debate, CWPOR_CELLS),
+        (rules.cwpor_judge, CWPOR_CELLS),
+        (rules.debate_generate, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+        (rules.debate_select, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+        (rules.verifier_finetune, dict(dataset=datasets, variant=VERIFIER_VARIANTS)),
+        (rules.verifier_evaluate, dict(dataset=datasets, verifier=VERIFIERS)),
+        (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),
+        (
+            rules.paraphrase_test,
+            dict(dataset=AUDIT_DATASETS, generator=PARAPHRASE_TEST_GENERATORS),
+        ),
+        (
+            rules.audit_scores,
+            dict(dataset=AUDIT_DATASETS, checkpoint=AUDIT_CHECKPOINTS),
+        ),
+    ]
+    return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
