@@ -27,3 +27,7 @@ rule all:
     default_target: True
     input:
         ALL_TARGETS,
+
+
+# An existing directory or unreadable file where an output should be is named before any job runs.
+check_outputs(workflow)

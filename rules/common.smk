@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from debate_audit.config_check import dataset_source, used_models
+from debate_audit.config_check import check_output_paths, dataset_source, used_models
 from debate_audit.models.spec import ModelSpec
 
 # Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
@@ -69,3 +69,13 @@ def runtime_benchmarks(wildcards):
         ),
     ]
     return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
+
+
+def check_outputs(workflow):
+    """Fail naming any existing output path that is a directory, a dangling link or unreadable."""
+    patterns, roots = [], []
+    for rule in workflow.rules:
+        for f in [*rule.output, *([rule.benchmark] if rule.benchmark else [])]:
+            patterns.append((f.regex(), f.is_directory))
+            roots.append(Path(f.constant_prefix() or ".").parts[0])
+    check_output_paths(patterns, roots)

@@ -201,3 +201,38 @@ def dataset_source(config: dict[str, Any], dataset: str, key: str) -> dict[str, 
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return {"location": shown, "sha256": digest.hexdigest()}
+
+
+def output_path_errors(patterns: list[tuple[re.Pattern, bool]], roots: list[str | Path]) -> list[str]:
+    """Existing paths where a rule's output should be but cannot be used: a directory where a file is
+    expected, a link to nothing, a file this user cannot read or write. Snakemake would take a directory
+    for a finished output and let the next stage fail on it; this names the path before any job runs.
+
+    patterns: (regex of an output path pattern, whether that output is a directory()).
+    """
+    import os
+
+    errors = []
+    for root in dict.fromkeys(str(r) for r in roots):
+        if not os.path.isdir(root):
+            continue
+        for folder, dirs, files in os.walk(root):
+            for name in dirs + files:
+                path = os.path.join(folder, name)
+                matches = [is_dir for regex, is_dir in patterns if regex.fullmatch(path)]
+                if not matches:
+                    continue
+                if os.path.islink(path) and not os.path.exists(path):
+                    errors.append(f"{path}: a link to a missing file where an output should be; remove it and rerun")
+                elif os.path.isdir(path) and not any(matches):
+                    errors.append(f"{path}: a directory where an output file should be; move it aside and rerun")
+                elif os.path.isfile(path) and not os.access(path, os.R_OK | os.W_OK):
+                    errors.append(f"{path}: an output this user cannot read or overwrite; fix its permissions "
+                                  f"or move it aside and rerun")
+    return errors
+
+
+def check_output_paths(patterns: list[tuple[re.Pattern, bool]], roots: list[str | Path]) -> None:
+    errors = output_path_errors(patterns, roots)
+    if errors:
+        raise ConfigError("unusable output paths:\n  " + "\n  ".join(errors))
