@@ -74,8 +74,11 @@ def runtime_benchmarks(wildcards):
 def check_outputs(workflow):
     """Fail naming any existing output path that is a directory, a dangling link or unreadable."""
     patterns, roots = [], []
-    for job_rule in workflow.rules:
-        for f in [*job_rule.output, *([job_rule.benchmark] if job_rule.benchmark else [])]:
+    for step in workflow.rules:
+        for f in [
+            *step.output,
+            *([step.benchmark] if step.benchmark else []),
+        ]:
             patterns.append((f.regex(), f.is_directory))
             roots.append(Path(f.constant_prefix() or ".").parts[0])
     check_output_paths(patterns, roots)
