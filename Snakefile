@@ -9,7 +9,7 @@ configfile: "config/config.yaml"
 
 
 # The schema and every cross-key rule, each error naming its key, before any job is planned.
-check_config(config, "config/schema.yaml")
+check_config(config, f"{workflow.basedir}/config/schema.yaml")
 validate(config, "config/schema.yaml")  # fills in the schema's defaults
 
 

@@ -129,3 +129,8 @@ def test_overlay_dry_run_plans_the_expected_jobs(project, overlay):
     result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert job_stats(result.stdout + result.stderr) == EXPECTED[overlay]
+
+
+def test_every_shipped_overlay_has_its_expected_jobs():
+    shipped = {str(p.relative_to(REPO)) for p in (REPO / "config").glob("*.yaml") if p.name != "config.yaml"}
+    assert shipped - set(EXPECTED) == set(), "add the overlay's jobs per rule to EXPECTED"
