@@ -251,7 +251,8 @@ CONFIG_ERRORS = [
     ("device cuda:x", {f"{M}/device": "cuda:x"}, "models.smollm2-135m.device: 'cuda:x' is not a device"),
     ("batch size 0", {f"{M}/batch_size": 0}, "models.smollm2-135m.batch_size: 0 must be a positive integer or 'auto'"),
     ("batch size text", {f"{M}/batch_size": "big"}, "models.smollm2-135m.batch_size: 'big' must be a positive integer or 'auto'"),
-    ("batch size in schema", {f"{M}/batch_size": -2}, "models.smollm2-135m.batch_size: -2 is not valid under any of the given schemas (-2 is less than the minimum of 1"),
+    ("batch size float", {f"{M}/batch_size": 2.5}, "models.smollm2-135m.batch_size: 2.5 must be a positive integer or 'auto'"),
+    ("schema alternatives explained", {"cwpor/resources/mem_mb": "lots"}, "cwpor.resources.mem_mb: 'lots' is not of type 'integer'"),
     ("openai without base_url", {"models/srv": OPENAI, "cwpor/judge_model": "srv"}, "models.srv.base_url: source 'openai' needs the server's URL"),
     ("openai without key variable", {"models/srv": OPENAI, "cwpor/judge_model": "srv"}, "models.srv.api_key_env: source 'openai' needs the name of the variable"),
     ("openai base_url not http", {"models/srv": {**OPENAI, "base_url": "ftp://h/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"},
@@ -265,7 +266,7 @@ CONFIG_ERRORS = [
     ("a directory as dataset", {"datasets/gpqa_h/pairs": "data/demo"}, "datasets.gpqa_h.pairs: data/demo: is a directory"),
     ("unknown key", {"cwpor/verbosty": [30]}, "cwpor: Additional properties are not allowed ('verbosty' was unexpected)"),
     ("wrong type", {"cwpor/subset": "all"}, "cwpor.subset: 'all' is not of type 'integer', 'null'"),
-    ("required pairs unset", {"datasets/quality_h/pairs": None}, "datasets.quality_h.pairs: None is not of type 'string'"),
+    ("required pairs unset", {"datasets/quality_h/pairs": None}, "datasets.quality_h.pairs: required (a local path or an http(s) URL), not null"),
 ]
 
 

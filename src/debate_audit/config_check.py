@@ -128,7 +128,7 @@ def _dataset_errors(datasets: dict[str, Any]) -> list[str]:
         location = (datasets.get(dataset) or {}).get(key)
         if location is None:
             if required:
-                errors.append(f"datasets.{dataset}.{key}: required")
+                errors.append(f"datasets.{dataset}.{key}: required (a local path or an http(s) URL), not null")
             continue
         error = location_error(f"datasets.{dataset}.{key}", location)
         if error:
@@ -151,10 +151,14 @@ def config_errors(config: dict[str, Any], schema_path: str | Path | None = None)
     """Every problem of the configuration, each naming its key; empty when it is valid."""
     errors = _schema_errors(config, schema_path) if schema_path else []
     try:
-        errors.extend(_cross_key_errors(config))
+        cross = _cross_key_errors(config)
     except (AttributeError, KeyError, TypeError):
         if not errors:  # a shape the schema let through: a bug here, not a config mistake
             raise
+        cross = []
+    # Where both name the same key, the cross-key message is the clearer one.
+    explained = {e.split(": ")[0] for e in cross}
+    errors = [e for e in errors if e.split(": ")[0] not in explained] + cross
     return list(dict.fromkeys(errors))
 
 
