@@ -22,7 +22,9 @@ wildcard_constraints:
 
 def model_spec(name):
     if name not in MODEL_SPECS:
-        raise ValueError(f"model {name!r} is not defined under 'models:' in the config")
+        raise ValueError(
+            f"model {name!r} is not used by any experiment (or not defined under 'models:')"
+        )
     return MODEL_SPECS[name]
 
 
