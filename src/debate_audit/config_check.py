@@ -33,6 +33,17 @@ class ConfigError(ValueError):
 
 def model_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(key, model name) for every config key that names a model of `models:`."""
+    yield from _experiment_uses(config)
+    # A random stand-in borrows a used model's tokenizer: that model is used too.
+    models = config.get("models") or {}
+    direct = list(dict.fromkeys(name for _, name in _experiment_uses(config)))
+    for name in direct:
+        entry = models.get(name)
+        if isinstance(entry, dict) and entry.get("source") == "random" and entry.get("tokenizer"):
+            yield f"models.{name}.tokenizer", entry["tokenizer"]
+
+
+def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     cwpor = config.get("cwpor") or {}
     for i, name in enumerate(cwpor.get("models") or []):
         yield f"cwpor.models[{i}]", name
