@@ -13,6 +13,9 @@ check_config(config, f"{workflow.basedir}/config/schema.yaml")
 validate(config, "config/schema.yaml")  # fills in the schema's defaults
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"
@@ -21,6 +24,7 @@ include: "rules/debate.smk"
 include: "rules/verifier.smk"
 include: "rules/paraphrase.smk"
 include: "rules/audit.smk"
+include: "rules/browse.smk"
 
 
 rule all:

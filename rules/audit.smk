@@ -131,12 +131,42 @@ rule audit_figures:
             pool=PARAPHRASE_POOLS,
         ),
     output:
-        cr="results/audit/figures/cr.png",
-        confidence="results/audit/figures/bound_vs_confidence.png",
-        scatter="results/audit/figures/p_qh_vs_delta_max.png",
-        epsilon="results/audit/figures/bound_vs_epsilon.png",
+        cr=report(
+            "results/audit/figures/cr.png",
+            caption="../report/captions/audit_cr.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "counterexample ratio"},
+        ),
+        confidence=report(
+            "results/audit/figures/bound_vs_confidence.png",
+            caption="../report/captions/audit_bound_vs_confidence.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "bound vs. confidence"},
+        ),
+        scatter=report(
+            "results/audit/figures/p_qh_vs_delta_max.png",
+            caption="../report/captions/audit_p_qh_vs_delta_max.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "P(q_h) vs. max Delta"},
+        ),
+        epsilon=report(
+            "results/audit/figures/bound_vs_epsilon.png",
+            caption="../report/captions/audit_bound_vs_epsilon.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "bound vs. epsilon"},
+        ),
         report="results/audit/summary.md",
-        summary_csv="results/audit/summary.csv",
+        summary_csv=report(
+            "results/audit/summary.csv",
+            caption="../report/captions/audit_summary.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "summary per dataset and verifier"},
+        ),
     log:
         "logs/audit/figures.log",
     conda:
@@ -152,7 +182,13 @@ rule audit_runtime:
         benchmarks=runtime_benchmarks,
     output:
         markdown="results/audit/table3_runtime.md",
-        csv="results/audit/table3_runtime.csv",
+        csv=report(
+            "results/audit/table3_runtime.csv",
+            caption="../report/captions/audit_runtime.rst",
+            category="ER-Audit",
+            subcategory="4. Runtime",
+            labels={"table": "Table 3"},
+        ),
     log:
         "logs/audit/runtime.log",
     conda:

@@ -138,8 +138,20 @@ rule cwpor_tables:
         questions=f"{CWPOR_OUT}/questions.parquet",
     output:
         summary_md=f"{CWPOR_OUT}/tables/summary.md",
-        summary_csv=f"{CWPOR_OUT}/tables/summary.csv",
-        examples=f"{CWPOR_OUT}/tables/fig3_examples.md",
+        summary_csv=report(
+            f"{CWPOR_OUT}/tables/summary.csv",
+            caption="../report/captions/cwpor_summary.rst",
+            category="CW-POR",
+            subcategory="Tables",
+            labels={"table": "summary per model and word limit"},
+        ),
+        examples=report(
+            f"{CWPOR_OUT}/tables/fig3_examples.md",
+            caption="../report/captions/cwpor_examples.rst",
+            category="CW-POR",
+            subcategory="Tables",
+            labels={"table": "Fig. 3 example debates"},
+        ),
     log:
         "logs/cwpor/tables.log",
     conda:
@@ -157,11 +169,17 @@ rule cwpor_figures:
         metrics=f"{CWPOR_OUT}/metrics.parquet",
         breakdowns=f"{CWPOR_OUT}/breakdowns.parquet",
     output:
-        expand(
-            f"{CWPOR_OUT}/figures/{{figure}}.{{ext}}",
-            figure=CWPOR_FIGURES,
-            ext=["png", "svg"],
-        ),
+        [
+            report(
+                f"{CWPOR_OUT}/figures/{figure}.png",
+                caption=f"../report/captions/cwpor_{figure}.rst",
+                category="CW-POR",
+                subcategory="Figures",
+                labels={"figure": figure},
+            )
+            for figure in CWPOR_FIGURES
+        ],
+        expand(f"{CWPOR_OUT}/figures/{{figure}}.svg", figure=CWPOR_FIGURES),
     log:
         "logs/cwpor/figures.log",
     conda:

@@ -50,7 +50,13 @@ rule verifier_loss_figure:
             variant=VERIFIER_VARIANTS,
         ),
     output:
-        png="results/er_audit/{dataset}/loss_curves.png",
+        png=report(
+            "results/er_audit/{dataset}/loss_curves.png",
+            caption="../report/captions/eraudit_loss_curves.rst",
+            category="ER-Audit",
+            subcategory="1. Verifier fine-tuning",
+            labels={"dataset": "{dataset}", "figure": "loss curves"},
+        ),
         svg="results/er_audit/{dataset}/loss_curves.svg",
     log:
         "logs/verifier/loss_figure_{dataset}.log",
@@ -102,7 +108,13 @@ rule verifier_table1:
     output:
         table="results/er_audit/table1.parquet",
         markdown="results/er_audit/table1.md",
-        csv="results/er_audit/table1.csv",
+        csv=report(
+            "results/er_audit/table1.csv",
+            caption="../report/captions/eraudit_table1.rst",
+            category="ER-Audit",
+            subcategory="2. Verifier evaluation",
+            labels={"table": "Table 1"},
+        ),
     log:
         "logs/verifier/table1.log",
     conda:

@@ -1,0 +1,11 @@
+from debate_audit.browse import write_browser
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    write_browser(
+        snakemake.output.page,
+        questions=snakemake.input.questions,
+        responses=list(snakemake.input.responses),
+        judgments=list(snakemake.input.judgments),
+        eraudit=snakemake.params.eraudit,
+    )
