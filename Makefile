@@ -9,7 +9,9 @@ CORES ?= all
 GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || nproc)
 SNAKEMAKE_ARGS ?=
 
-.PHONY: install run test lint plan clean
+REPORT ?= results/report.zip
+
+.PHONY: install run test lint plan clean report browser
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +33,15 @@ test: $(STAMP)
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml
 plan: $(STAMP)
 	$(BIN)/python -m debate_audit.plan --configfile $(PLAN_CONFIG)
+
+# The Snakemake report of a finished run (same SNAKEMAKE_ARGS, e.g. --configfile, as the run): every figure and
+# table with its caption, and the results browser (also at results/browse/index.html). REPORT=...html for one file.
+report: $(STAMP)
+	$(BIN)/snakemake --report $(REPORT) $(SNAKEMAKE_ARGS)
+
+# Debian's chromium for the browser tests (tests/test_browser.py skips without it).
+browser:
+	bash tests/browser/install.sh
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

@@ -1,5 +1,6 @@
 # The results browser (issue 14): one static page with every CW-POR debate and every audited hidden question.
 # It reads the stages' Parquet outputs only, so it reruns when any of them changes and calls no model.
+from debate_audit.browse import page_version
 
 BROWSE_AUDIT_FILES = {
     dataset: dict(
@@ -47,6 +48,8 @@ rule browse:
         "../envs/debate-audit.yaml"
     params:
         eraudit=BROWSE_AUDIT_FILES,
+        # hash of the page template: editing the page rebuilds it
+        page=page_version(),
     script:
         "../workflow/scripts/browse.py"
 

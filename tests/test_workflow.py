@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo"]
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "report", "tests/smoke", "data/demo"]
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -84,3 +84,35 @@ def test_lint_is_clean():
 def test_snakefmt_is_clean():
     result = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# The report and the results browser of the smoke run (issue 14); the browser checks live in test_browser.py.
+from test_browser import browser, check_planted_reply_in_smoke_results, check_smoke_page  # noqa: E402, F401
+
+
+@pytest.mark.slow
+def test_report_of_the_smoke_run_holds_every_figure_and_table(smoke_run, tmp_path):
+    import hashlib
+    import zipfile
+
+    workdir, _ = smoke_run
+    out = tmp_path / "report.zip"
+    snakemake(workdir, "--report", str(out))
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        held = {hashlib.sha256(archive.read(n)).hexdigest() for n in names}
+    assert "report/report.html" in names
+    results = workdir / "results"
+    expected = sorted(results.rglob("*.png")) + [results / p for p in (
+        "cwpor/tables/summary.csv", "cwpor/tables/fig3_examples.md", "er_audit/table1.csv", "audit/summary.csv",
+        "audit/table3_runtime.csv", "browse/index.html")]
+    assert len(expected) >= 10 + 6
+    missing = [str(p.relative_to(workdir)) for p in expected if hashlib.sha256(p.read_bytes()).hexdigest() not in held]
+    assert not missing, f"not in the report: {missing}"
+
+
+@pytest.mark.slow
+def test_browser_page_of_the_smoke_run_in_chromium(smoke_run, browser, tmp_path):
+    workdir, _ = smoke_run
+    check_smoke_page(browser, workdir, tmp_path)
+    check_planted_reply_in_smoke_results(browser, workdir, tmp_path)
