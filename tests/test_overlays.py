@@ -50,18 +50,18 @@ def cwpor(models: int, verbosities: int) -> dict[str, int]:
     return {**CWPOR_FIXED, "cwpor_debate": models * verbosities, "cwpor_judge": models * verbosities}
 
 
-# overlay -> jobs per rule of a dry run from nothing (no model prepared yet)
+# overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
     # 5 CW-POR models x 10 verbosities; 5 models prepared: the embedded one stays under `models:` through
     # the merge but no experiment uses it. Llama is also V_base and gen-a, Mistral gen-b, Qwen the debater
     # and search generator.
-    "config/paper.yaml": {"prepare_model": 5, **cwpor(5, 10), **ER_AUDIT, "all": 1},
+    "config/paper.yaml": {"prepare_model": 5, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
-    "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "all": 1},
+    "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # 1 model x 1 verbosity
-    "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "all": 1},
+    "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
-    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 6, **cwpor(5, 10), **ER_AUDIT, "all": 1},
+    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 6, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
 }
 # overlays (a key of EXPECTED may chain several, applied in order after config/config.yaml)
 NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.yaml"}
