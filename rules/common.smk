@@ -84,3 +84,9 @@ def check_outputs(workflow):
             patterns.append((f.regex(), f.is_directory))
             roots.append(Path(f.constant_prefix() or ".").parts[0])
     check_output_paths(patterns, roots)
+
+
+def tokenizer_input(wc):
+    """A `source: random` model borrows the tokenizer of another prepared model."""
+    spec = model_spec(wc.model)
+    return [model_fingerprint(spec.tokenizer)] if spec.source == "random" else []

@@ -1,9 +1,3 @@
-def tokenizer_input(wc):
-    """A `source: random` model borrows the tokenizer of another prepared model."""
-    spec = model_spec(wc.model)
-    return [model_fingerprint(spec.tokenizer)] if spec.source == "random" else []
-
-
 rule prepare_model:
     input:
         tokenizer=tokenizer_input,

@@ -106,7 +106,7 @@ def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str
     tqa_path = None if ds["truthfulqa"].get("hf_id") else ds["truthfulqa"].get("path")
     tqa = local(tqa_path, "truthfulqa/TruthfulQA.csv")
     if tqa:
-        records = records_from_csv(tqa)
+        records = [r for r in records_from_csv(tqa)[0] if r is not None]
         stats["truthfulqa"] = {
             "n": len(records),
             "question_words": sum(_words(r.get("question")) for r in records) / len(records),
