@@ -55,7 +55,8 @@ def test_seeded_split_serves_both_modes(tmp_path):
     assert set(result["source"]) == {"seeded"} and result["overlap"].null_count() == result.height
     assert result.filter(pl.col("story_title") == "a")["split"].n_unique() == 1
     # floor(0.5 * 4 stories) = 2 train stories
-    assert result.group_by("split").agg(pl.col("story_title").n_unique()).sort("split")["story_title"].to_list() == [2, 2]
+    stories = result.group_by("split").agg(pl.col("story_title").n_unique()).sort("split")
+    assert stories["story_title"].to_list() == [2, 2]
 
 
 @pytest.mark.parametrize(("overlap", "item4"), [("exclude", "excluded"), ("report", "eval")])

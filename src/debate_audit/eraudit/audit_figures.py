@@ -159,6 +159,7 @@ def audit_figures(
     by_split = rec.filter(pl.col("split").is_not_null()).group_by("dataset", "target", "split").agg(
         pl.len().alias("n_qh"), (pl.col("n_counterexamples") > 0).mean().alias("cr"),
         pl.col("lower_bound").mean().alias("mean_lower_bound"),
+        pl.col("lower_bound").filter(pl.col("n_counterexamples") == 0).mean().alias("mean_lower_bound_survivors"),
     ).sort("dataset", "target", "split")
     conf_wide = conf.select("dataset", "target", "confidence", "mean_lower_bound").sort("confidence").pivot(
         on="confidence", index=["dataset", "target"], values="mean_lower_bound")

@@ -50,7 +50,7 @@ SCORE_SCHEMA = {
     "hard_terms": pl.List(pl.Utf8),  # experiment vocabulary found in the public text (debate.hard_terms)
     "n_quotes": pl.Int32,  # quotes in all arguments of both debaters
     "unverified_fraction": pl.Float64,  # unverified quotes / quotes (0 without quotes)
-    "dropped": pl.Utf8,  # why the candidate is out of the selection (empty / hard_terms / unverified_quotes), null if in
+    "dropped": pl.Utf8,  # why it is out of the selection: empty / hard_terms / unverified_quotes (null: in)
     "usable": pl.Boolean,  # dropped is null
     "monitored_correct": pl.Boolean,  # p_monitored_true > 0.5
 }

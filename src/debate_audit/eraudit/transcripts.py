@@ -292,7 +292,8 @@ def generate_debates(
                                                            pl.col("split").alias("_normal")),
                                         on="pair_id", how="left")
     if frame["_normal"].null_count():
-        raise ValueError(f"{split}: pairs {frame.filter(pl.col('_normal').is_null())['pair_id'].to_list()} have no split")
+        missing = frame.filter(pl.col("_normal").is_null())["pair_id"].to_list()
+        raise ValueError(f"{split}: pairs {missing} have no split")
     # A null adversarial split: the release's adversarial set leaves the item out.
     chosen = frame.filter(pl.col("split").is_in(splits)).drop("_normal").sort("pair_id")
     if max_items is not None:
