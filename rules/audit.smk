@@ -44,6 +44,11 @@ rule audit_scores:
             "results/paraphrase/{{dataset}}/{pool}.parquet",
             pool=PARAPHRASE_POOLS,
         ),
+        # every pair the paraphrase stage selected, also those whose pools came out empty
+        reports=expand(
+            "results/paraphrase/{{dataset}}/{pool}.report.parquet",
+            pool=PARAPHRASE_POOLS,
+        ),
         model=lambda wc: AUDIT_CHECKPOINT_FINGERPRINTS[wc.checkpoint](wc),
     output:
         scores="results/audit/{dataset}/scores_{checkpoint}.parquet",

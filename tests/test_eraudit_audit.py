@@ -232,3 +232,37 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     assert summary["mean_lower_bound"] == pytest.approx(0.25)
     assert summary["mean_lower_bound_survivors"] == pytest.approx(0.5)
     assert (tmp_path / "conf.png").stat().st_size > 0
+
+
+def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tmp_path):
+    pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
+                          "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
+                          "h_false": ["wrong"] * 2})
+    paraphrases = pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": ["search"], "generator": "m", "index": [0],
+                                "round": 0, "text": ["p1?"], "similarity": 0.9})
+    rows = audit.score_rows(pairs, paraphrases, audited_ids=[7, 8])
+    assert rows.filter(pl.col("pair_id") == 8)["kind"].to_list() == ["q_m", "q_h"]
+    assert audit.score_rows(pairs, paraphrases)["pair_id"].unique().to_list() == [7]
+    with pytest.raises(ValueError, match="no row in the pairs file"):
+        audit.score_rows(pairs, paraphrases, audited_ids=[9])
+    # pair 2 of _two_pairs without any paraphrase: Stage 1 finds nothing, Stage 2 has nothing to test
+    scores = _two_pairs().filter((pl.col("pair_id") == 1) | (pl.col("kind") != "paraphrase"))
+    deltas = audit.compute_deltas(scores, kappa=0.01, targets=["org"])
+    records, generators, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=1.0, eta=0.1, tau=None, tv_r=0.0)
+    r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
+    assert (r2["n_search"], r2["delta_max"], r2["lower_bound"], r2["status"]) == (0, None, 0.0, stats.BUDGET_EXHAUSTED)
+    assert generators.filter(pl.col("pair_id") == 2)["pool_size"].to_list() == [0]
+
+
+def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path):
+    pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
+                          "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
+                          "h_false": ["wrong"] * 2})
+    pairs.write_parquet(tmp_path / "pairs.parquet")
+    pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": "search", "generator": "m", "index": [0], "round": 0,
+                  "text": ["p1?"], "similarity": 0.9}).write_parquet(tmp_path / "search.parquet")
+    pl.DataFrame({"pair_id": [7, 8], "kept": [1, 0]}).write_parquet(tmp_path / "search.report.parquet")
+    scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=[tmp_path / "search.parquet"],
+                                    reports=[tmp_path / "search.report.parquet"], model_dir=tmp_path,
+                                    out=tmp_path / "scores.parquet", dataset="d", checkpoint="base", lm=FakeLM())
+    assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]

@@ -47,9 +47,16 @@ SCORE_SCHEMA = {
 }
 
 
-def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame) -> pl.DataFrame:
-    """The questions to score for the pairs that have paraphrase pools (no probabilities yet)."""
-    audited = pairs.filter(pl.col("pair_id").is_in(paraphrases["pair_id"].unique().implode()))
+def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame,
+               audited_ids: Sequence[int] | None = None) -> pl.DataFrame:
+    """The questions to score for the audited pairs (no probabilities yet). `audited_ids`: the pairs the
+    paraphrase stage selected (from its pool reports), including those whose pools came out empty, so such
+    a q_h is audited with empty pools (bound 0) rather than dropped; None: the pairs that have paraphrases."""
+    ids = set(paraphrases["pair_id"].to_list()) | set(audited_ids or [])
+    audited = pairs.filter(pl.col("pair_id").is_in(sorted(ids)))
+    missing = ids - set(audited["pair_id"].to_list())
+    if missing:
+        raise ValueError(f"audited pair_ids {sorted(missing)[:10]} have no row in the pairs file")
     rows: list[dict[str, Any]] = []
     by_pair = {r["pair_id"]: r for r in audited.iter_rows(named=True)}
     for pair_id, r in sorted(by_pair.items()):
@@ -75,6 +82,7 @@ def score_checkpoint(
     out: str | Path,
     dataset: str,
     checkpoint: str,
+    reports: Sequence[str | Path] = (),
     batch_size: int | str = 8,
     device: str = "auto",
     dtype: str = "auto",
@@ -84,7 +92,12 @@ def score_checkpoint(
     from .readout import answer_probability
 
     pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
-    rows = score_rows(pl.read_parquet(pairs), pools)
+    audited = sorted({i for r in reports for i in pl.read_parquet(r)["pair_id"].to_list()})
+    rows = score_rows(pl.read_parquet(pairs), pools, audited)
+    empty = sorted(set(audited) - set(pools["pair_id"].to_list()))
+    if empty:
+        log.warning("%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)",
+                    dataset, empty)
     # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once.
     unique = rows.select("question", "answer", "other").unique(maintain_order=True)
     own = lm is None
@@ -455,6 +468,9 @@ def audit_sweeps(
         )
     grid = [(float(v), "value") for v in sweep_epsilons]
     for p in sweep_epsilon_percentiles:
+        if per_question_maxima(deltas).size == 0:
+            log.warning("epsilon sweep: no search-pool Delta of V_org, percentile %g left out", p)
+            continue
         grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p))
     eps_rows = []
     for value, source in tqdm(grid, desc="epsilon sweep"):
