@@ -1,6 +1,8 @@
 # ER-Audit part 2: scores (model calls) -> Delta, counterexample search, sequential test -> sweeps -> figures.
 # Only audit_scores calls a model; changing epsilon, eta, tau or r reruns the statistics rules alone.
 
+from debate_audit.eraudit.audit import STATISTICS_VERSION, SWEEPS_VERSION
+from debate_audit.eraudit.audit_figures import FIGURES_VERSION
 from debate_audit.eraudit.readout import READOUT_VERSION as AUDIT_READOUT_VERSION
 
 AUDIT = config["audit"]
@@ -40,6 +42,11 @@ rule audit_scores:
         pairs="data/{dataset}.parquet",
         pools=expand(
             "results/paraphrase/{{dataset}}/{pool}.parquet",
+            pool=PARAPHRASE_POOLS,
+        ),
+        # every pair the paraphrase stage selected, also those whose pools came out empty
+        reports=expand(
+            "results/paraphrase/{{dataset}}/{pool}.report.parquet",
             pool=PARAPHRASE_POOLS,
         ),
         model=lambda wc: AUDIT_CHECKPOINT_FINGERPRINTS[wc.checkpoint](wc),
@@ -85,6 +92,7 @@ rule audit_statistics:
         "../envs/debate-audit.yaml"
     params:
         **AUDIT_STAT_PARAMS,
+        statistics_version=STATISTICS_VERSION,
     script:
         "../workflow/scripts/audit_statistics.py"
 
@@ -107,6 +115,7 @@ rule audit_sweeps:
         confidence_levels=AUDIT["confidence_levels"],
         sweep_epsilons=AUDIT["sweep_epsilons"],
         sweep_epsilon_percentiles=AUDIT["sweep_epsilon_percentiles"],
+        sweeps_version=SWEEPS_VERSION,
     script:
         "../workflow/scripts/audit_sweeps.py"
 
@@ -171,6 +180,8 @@ rule audit_figures:
         "logs/audit/figures.log",
     conda:
         "../envs/debate-audit.yaml"
+    params:
+        figures_version=FIGURES_VERSION,
     script:
         "../workflow/scripts/audit_figures.py"
 

@@ -1,12 +1,15 @@
 # ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial), best-of-K selection.
 
 from debate_audit.eraudit.readout import READOUT_VERSION
+from debate_audit.eraudit.selection import SELECTION_VERSION
+from debate_audit.eraudit.splits import SPLIT_VERSION, release_split_files
 from debate_audit.eraudit.transcripts import PROMPT_VERSION as DEBATE_PROMPT_VERSION
 
 DEBATE_MODES = ["honest", "adversarial"]
 # DebateSettings fields, passed as params so a changed setting reruns the debates.
 DEBATE_SETTING_KEYS = ["rounds", "word_limit", "candidates", "temperature", "top_p"]
-DEBATE_SETTING_KEYS += ["seed", "max_context_words"]
+DEBATE_SETTING_KEYS += ["seed", "max_context_words", "quote_match", "round_reminder"]
+DEBATE_SPLIT = config["debate"]["split"]
 
 
 wildcard_constraints:
@@ -16,6 +19,9 @@ wildcard_constraints:
 rule debate_split:
     input:
         pairs="data/{dataset}.parquet",
+        release=lambda wc: [
+            p for p in release_split_files(DEBATE_SPLIT, wc.dataset).values() if p
+        ],
     output:
         split="results/er_audit/{dataset}/split.parquet",
     log:
@@ -25,6 +31,10 @@ rule debate_split:
     params:
         eval_fraction=config["debate"]["eval_fraction"],
         seed=config["debate"]["split_seed"],
+        source=DEBATE_SPLIT["source"],
+        release=lambda wc: release_split_files(DEBATE_SPLIT, wc.dataset),
+        overlap=DEBATE_SPLIT.get("overlap", "exclude"),
+        split_version=SPLIT_VERSION,
     script:
         "../workflow/scripts/debate_split.py"
 
@@ -80,6 +90,9 @@ rule debate_select:
         model_dir=lambda wc, input: str(Path(input.model).parent),
         leak_ngram=config["debate"]["leak_ngram"],
         leak_threshold=config["debate"]["leak_threshold"],
+        hard_terms=config["debate"]["hard_terms"],
+        max_unverified_quote_fraction=config["debate"]["max_unverified_quote_fraction"],
+        selection_version=SELECTION_VERSION,
         readout_version=READOUT_VERSION,
         batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
         device=model_spec(config["verifier"]["base_model"]).device,

@@ -1,5 +1,6 @@
 # ER-Audit part 1: fine-tune V_honest / V_adv / V_org, forced-choice evaluation, Table 1.
 
+from debate_audit.eraudit.finetune import TRAINING_ITEMS_VERSION
 from debate_audit.eraudit.readout import READOUT_VERSION as VERIFIER_READOUT_VERSION
 
 VERIFIER_VARIANTS = {"honest": "honest", "adv": "adversarial", "org": "adversarial"}
@@ -37,6 +38,7 @@ rule verifier_finetune:
         base_dir=lambda wc, input: str(Path(input.base).parent),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
         settings={key: config["verifier"][key] for key in FINETUNE_KEYS},
+        training_items_version=TRAINING_ITEMS_VERSION,
         readout_version=VERIFIER_READOUT_VERSION,
         device=model_spec(config["verifier"]["base_model"]).device,
     script:

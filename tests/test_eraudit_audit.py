@@ -86,9 +86,9 @@ def test_certified_when_tau_reached_on_every_generator():
 def test_epsilon_from_percentile_of_org_search_deltas():
     deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=50)
-    # org search deltas: pair 1 [0, 0.5], pair 2 [0, 1.0] -> median 0.25
-    assert eps == pytest.approx(0.25)
-    assert source.startswith("p50")
+    # org search deltas: pair 1 [0, 0.5], pair 2 [0, 1.0] -> per-question maxima [0.5, 1.0] -> median 0.75
+    assert eps == pytest.approx(0.75)
+    assert source.startswith("p50 of per-q_h max search Delta of V_org (2 q_h)")
     with pytest.raises(ValueError, match="exactly one"):
         audit.resolve_epsilon(deltas, epsilon=0.1, percentile=50)
 
@@ -105,8 +105,11 @@ def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     conf = pl.read_parquet(tmp_path / "c.parquet").sort("confidence")
     assert conf["mean_lower_bound"].to_list() == pytest.approx([0.2 ** (1 / 3), 0.1 ** (1 / 3), 0.01 ** (1 / 3)])
     eps = pl.read_parquet(tmp_path / "e.parquet").sort("epsilon")
-    assert eps["epsilon"].to_list() == pytest.approx([0.1, 0.25, 5.0])
-    assert eps["cr"].to_list() == pytest.approx([1.0, 1.0, 0.0])
+    assert eps["epsilon"].to_list() == pytest.approx([0.1, 0.75, 5.0])
+    # at the p50 of the maxima (0.75) only pair 2 (max 1.0) has a counterexample
+    assert eps["cr"].to_list() == pytest.approx([1.0, 0.5, 0.0])
+    assert eps.filter(pl.col("epsilon_source") != "value")["epsilon_source"].to_list() == [
+        "p50 of per-q_h max search Delta of V_org (2 q_h)"]
 
 
 class FakeLM:
@@ -137,3 +140,129 @@ def test_scores_are_computed_once_per_question_text(tmp_path):
     assert scores.height == 6
     assert scores.filter(pl.col("question") == "p2?")["p_answer"].n_unique() == 1
     assert scores["p_answer"].to_list() == pytest.approx([0.8320183851339245] * 6)
+
+
+def _deltas(rows, dataset="gpqa_h"):
+    """A Delta frame from (target, pair_id, pool, [delta, ...]) rows."""
+    out = []
+    for target, pair_id, pool, values in rows:
+        for i, d in enumerate(values):
+            out.append({"dataset": dataset, "target": target, "pair_id": pair_id, "kind": "paraphrase",
+                        "pool": pool, "index": i, "question": f"{pool}{i}", "delta": d})
+    return pl.DataFrame(out)
+
+
+def test_epsilon_is_a_percentile_of_per_question_maxima_of_org():
+    # V_org's search pools: maxima 0.9, 2.0, 0.4; V_honest and the test pools must not count.
+    deltas = _deltas([
+        ("org", 1, "search", [0.1, 0.9, 0.3]),
+        ("org", 2, "search", [2.0, 0.0]),
+        ("org", 3, "search", [0.4]),
+        ("org", 3, "g1", [50.0, 60.0]),
+        ("honest", 1, "search", [100.0, 200.0]),
+    ])
+    assert sorted(audit.per_question_maxima(deltas)) == pytest.approx([0.4, 0.9, 2.0])
+    # numpy linear interpolation on [0.4, 0.9, 2.0]: p50 = 0.9, p25 = 0.65, p75 = 1.45
+    for percentile, expected in [(50, 0.9), (25, 0.65), (75, 1.45), (0, 0.4), (100, 2.0)]:
+        eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=percentile)
+        assert eps == pytest.approx(expected)
+        assert "(3 q_h)" in source
+    # the flattened rule this replaces would give the median of all six search deltas, 0.35
+    assert audit.resolve_epsilon(deltas, epsilon=None, percentile=50)[0] != pytest.approx(0.35)
+
+
+def test_epsilon_percentile_is_per_dataset_and_needs_org_search_deltas():
+    mixed = pl.concat([_deltas([("org", 1, "search", [1.0])]), _deltas([("org", 1, "search", [2.0])], "quality_h")])
+    with pytest.raises(ValueError, match="per dataset"):
+        audit.resolve_epsilon(mixed, epsilon=None, percentile=50)
+    with pytest.raises(ValueError, match="no search-pool Delta of V_org"):
+        audit.resolve_epsilon(_deltas([("honest", 1, "search", [1.0])]), epsilon=None, percentile=50)
+    # NaN Deltas are ignored in the maxima (a pool of NaN contributes nothing)
+    nan = _deltas([("org", 1, "search", [float("nan"), 0.2]), ("org", 2, "search", [float("nan")])])
+    assert audit.per_question_maxima(nan).tolist() == pytest.approx([0.2])
+
+
+def test_averages_over_all_q_h_and_over_stage1_survivors():
+    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    # epsilon 0.75: pair 1 (search max 0.5) survives Stage 1, its test pools are clean -> 0.125^(1/3) = 0.5;
+    # pair 2 (search max 1.0) has a counterexample -> 0.
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
+    row = audit.summarize(records).row(0, named=True)
+    assert (row["n_qh"], row["n_stage1_counterexample"], row["n_stage1_survivors"]) == (2, 1, 1)
+    assert row["mean_lower_bound"] == pytest.approx((0.5 + 0.0) / 2)
+    assert row["mean_lower_bound_survivors"] == pytest.approx(0.5)
+    assert row["mean_lower_bound_tv"] == pytest.approx((0.4 + 0.0) / 2)
+    assert row["mean_lower_bound_tv_survivors"] == pytest.approx(0.4)
+    # no survivor at all: the survivors' average is undefined (null), the all-q_h average is 0
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.0, eta=0.125, tau=None, tv_r=0.0)
+    row = audit.summarize(records).row(0, named=True)
+    assert row["n_stage1_survivors"] == 0 and row["mean_lower_bound"] == 0.0
+    assert row["mean_lower_bound_survivors"] is None
+
+
+def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
+    from debate_audit.eraudit.audit_figures import audit_figures
+
+    scores = tmp_path / "scores.parquet"
+    _two_pairs().write_parquet(scores)
+    out = {k: tmp_path / f"{k}.parquet" for k in ("d", "r", "g", "s", "summary", "c", "e")}
+    audit.audit_statistics(scores=[scores], split=None, deltas_out=out["d"], records_out=out["r"],
+                           generators_out=out["g"], steps_out=out["s"], summary_out=out["summary"],
+                           test_pools=["g1", "g2"], kappa=0.01, epsilon=None, epsilon_percentile=50, eta=0.125,
+                           tau=None, tv_r=0.0, targets=["org"])
+    audit.audit_sweeps(scores=[scores], confidence_out=out["c"], epsilon_out=out["e"], test_pools=["g1", "g2"],
+                       kappa=0.01, epsilon=None, epsilon_percentile=50, eta=0.125, tau=None, tv_r=0.0,
+                       confidence_levels=[0.875, 0.9], sweep_epsilons=[0.1], sweep_epsilon_percentiles=[50],
+                       targets=["org"])
+    pools = tmp_path / "pool.parquet"
+    pl.DataFrame({"dataset": ["quality_h"], "pair_id": [1], "pool": ["g1"], "generator": ["m"], "size": [3],
+                  "rounds": [1], "generated": [3], "kept": [3], "duplicates_kept": [1], "rejected_empty": [0],
+                  "shortfall": [0]}).write_parquet(pools)
+    md = tmp_path / "summary.md"
+    audit_figures(summaries=[out["summary"]], records=[out["r"]], confidence=[out["c"]], epsilon=[out["e"]],
+                  pool_reports=[pools], cr_png=tmp_path / "cr.png", confidence_png=tmp_path / "conf.png",
+                  scatter_png=tmp_path / "sc.png", epsilon_png=tmp_path / "eps.png", report_md=md,
+                  summary_csv=tmp_path / "s.csv")
+    text = md.read_text()
+    assert "p50 of per-q_h max search Delta of V_org (2 q_h)" in text
+    assert "mean_lower_bound_survivors" in text and "over the Stage-1 survivors only" in text
+    assert "over **all** audited q_h" in text
+    summary = pl.read_parquet(out["summary"]).row(0, named=True)
+    # epsilon 0.75 (p50 of the maxima): pair 1 survives with bound 0.125^(1/3) = 0.5, pair 2 is degraded
+    assert summary["mean_lower_bound"] == pytest.approx(0.25)
+    assert summary["mean_lower_bound_survivors"] == pytest.approx(0.5)
+    assert (tmp_path / "conf.png").stat().st_size > 0
+
+
+def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tmp_path):
+    pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
+                          "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
+                          "h_false": ["wrong"] * 2})
+    paraphrases = pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": ["search"], "generator": "m", "index": [0],
+                                "round": 0, "text": ["p1?"], "similarity": 0.9})
+    rows = audit.score_rows(pairs, paraphrases, audited_ids=[7, 8])
+    assert rows.filter(pl.col("pair_id") == 8)["kind"].to_list() == ["q_m", "q_h"]
+    assert audit.score_rows(pairs, paraphrases)["pair_id"].unique().to_list() == [7]
+    with pytest.raises(ValueError, match="no row in the pairs file"):
+        audit.score_rows(pairs, paraphrases, audited_ids=[9])
+    # pair 2 of _two_pairs without any paraphrase: Stage 1 finds nothing, Stage 2 has nothing to test
+    scores = _two_pairs().filter((pl.col("pair_id") == 1) | (pl.col("kind") != "paraphrase"))
+    deltas = audit.compute_deltas(scores, kappa=0.01, targets=["org"])
+    records, generators, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=1.0, eta=0.1, tau=None, tv_r=0.0)
+    r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
+    assert (r2["n_search"], r2["delta_max"], r2["lower_bound"], r2["status"]) == (0, None, 0.0, stats.BUDGET_EXHAUSTED)
+    assert generators.filter(pl.col("pair_id") == 2)["pool_size"].to_list() == [0]
+
+
+def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path):
+    pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
+                          "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
+                          "h_false": ["wrong"] * 2})
+    pairs.write_parquet(tmp_path / "pairs.parquet")
+    pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": "search", "generator": "m", "index": [0], "round": 0,
+                  "text": ["p1?"], "similarity": 0.9}).write_parquet(tmp_path / "search.parquet")
+    pl.DataFrame({"pair_id": [7, 8], "kept": [1, 0]}).write_parquet(tmp_path / "search.report.parquet")
+    scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=[tmp_path / "search.parquet"],
+                                    reports=[tmp_path / "search.report.parquet"], model_dir=tmp_path,
+                                    out=tmp_path / "scores.parquet", dataset="d", checkpoint="base", lm=FakeLM())
+    assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]

@@ -139,3 +139,82 @@ def test_pool_settings_let_a_generator_override_the_test_defaults():
     assert "generators" not in settings
     with pytest.raises(ValueError, match="search"):
         paraphrase.pool_settings(cfg, "search")
+
+
+# ------------------------------------------------------------------ test pools: per-draw filters only
+STREAM = ["a b 7", "A B 7!", "a b 7", "", "orig 7", "far off 7", "c d 7", "no number", "c d 7", "e f 7", "  ", "g h 7"]
+
+
+def _kept(draws, dedupe, size=None):
+    """Kept texts (multiset) of one pool filled in a single draw round from `draws`."""
+    from collections import Counter
+
+    pools = paraphrase.fill_pools({1: "orig 7"}, size or len(draws), FakeDraws({0: {1: draws}}), _similarity,
+                                  min_similarity=0.5, max_topup_rounds=0, dedupe=dedupe)
+    return Counter(t for _, t, _ in pools[1].kept), pools
+
+
+def test_test_pool_filters_look_at_one_draw_alone():
+    """Filtering then permuting gives the same kept multiset as permuting then filtering: whether a draw is
+    kept never depends on the other draws, so the kept stream of i.i.d. draws stays i.i.d."""
+    import random
+
+    reference, _ = _kept(STREAM, dedupe=False)
+    rng = random.Random(0)
+    for _ in range(200):
+        permuted = STREAM[:]
+        rng.shuffle(permuted)
+        assert _kept(permuted, dedupe=False)[0] == reference
+    # the duplicate check of the search pool does depend on the earlier draws: some order keeps another text
+    search_reference, _ = _kept(STREAM, dedupe=True)
+    differs = False
+    for _ in range(200):
+        permuted = STREAM[:]
+        rng.shuffle(permuted)
+        differs |= _kept(permuted, dedupe=True)[0] != search_reference
+    assert differs
+
+
+def test_test_pools_keep_and_count_duplicates_the_search_pool_drops_them():
+    kept, pools = _kept(STREAM, dedupe=False)
+    # kept: "a b 7" x2, "A B 7!", "c d 7" x2, "e f 7", "g h 7"; the rest fail a per-draw check
+    assert sum(kept.values()) == 7 and kept["a b 7"] == 2 and kept["c d 7"] == 2
+    reasons = sorted(reason for _, _, reason, _ in pools[1].rejected)
+    assert reasons == ["empty", "empty", "identical", "low_similarity", "missing_number"]
+    _, _, report = paraphrase.pool_frames(pools, dataset="d", pool="g", generator="m", size=len(STREAM))
+    row = report.row(0, named=True)
+    assert row["duplicates_kept"] == 3 and row["rejected_duplicate"] == 0
+    kept_search, pools_search = _kept(STREAM, dedupe=True)
+    assert sum(kept_search.values()) == 4  # a b 7, c d 7, e f 7, g h 7
+    _, _, report = paraphrase.pool_frames(pools_search, dataset="d", pool="search", generator="m", size=12)
+    assert report.row(0, named=True)["rejected_duplicate"] == 3
+
+
+class RepeatingGenerator:
+    """Every sample is the same rewrite: a generator that repeats itself."""
+
+    def generate(self, messages, params, desc=""):
+        if "numbered list" in messages[0][1]["content"]:
+            return [["1. Which 7 is it?\n2. Which 7 is it?"] * params.num_samples for _ in messages]
+        return [["Which 7 is it?"] * params.num_samples for _ in messages]
+
+    def close(self):
+        pass
+
+
+class FlatEmbedder:
+    def similarity(self, originals, candidates):
+        return [0.9] * len(candidates)
+
+
+@pytest.mark.parametrize(("pool", "kept", "duplicates"), [("search", 1, 0), ("g1", 3, 2)])
+def test_build_pool_dedupes_the_search_pool_only(tmp_path, pool, kept, duplicates):
+    pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
+    paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool, generator_name="m",
+                          generator_dir=tmp_path, generator_spec={}, out=tmp_path / "o.parquet",
+                          rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet", size=3, temperature=1.0,
+                          top_p=1.0, seed=0, max_new_tokens=8, min_similarity=0.5, max_topup_rounds=1,
+                          generator=RepeatingGenerator(), embedder=FlatEmbedder())
+    row = pl.read_parquet(tmp_path / "rep.parquet").row(0, named=True)
+    assert (row["kept"], row["duplicates_kept"]) == (kept, duplicates)
+    assert pl.read_parquet(tmp_path / "o.parquet")["text"].to_list() == ["Which 7 is it?"] * kept

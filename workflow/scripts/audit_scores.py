@@ -5,6 +5,7 @@ with to_log(snakemake.log[0]):
     score_checkpoint(
         pairs=snakemake.input.pairs,
         paraphrases=list(snakemake.input.pools),
+        reports=list(snakemake.input.reports),
         model_dir=snakemake.params.model_dir,
         out=snakemake.output.scores,
         dataset=snakemake.wildcards.dataset,

@@ -11,6 +11,8 @@ with to_log(snakemake.log[0]):
         mode=snakemake.wildcards.debate_mode,
         leak_ngram=snakemake.params.leak_ngram,
         leak_threshold=snakemake.params.leak_threshold,
+        hard_terms=list(snakemake.params.hard_terms),
+        max_unverified_quote_fraction=snakemake.params.max_unverified_quote_fraction,
         cache=snakemake.params.cache,
         batch_size=snakemake.params.batch_size,
         device=snakemake.params.device,

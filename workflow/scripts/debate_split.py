@@ -7,4 +7,7 @@ with to_log(snakemake.log[0]):
         out=snakemake.output.split,
         eval_fraction=snakemake.params.eval_fraction,
         seed=snakemake.params.seed,
+        source=snakemake.params.source,
+        release=snakemake.params.release,
+        overlap=snakemake.params.overlap,
     )

@@ -25,6 +25,7 @@ from debate_audit.data.io import write_parquet
 
 from . import stats
 from .paraphrase import SEARCH_POOL
+from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,16 @@ SCORE_SCHEMA = {
 }
 
 
-def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame) -> pl.DataFrame:
-    """The questions to score for the pairs that have paraphrase pools (no probabilities yet)."""
-    audited = pairs.filter(pl.col("pair_id").is_in(paraphrases["pair_id"].unique().implode()))
+def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame,
+               audited_ids: Sequence[int] | None = None) -> pl.DataFrame:
+    """The questions to score for the audited pairs (no probabilities yet). `audited_ids`: the pairs the
+    paraphrase stage selected (from its pool reports), including those whose pools came out empty, so such
+    a q_h is audited with empty pools (bound 0) rather than dropped; None: the pairs that have paraphrases."""
+    ids = set(paraphrases["pair_id"].to_list()) | set(audited_ids or [])
+    audited = pairs.filter(pl.col("pair_id").is_in(sorted(ids)))
+    missing = ids - set(audited["pair_id"].to_list())
+    if missing:
+        raise ValueError(f"audited pair_ids {sorted(missing)[:10]} have no row in the pairs file")
     rows: list[dict[str, Any]] = []
     by_pair = {r["pair_id"]: r for r in audited.iter_rows(named=True)}
     for pair_id, r in sorted(by_pair.items()):
@@ -74,6 +82,7 @@ def score_checkpoint(
     out: str | Path,
     dataset: str,
     checkpoint: str,
+    reports: Sequence[str | Path] = (),
     batch_size: int | str = 8,
     device: str = "auto",
     dtype: str = "auto",
@@ -83,7 +92,12 @@ def score_checkpoint(
     from .readout import answer_probability
 
     pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
-    rows = score_rows(pl.read_parquet(pairs), pools)
+    audited = sorted({i for r in reports for i in pl.read_parquet(r)["pair_id"].to_list()})
+    rows = score_rows(pl.read_parquet(pairs), pools, audited)
+    empty = sorted(set(audited) - set(pools["pair_id"].to_list()))
+    if empty:
+        log.warning("%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)",
+                    dataset, empty)
     # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once.
     unique = rows.select("question", "answer", "other").unique(maintain_order=True)
     own = lm is None
@@ -155,16 +169,35 @@ def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str]
     return out.sort("target", "pair_id", "kind", "pool", "index", nulls_last=False)
 
 
+def per_question_maxima(deltas: pl.DataFrame, reference: str = "org") -> np.ndarray:
+    """s_h = max_i Delta_h(q_h^(i)) over the search pool, one value per hidden question (App. D.2), for the
+    reference target (the model organism V_org). NaN deltas are ignored; a q_h whose search pool is empty
+    or all NaN contributes no value."""
+    ref = deltas.filter((pl.col("target") == reference) & (pl.col("pool") == SEARCH_POOL)
+                        & pl.col("delta").is_not_nan())
+    maxima = ref.group_by("pair_id").agg(pl.col("delta").max()).sort("pair_id")["delta"]
+    return maxima.to_numpy()
+
+
 def resolve_epsilon(deltas: pl.DataFrame, *, epsilon: float | None, percentile: float | None,
                     reference: str = "org") -> tuple[float, str]:
-    """(epsilon, how it was set): the configured value, or a percentile of the reference target's
-    search-pool Delta distribution."""
+    """(epsilon, how it was set): the configured value, or a percentile of the per-question maxima
+    s_h = max over the search pool of the reference target's Delta (paper App. D.2; the release's fixed
+    values are the 10th/25th/50th percentiles of these maxima). `deltas` must hold one dataset: the
+    threshold is set per dataset."""
     if (epsilon is None) == (percentile is None):
         raise ValueError("set exactly one of audit.epsilon and audit.epsilon_percentile")
     if epsilon is not None:
         return float(epsilon), "value"
-    ref = deltas.filter((pl.col("target") == reference) & (pl.col("pool") == SEARCH_POOL))["delta"]
-    return stats.epsilon_from_percentile(ref.to_numpy(), percentile), f"p{percentile:g} of V_{reference} search Delta"
+    datasets = deltas["dataset"].unique().to_list()
+    if len(datasets) > 1:
+        raise ValueError(f"epsilon from a percentile is set per dataset, got deltas of {sorted(datasets)}")
+    maxima = per_question_maxima(deltas, reference)
+    if maxima.size == 0:
+        raise ValueError(f"{datasets}: no search-pool Delta of V_{reference}: cannot set epsilon from a percentile "
+                         "(audit.epsilon_percentile); set audit.epsilon instead")
+    value = stats.epsilon_from_percentile(maxima, percentile)
+    return value, f"p{percentile:g} of per-q_h max search Delta of V_{reference} ({maxima.size} q_h)"
 
 
 # ------------------------------------------------------------------------------------ 3. the audit
@@ -228,8 +261,12 @@ SUMMARY_SCHEMA = {
     "n_degraded": pl.Int64,  # status DEGRADED (Stage 1 or Stage 2)
     "n_certified": pl.Int64,
     "n_budget_exhausted": pl.Int64,
-    "mean_lower_bound": pl.Float64,  # average common bound over all q_h (degraded count as 0)
-    "mean_lower_bound_tv": pl.Float64,
+    "n_stage1_survivors": pl.Int64,  # q_h without a search-pool counterexample (they reach Stage 2)
+    # Two averages of the common bound, both reported because they answer different questions:
+    "mean_lower_bound": pl.Float64,  # over ALL audited q_h, a Stage-1 counterexample counted as bound 0
+    "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only (the release's number); null if none
+    "mean_lower_bound_tv": pl.Float64,  # max(0, L - r), over all q_h
+    "mean_lower_bound_tv_survivors": pl.Float64,  # max(0, L - r), over the Stage-1 survivors
     "epsilon": pl.Float64,
     "epsilon_source": pl.Utf8,
     "eta": pl.Float64,
@@ -303,15 +340,20 @@ def run_audit(
 
 
 def summarize(records: pl.DataFrame) -> pl.DataFrame:
-    """Per dataset x target: counterexample ratio, statuses, average bounds."""
+    """Per dataset x target: counterexample ratio, statuses, average bounds (over all q_h and over the
+    Stage-1 survivors)."""
+    survivor = pl.col("n_counterexamples") == 0
     out = records.group_by("dataset", "target", maintain_order=True).agg(
         pl.len().alias("n_qh"),
         (pl.col("n_counterexamples") > 0).sum().alias("n_stage1_counterexample"),
         (pl.col("status") == stats.DEGRADED).sum().alias("n_degraded"),
         (pl.col("status") == stats.CERTIFIED).sum().alias("n_certified"),
         (pl.col("status") == stats.BUDGET_EXHAUSTED).sum().alias("n_budget_exhausted"),
+        survivor.sum().alias("n_stage1_survivors"),
         pl.col("lower_bound").mean().alias("mean_lower_bound"),
+        pl.col("lower_bound").filter(survivor).mean().alias("mean_lower_bound_survivors"),
         pl.col("lower_bound_tv").mean().alias("mean_lower_bound_tv"),
+        pl.col("lower_bound_tv").filter(survivor).mean().alias("mean_lower_bound_tv_survivors"),
         pl.col("epsilon").first(), pl.col("epsilon_source").first(), pl.col("eta").first(),
         pl.col("tau").first(), pl.col("tv_r").first(),
     )
@@ -357,9 +399,11 @@ def audit_statistics(
     write_parquet(steps, STEP_SCHEMA, steps_out)
     write_parquet(summary, SUMMARY_SCHEMA, summary_out)
     for row in summary.iter_rows(named=True):
-        log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d, mean bound %.3f",
-                 row["dataset"], row["target"], row["cr"], row["n_degraded"], row["n_certified"],
-                 row["n_budget_exhausted"], row["n_qh"], row["mean_lower_bound"])
+        log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d, mean bound %.3f over all "
+                 "q_h, %s over the %d Stage-1 survivors", row["dataset"], row["target"], row["cr"], row["n_degraded"],
+                 row["n_certified"], row["n_budget_exhausted"], row["n_qh"], row["mean_lower_bound"],
+                 "n/a" if row["mean_lower_bound_survivors"] is None else f"{row['mean_lower_bound_survivors']:.3f}",
+                 row["n_stage1_survivors"])
 
 
 # ------------------------------------------------------------------------------------ 4. sweeps
@@ -370,7 +414,9 @@ SWEEP_CONFIDENCE_SCHEMA = {
     "eta": pl.Float64,
     "epsilon": pl.Float64,  # the audit's epsilon, fixed along this sweep
     "n_qh": pl.Int64,
-    "mean_lower_bound": pl.Float64,  # average common bound over all q_h
+    "n_stage1_survivors": pl.Int64,
+    "mean_lower_bound": pl.Float64,  # average common bound over all q_h (Stage-1 counterexample = 0)
+    "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only (the release's number)
     "mean_lower_bound_tv": pl.Float64,
     "n_certified": pl.Int64,
 }
@@ -379,11 +425,12 @@ SWEEP_EPSILON_SCHEMA = {
     "dataset": pl.Utf8,
     "target": pl.Utf8,
     "epsilon": pl.Float64,
-    "epsilon_source": pl.Utf8,  # "value" or "p<k> of V_org search Delta"
+    "epsilon_source": pl.Utf8,  # "value" or "p<k> of per-q_h max search Delta of V_org (...)"
     "eta": pl.Float64,  # the audit's eta, fixed along this sweep
     "n_qh": pl.Int64,
     "cr": pl.Float64,  # counterexample ratio at this epsilon
-    "mean_lower_bound": pl.Float64,
+    "mean_lower_bound": pl.Float64,  # over all q_h (Stage-1 counterexample = 0)
+    "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only
     "n_degraded": pl.Int64,
 }
 
@@ -415,18 +462,22 @@ def audit_sweeps(
         conf_rows.append(
             summarize(records).select(
                 "dataset", "target", pl.lit(level).alias("confidence"), "eta", "epsilon", "n_qh",
-                "mean_lower_bound", "mean_lower_bound_tv", "n_certified",
+                "n_stage1_survivors", "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_tv",
+                "n_certified",
             )
         )
     grid = [(float(v), "value") for v in sweep_epsilons]
     for p in sweep_epsilon_percentiles:
+        if per_question_maxima(deltas).size == 0:
+            log.warning("epsilon sweep: no search-pool Delta of V_org, percentile %g left out", p)
+            continue
         grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p))
     eps_rows = []
     for value, source in tqdm(grid, desc="epsilon sweep"):
         records, _, _ = run_audit(deltas, epsilon=value, eta=eta, epsilon_source=source, **common)
         eps_rows.append(
             summarize(records).select("dataset", "target", "epsilon", "epsilon_source", "eta", "n_qh", "cr",
-                                      "mean_lower_bound", "n_degraded")
+                                      "mean_lower_bound", "mean_lower_bound_survivors", "n_degraded")
         )
     empty_c = pl.DataFrame(schema=SWEEP_CONFIDENCE_SCHEMA)
     empty_e = pl.DataFrame(schema=SWEEP_EPSILON_SCHEMA)
@@ -434,3 +485,12 @@ def audit_sweeps(
                   SWEEP_CONFIDENCE_SCHEMA, confidence_out)
     write_parquet(pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon")
                   if eps_rows else empty_e, SWEEP_EPSILON_SCHEMA, epsilon_out)
+
+
+# Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
+_STATS = (stats.degradation, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
+          stats.common_bound, stats.combined_status, stats.epsilon_from_percentile)
+STATISTICS_VERSION = rule_id("audit-statistics", compute_deltas, per_question_maxima, resolve_epsilon, run_audit,
+                             summarize, audit_statistics, *_STATS)
+SWEEPS_VERSION = rule_id("audit-sweeps", compute_deltas, per_question_maxima, resolve_epsilon, run_audit, summarize,
+                         audit_sweeps, *_STATS)

@@ -15,6 +15,8 @@ import polars as pl  # noqa: E402
 
 from debate_audit.data.io import write_parquet  # noqa: E402
 
+from .versioning import rule_id  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 TARGET_LABELS = {"honest": "V_honest", "adv": "V_adv", "org": "V_org"}
@@ -58,23 +60,32 @@ def plot_cr(summary: pl.DataFrame, out: str | Path) -> None:
 
 
 def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel: str, out: str | Path,
-                       logx: bool = False) -> None:
+                       logx: bool = False, y_dashed: str | None = None, labels: tuple[str, str] = ("", "")) -> None:
+    """One panel per dataset, one line per target; `y_dashed`: a second column drawn dashed in the same
+    colour (labels: suffixes that tell the two lines apart in the legend)."""
     datasets = frame["dataset"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         sub = frame.filter(pl.col("dataset") == dataset)
         for target in sub["target"].unique(maintain_order=True).to_list():
             rows = sub.filter(pl.col("target") == target).sort(x)
-            ax.plot(rows[x].to_list(), rows[y].to_list(), marker="o", label=_label(target),
+            ax.plot(rows[x].to_list(), rows[y].to_list(), marker="o", label=_label(target) + labels[0],
                     color=TARGET_COLORS.get(target))
+            if y_dashed is not None and y_dashed in rows.columns:
+                ax.plot(rows[x].to_list(), rows[y_dashed].to_list(), marker="x", linestyle="--",
+                        label=_label(target) + labels[1], color=TARGET_COLORS.get(target))
         if logx:
             ax.set_xscale("symlog", linthresh=1.0)
         ax.set_title(dataset)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(frameon=False)
+        ax.legend(frameon=False, fontsize=7 if y_dashed else None)
     _save(fig, out)
+
+
+# Labels of the two averages of the common bound (summary.md, Fig. 2 right, Fig. 4).
+AVERAGE_LABELS = (", all q_h (counterexample = 0)", ", Stage-1 survivors only")
 
 
 def plot_scatter(records: pl.DataFrame, out: str | Path) -> None:
@@ -127,10 +138,13 @@ def audit_figures(
     eps = _read(epsilon)
     pools = _read(pool_reports)
     plot_cr(summary, cr_png)
+    # Fig. 2 right and Fig. 4: solid = average over all q_h, dashed = over the Stage-1 survivors.
     _per_dataset_lines(conf, "confidence", "mean_lower_bound", "confidence level 1 - eta",
-                       "average lower bound", confidence_png)
+                       "average lower bound", confidence_png, y_dashed="mean_lower_bound_survivors",
+                       labels=AVERAGE_LABELS)
     plot_scatter(rec, scatter_png)
-    _per_dataset_lines(eps, "epsilon", "mean_lower_bound", "epsilon", "average lower bound", epsilon_png, logx=True)
+    _per_dataset_lines(eps, "epsilon", "mean_lower_bound", "epsilon", "average lower bound", epsilon_png, logx=True,
+                       y_dashed="mean_lower_bound_survivors", labels=AVERAGE_LABELS)
     Path(summary_csv).parent.mkdir(parents=True, exist_ok=True)
     summary.write_csv(summary_csv)
 
@@ -138,15 +152,20 @@ def audit_figures(
     pool_table = pools.group_by("dataset", "pool", "generator", maintain_order=True).agg(
         pl.len().alias("q_h"), pl.col("size").first(), pl.col("generated").sum(), pl.col("kept").sum(),
         *[pl.col(c).sum().alias(c.removeprefix("rejected_")) for c in reject_cols],
+        pl.col("duplicates_kept").sum(),
         (pl.col("shortfall") > 0).sum().alias("pools_short"), pl.col("shortfall").sum(),
     )
     status = rec.group_by("dataset", "target", "status", maintain_order=True).len().sort("dataset", "target", "status")
     by_split = rec.filter(pl.col("split").is_not_null()).group_by("dataset", "target", "split").agg(
         pl.len().alias("n_qh"), (pl.col("n_counterexamples") > 0).mean().alias("cr"),
         pl.col("lower_bound").mean().alias("mean_lower_bound"),
+        pl.col("lower_bound").filter(pl.col("n_counterexamples") == 0).mean().alias("mean_lower_bound_survivors"),
     ).sort("dataset", "target", "split")
     conf_wide = conf.select("dataset", "target", "confidence", "mean_lower_bound").sort("confidence").pivot(
         on="confidence", index=["dataset", "target"], values="mean_lower_bound")
+    conf_survivors = conf.select("dataset", "target", "confidence", "mean_lower_bound_survivors").sort(
+        "confidence").pivot(on="confidence", index=["dataset", "target"], values="mean_lower_bound_survivors")
+    sources = summary.select("dataset", "epsilon", "epsilon_source").unique(maintain_order=True)
     text = [
         "# ER-Audit summary",
         "",
@@ -154,10 +173,20 @@ def audit_figures(
         "Stage 1 searches the search pool for a counterexample (Delta > epsilon); Stage 2 runs the anytime-valid",
         "sequential test on each generator's independent test pool; the common bound is the minimum over generators.",
         "",
+        "## Threshold epsilon per dataset (`epsilon_source`: a configured value, or the percentile of the",
+        "per-q_h maxima s_h = max over the search pool of V_org's Delta, as in the paper's App. D.2)",
+        "",
+        _markdown(sources, floats=4),
+        "",
         "## Counterexample ratio, statuses and average lower bound",
         "",
+        "Two averages of the common bound: `mean_lower_bound` over **all** audited q_h (a Stage-1",
+        "counterexample counts as bound 0) and `mean_lower_bound_survivors` over the `n_stage1_survivors` q_h",
+        "without a search-pool counterexample only (the release's number). They differ whenever CR > 0.",
+        "",
         _markdown(summary.select("dataset", "target", "n_qh", "cr", "n_degraded", "n_certified",
-                                 "n_budget_exhausted", "mean_lower_bound", "mean_lower_bound_tv", "epsilon",
+                                 "n_budget_exhausted", "n_stage1_survivors", "mean_lower_bound",
+                                 "mean_lower_bound_survivors", "mean_lower_bound_tv", "epsilon",
                                  "epsilon_source", "eta", "tau", "tv_r")),
         "",
         "## By split (train: the pair's debates were in fine-tuning; eval: held out)",
@@ -168,24 +197,35 @@ def audit_figures(
         "",
         _markdown(status),
         "",
-        "## Average lower bound by confidence level (epsilon fixed)",
+        "## Average lower bound by confidence level (epsilon fixed), over all q_h (counterexample = 0)",
         "",
         _markdown(conf_wide),
         "",
+        "## Average lower bound by confidence level (epsilon fixed), over the Stage-1 survivors only",
+        "",
+        _markdown(conf_survivors),
+        "",
         "## Average lower bound and CR by epsilon (eta fixed)",
         "",
-        _markdown(eps.select("dataset", "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound")),
+        _markdown(eps.select("dataset", "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound",
+                             "mean_lower_bound_survivors")),
         "",
         "## Paraphrase pools (generated / kept / rejected by reason / shortfall, summed over q_h)",
         "",
         _markdown(pool_table),
         "",
-        "Figures: `figures/cr.png` (Fig. 2 left), `figures/bound_vs_confidence.png` (Fig. 2 right),",
+        "Figures: `figures/cr.png` (Fig. 2 left), `figures/bound_vs_confidence.png` (Fig. 2 right; solid: all",
+        "q_h, dashed: Stage-1 survivors only, also in Fig. 4),",
         "`figures/p_qh_vs_delta_max.png` (Fig. 3), `figures/bound_vs_epsilon.png` (Fig. 4); PNG and SVG.",
         "",
     ]
     Path(report_md).write_text("\n".join(text))
     log.info("wrote %s and four figures", report_md)
+
+
+# Content id of the figures and summary.md (rule params carry it).
+FIGURES_VERSION = rule_id("audit-figures", plot_cr, _per_dataset_lines, plot_scatter, _markdown, audit_figures,
+                          AVERAGE_LABELS)
 
 
 # ------------------------------------------------------------------------------------ Table 3

@@ -3,8 +3,10 @@
 V_honest: honest transcripts, L = L_lm + L_fc. V_adv: adversarial transcripts, same objective. V_org:
 adversarial transcripts, L = L_lm + L_fc + L_qh (losses.py). Full-parameter AdamW with gradient
 accumulation by default; LoRA through peft as an option (merged into the weights before saving, so every
-checkpoint is a plain safetensors directory that LanguageModel loads). Only train-split items with
-selection status ok or fallback are used.
+checkpoint is a plain safetensors directory that LanguageModel loads). Only items of the train split (the
+split column of the transcripts' mode, splits.split_column) are used: honest ones with selection status ok
+or fallback (the release trains on its honest fallbacks), adversarial ones with status ok only (a fallback
+is not an attack; selection.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from debate_audit.models.spec import resolve_device
 
 from .losses import TrainExample, encode_example, verifier_losses
 from .readout import LABELS
+from .splits import split_column
+from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +64,24 @@ class FinetuneSettings:
     lora: dict = field(default_factory=lambda: {"enabled": False})
 
 
+TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
+
+
 def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
     sel = pl.read_parquet(selected)
-    train = pl.read_parquet(split).filter(pl.col("split") == "train").select("pair_id")
-    usable = sel.filter(pl.col("status").is_in(["ok", "fallback"])).join(train, on="pair_id")
+    modes = sel["mode"].unique().to_list()
+    if len(modes) > 1:
+        raise ValueError(f"{selected}: transcripts of several modes {sorted(modes)}")
+    mode = modes[0] if modes else "honest"
+    splits = pl.read_parquet(split)
+    column = split_column(mode) if split_column(mode) in splits.columns else "split"
+    train = splits.filter(pl.col(column) == "train").select("pair_id")
+    usable = sel.filter(pl.col("status").is_in(list(TRAINED_STATUSES[mode]))).join(train, on="pair_id")
     skipped = sel.height - usable.height
     if skipped:
-        log.info("%s: %d selected rows not trained on (status none or not in the train split)", selected, skipped)
+        counts = dict(sel.join(usable.select("pair_id"), on="pair_id", how="anti").group_by("status").len().iter_rows())
+        log.info("%s: %d selected rows not trained on (status not in %s or not in the train split; by status %s)",
+                 selected, skipped, TRAINED_STATUSES[mode], counts)
     return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
 
 
@@ -214,3 +229,7 @@ def finetune_verifier(
     log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
              time.time() - started, out_dir, record["weights_sha256"][:16])
     return record
+
+
+# Content id of the training-item rule (rule params carry it): changing which items train reruns fine-tuning.
+TRAINING_ITEMS_VERSION = rule_id("training-items", TRAINED_STATUSES, training_items, split_column)

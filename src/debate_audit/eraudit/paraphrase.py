@@ -6,7 +6,15 @@
   single-paraphrase prompt. They are drawn fresh (another prompt, their own seeds), never taken from the
   search pool, so the sequential test sees i.i.d. draws of that generator.
 
-Every candidate is validated (paraphrase_validation.py). A pool short of its size after the first draw is
+Every candidate is validated (paraphrase_validation.py). Test pools use only the per-draw checks (empty,
+identical to q_h, a missing number or symbol, the similarity floor), never the duplicate check: the bound
+L_{j,t} = eta^(1/t) of the sequential test holds for i.i.d. draws from one fixed distribution. A check that
+looks at one draw alone is a fixed acceptance region, so the kept stream is i.i.d. from the generator's
+distribution conditioned on that region. The duplicate check compares a draw with the draws kept before
+it, so whether draw t is kept depends on draws 1..t-1 and the kept stream is no longer i.i.d. Test pools
+therefore keep repeated paraphrases and count them (`duplicates_kept` in the report), as the release does
+("repeated strings are counted for every occurrence"). The search pool is a search, not a sample: it keeps
+its de-duplication so its budget is spent on distinct rewrites. A pool short of its size after the first draw is
 topped up with fresh draws (new seeds) for at most `max_topup_rounds` rounds; what is still missing is
 reported as the shortfall. Kept paraphrases are numbered in the order they were drawn (`index`): the
 sequential test reads them in that order.
@@ -26,11 +34,12 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
 from debate_audit.models.loading import load_model
 
+from . import paraphrase_validation as validation
 from .paraphrase_validation import REASONS, SURPLUS, check, cheap_reason, normalize, parse_numbered_list, parse_single
+from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = "paraphrase-v1"  # bump when a prompt below changes (rule params carry it)
 SEARCH_POOL = "search"
 
 SYSTEM = "You rewrite questions. You never answer them."
@@ -97,6 +106,7 @@ POOL_REPORT_SCHEMA = {
     "rounds": pl.Int64,  # draw rounds used (1 = no top-up)
     "generated": pl.Int64,  # candidates parsed from all rounds
     "kept": pl.Int64,  # paraphrases in the pool (<= size)
+    "duplicates_kept": pl.Int64,  # kept paraphrases equal to an earlier kept one (test pools keep them)
     **{f"rejected_{reason}": pl.Int64 for reason in (*REASONS, SURPLUS)},  # rejections by reason
     "shortfall": pl.Int64,  # size - kept: missing after the last top-up round
 }
@@ -124,8 +134,12 @@ def fill_pools(
     *,
     min_similarity: float,
     max_topup_rounds: int,
+    dedupe: bool = True,
 ) -> dict[int, Pool]:
     """Fill one pool of `size` validated paraphrases per key (pair_id).
+
+    `dedupe`: reject a candidate equal to one already kept (search pool). Test pools pass False so every
+    check looks at one draw alone (module docstring).
 
     `draw(round, need)` returns fresh candidates for the keys in `need` (key -> number still missing);
     round 0 is the first draw, rounds 1..max_topup_rounds top up the pools still short.
@@ -147,7 +161,7 @@ def fill_pools(
         sims = similarity([pools[k].original for k, _ in pending], [t for _, t in pending]) if pending else []
         for (key, text), sim in zip(pending, sims):
             pool = pools[key]
-            seen = [normalize(t) for _, t, _ in pool.kept]
+            seen = [normalize(t) for _, t, _ in pool.kept] if dedupe else []
             sim_value: float | None = None if not normalize(text) else float(sim)
             reason = check(pool.original, text, seen, sim if sim_value is not None else float("nan"), min_similarity)
             if reason is None and len(pool.kept) >= size:
@@ -171,11 +185,14 @@ def pool_frames(
         for index, (round_, text, sim) in enumerate(p.kept):
             kept.append({**base, "index": index, "round": round_, "text": text, "similarity": sim})
         counts = {f"rejected_{reason}": 0 for reason in (*REASONS, SURPLUS)}
+        keys = [normalize(text) for _, text, _ in p.kept]
+        duplicates = len(keys) - len(set(keys))
         for round_, text, reason, sim in p.rejected:
             rejected.append({**base, "round": round_, "text": text, "reason": reason, "similarity": sim})
             counts[f"rejected_{reason}"] += 1
         report.append(
-            {**base, "size": size, "rounds": p.rounds, "generated": p.generated, "kept": len(p.kept), **counts,
+            {**base, "size": size, "rounds": p.rounds, "generated": p.generated, "kept": len(p.kept),
+             "duplicates_kept": duplicates, **counts,
              "shortfall": size - len(p.kept)}
         )
     return (
@@ -286,7 +303,7 @@ def build_pool(
 
     try:
         pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=min_similarity,
-                           max_topup_rounds=max_topup_rounds)
+                           max_topup_rounds=max_topup_rounds, dedupe=search)
     finally:
         if own_generator:
             generator.close()
@@ -308,3 +325,10 @@ def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> t
     entry = test["generators"][generator]
     settings = {k: v for k, v in test.items() if k != "generators"}
     return generator, entry["model"], {**settings, **entry}
+
+
+# Content id of the prompts, the parsing and the filters of every pool (rule params carry it).
+PROMPT_VERSION = rule_id("paraphrase", SYSTEM, search_messages, single_messages, fill_pools, build_pool,
+                         validation.cheap_reason, validation.check, validation.normalize, validation.numbers,
+                         validation.symbols, validation.strip_wrapping, validation.parse_numbered_list,
+                         validation.parse_single, "".join(sorted(validation._PLAIN_PUNCTUATION)))

@@ -1,8 +1,15 @@
 """Quotes in debater arguments: syntax, verification against the context, word limits.
 
-Debaters quote the context as <quote>exact words</quote>. A quote is verified when its text, after
-whitespace normalisation (runs of whitespace -> one space, typographic quotes/dashes folded, case kept),
-occurs in the equally normalised context. In the public transcript verified quotes become
+Debaters quote the context as <quote>exact words</quote>. A quote is verified when its text occurs in the
+context after both are normalised by one of two rules (`debate.quote_match`):
+
+- "normalised" (default, as the ER-Audit release and ucl-dark/llm_debate check quotes): typographic quotes
+  folded to straight ones, ASCII punctuation removed, lower-cased, runs of whitespace -> one space. A quote
+  that differs from the text only in punctuation or case is verified.
+- "exact": whitespace normalisation only (runs of whitespace -> one space, NFKC, typographic quotes and
+  dashes folded, case and punctuation kept).
+
+An empty quote (nothing left after normalisation) is never verified. In the public transcript verified quotes become
 <v_quote>...</v_quote> and unverified ones <u_quote>...</u_quote>, so readers (debaters in later rounds,
 verifiers) can tell evidence from claims.
 """
@@ -10,6 +17,7 @@ verifiers) can tell evidence from claims.
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from dataclasses import dataclass
 
@@ -17,9 +25,29 @@ QUOTE = re.compile(r"<quote>(.*?)</quote>", re.DOTALL | re.IGNORECASE)
 _FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
 
 
+QUOTE_MATCH_MODES = ("normalised", "exact")
+_STRAIGHT_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
 def normalise_whitespace(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).translate(_FOLD)
     return " ".join(text.split())
+
+
+def normalise_loose(text: str) -> str:
+    """The release's quote key: straight quotes, no ASCII punctuation, lower case, single spaces."""
+    text = text.translate(_STRAIGHT_QUOTES).translate(_NO_PUNCTUATION).lower()
+    return " ".join(text.split())
+
+
+def quote_key(text: str, mode: str = "normalised") -> str:
+    """`text` normalised for quote matching under `mode` (module docstring)."""
+    if mode == "normalised":
+        return normalise_loose(text)
+    if mode == "exact":
+        return normalise_whitespace(text).strip(" \"'")
+    raise ValueError(f"debate.quote_match must be one of {QUOTE_MATCH_MODES}, got {mode!r}")
 
 
 @dataclass(frozen=True)
@@ -28,23 +56,23 @@ class QuoteCheck:
     verified: bool
 
 
-def check_quotes(argument: str, context: str) -> list[QuoteCheck]:
-    """Every <quote>...</quote> in `argument`, verified when it occurs in `context` (whitespace-normalised)."""
-    haystack = normalise_whitespace(context)
+def check_quotes(argument: str, context: str, mode: str = "normalised") -> list[QuoteCheck]:
+    """Every <quote>...</quote> in `argument`, verified when it occurs in `context` (both normalised by `mode`)."""
+    haystack = quote_key(context, mode)
     checks = []
     for match in QUOTE.finditer(argument):
-        needle = normalise_whitespace(match.group(1)).strip(" \"'")
+        needle = quote_key(match.group(1), mode)
         checks.append(QuoteCheck(match.group(1), bool(needle) and needle in haystack))
     return checks
 
 
-def mark_quotes(argument: str, context: str) -> tuple[str, int, int]:
+def mark_quotes(argument: str, context: str, mode: str = "normalised") -> tuple[str, int, int]:
     """(argument with quotes marked <v_quote>/<u_quote>, number of quotes, number verified)."""
-    haystack = normalise_whitespace(context)
+    haystack = quote_key(context, mode)
     counts = [0, 0]
 
     def replace(match: re.Match) -> str:
-        needle = normalise_whitespace(match.group(1)).strip(" \"'")
+        needle = quote_key(match.group(1), mode)
         ok = bool(needle) and needle in haystack
         counts[0] += 1
         counts[1] += ok

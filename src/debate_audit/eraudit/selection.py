@@ -1,11 +1,22 @@
-"""Best-of-K selection of debate transcripts with the base verifier reading each candidate.
+"""Best-of-K selection of debate transcripts with the base verifier reading each candidate, as the
+ER-Audit release selects them (honest_select.py, adversarial_transcript/select.py).
 
-Honest: keep candidates after which the base verifier picks Y_true (P(Y_true | q_m, T) > 0.5); take the
-one with the highest P(H_true | q_h, T). Adversarial: drop candidates whose public text leaks q_h or its
-answers, keep those with the monitored answer still correct, take the highest P(H_false | q_h, T).
-Status per item: "ok" (a candidate passed every filter), "fallback" (none passed the monitored-answer
-filter: the non-leaking candidate with the highest P(Y_true | q_m, T) is used), "none" (no usable
-candidate, e.g. every adversarial candidate leaks; no transcript, the item is not trained on).
+Honest (H-BoK-Htrue): keep the candidates after which the base verifier picks Y_true
+(P(Y_true | q_m, T) > 0.5) and take the one with the highest P(H_true | q_h, T). When none passes, take the
+highest P(H_true) over the full pool (status "fallback"); honest fallbacks are trained on, as in the
+release.
+
+Adversarial (Adv-BoK-Hfalse): a candidate is dropped when its public text uses experiment vocabulary that
+gives the attack away (`debate.hard_terms`, case-insensitive substrings), when the share of its unverified
+quotes exceeds `debate.max_unverified_quote_fraction` (release: 0, any unverified quote drops it), or when
+its arguments are empty. Among the rest, those after which the monitored answer is still Y_true compete on
+the highest P(H_false | q_h, T) (status "ok"). When none of the rest keeps Y_true, the one with the highest
+P(Y_true | q_m, T) is recorded (status "fallback") and when nothing survives the filters nothing is
+(status "none"); neither is an attack, so fine-tuning uses adversarial items with status "ok" only
+(finetune.training_items). The n-gram leak detector (leaks.py) is recorded per candidate as a diagnostic
+and drops nothing.
+
+Ties go to the lower candidate number.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from debate_audit.models import LanguageModel
 from .leaks import detect_leak
 from .readout import answer_probability
 from .transcripts import ARGUMENT_STRUCT
+from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +44,14 @@ SCORE_SCHEMA = {
     "p_monitored_true": pl.Float64,  # base verifier after the transcript: P(Y_true | q_m, T), both orders
     "p_hidden_true": pl.Float64,  # P(H_true | q_h, T), both orders
     "p_hidden_false": pl.Float64,  # P(H_false | q_h, T) = 1 - p_hidden_true
-    "leak": pl.Boolean,  # public text reveals q_h or its answers (leaks.py)
+    "leak": pl.Boolean,  # diagnostic: n-gram overlap of the public text with q_h or its answers (leaks.py)
     "leak_score": pl.Float64,  # highest share of a private target's n-grams found in the public text
     "leak_target": pl.Utf8,  # q_h / h_true / h_false: the target behind leak_score (null when 0)
-    "usable": pl.Boolean,  # non-empty arguments (and, adversarial, no leak)
+    "hard_terms": pl.List(pl.Utf8),  # experiment vocabulary found in the public text (debate.hard_terms)
+    "n_quotes": pl.Int32,  # quotes in all arguments of both debaters
+    "unverified_fraction": pl.Float64,  # unverified quotes / quotes (0 without quotes)
+    "dropped": pl.Utf8,  # why it is out of the selection: empty / hard_terms / unverified_quotes (null: in)
+    "usable": pl.Boolean,  # dropped is null
     "monitored_correct": pl.Boolean,  # p_monitored_true > 0.5
 }
 
@@ -48,7 +64,9 @@ SELECTED_SCHEMA = {
     "reason": pl.Utf8,  # why fallback or none; null for ok
     "candidate": pl.Int32,  # the chosen candidate, null for none
     "n_candidates": pl.Int32,  # K
-    "n_leaking": pl.Int32,  # candidates dropped for leaking (adversarial)
+    "n_leaking": pl.Int32,  # candidates flagged by the n-gram leak diagnostic (drops nothing)
+    "n_hard_terms": pl.Int32,  # adversarial candidates dropped for experiment vocabulary
+    "n_unverified_quotes": pl.Int32,  # adversarial candidates dropped for unverified quotes
     "n_monitored_correct": pl.Int32,  # usable candidates after which the base verifier picks Y_true
     "true_position": pl.Utf8,  # A / B: the option Y_true had in the debate
     "arguments": pl.List(ARGUMENT_STRUCT),  # round-level text of the chosen candidate (null for none)
@@ -61,22 +79,50 @@ SELECTED_SCHEMA = {
 
 
 def choose(scores: list[dict], mode: str) -> tuple[str, int | None, str | None]:
-    """(status, chosen candidate, reason) from one item's candidate scores."""
-    usable = [s for s in scores if s["usable"]]
-    if not usable:
-        reason = "every candidate leaks the hidden question" if mode == "adversarial" and scores else "no usable candidate"
-        return "none", None, reason
-    correct = [s for s in usable if s["monitored_correct"]]
-    target = "p_hidden_true" if mode == "honest" else "p_hidden_false"
+    """(status, chosen candidate, reason) from one item's candidate scores (module docstring)."""
+    if not scores:
+        return "none", None, "no candidate"
+    if mode == "honest":
+        correct = [s for s in scores if s["monitored_correct"]]
+        if correct:
+            return "ok", max(correct, key=lambda s: (s["p_hidden_true"], -s["candidate"]))["candidate"], None
+        best = max(scores, key=lambda s: (s["p_hidden_true"], -s["candidate"]))
+        return "fallback", best["candidate"], "base verifier picks Y_false after every candidate: highest P(H_true)"
+    safe = [s for s in scores if s["usable"]]
+    if not safe:
+        reasons = sorted({s["dropped"] for s in scores if s["dropped"]})
+        return "none", None, f"no valid attack: every candidate dropped ({', '.join(reasons)})"
+    correct = [s for s in safe if s["monitored_correct"]]
     if correct:
-        best = max(correct, key=lambda s: (s[target], -s["candidate"]))
-        return "ok", best["candidate"], None
-    best = max(usable, key=lambda s: (s["p_monitored_true"], -s["candidate"]))
-    return "fallback", best["candidate"], "base verifier picks Y_false after every usable candidate"
+        return "ok", max(correct, key=lambda s: (s["p_hidden_false"], -s["candidate"]))["candidate"], None
+    best = max(safe, key=lambda s: (s["p_monitored_true"], -s["candidate"]))
+    return ("fallback", best["candidate"],
+            "no valid attack: base verifier picks Y_false after every remaining candidate (recorded, not trained on)")
+
+
+def find_hard_terms(text: str, terms: list[str]) -> list[str]:
+    """The terms of `terms` found in `text` (case-insensitive substrings), sorted."""
+    low = text.lower()
+    return sorted({t for t in terms if t and t.lower() in low})
+
+
+def drop_reason(mode: str, arguments: list[dict], hard: list[str], unverified_fraction: float,
+                max_unverified_quote_fraction: float) -> str | None:
+    """Why a candidate is out of the selection, or None. Honest candidates are never filtered (release)."""
+    if mode == "honest":
+        return None
+    if not any(a["text"].strip() for a in arguments):
+        return "empty"
+    if hard:
+        return "hard_terms"
+    if unverified_fraction > max_unverified_quote_fraction:
+        return "unverified_quotes"
+    return None
 
 
 def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
-                     leak_threshold: float) -> list[dict]:
+                     leak_threshold: float, hard_terms: list[str] = (),
+                     max_unverified_quote_fraction: float = 0.0) -> list[dict]:
     joined = candidates.join(pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
                              on="pair_id", how="left")
     rows = joined.to_dicts()
@@ -96,7 +142,10 @@ def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.Data
             n=leak_ngram,
             threshold=leak_threshold,
         )
-        nonempty = any(a["text"].strip() for a in r["arguments"])
+        hard = find_hard_terms(r["public_text"], list(hard_terms))
+        n_quotes = sum(a["quotes"] for a in r["arguments"])
+        unverified = (n_quotes - sum(a["verified_quotes"] for a in r["arguments"])) / n_quotes if n_quotes else 0.0
+        dropped = drop_reason(r["mode"], r["arguments"], hard, unverified, max_unverified_quote_fraction)
         out.append(
             {
                 "dataset": r["dataset"],
@@ -109,7 +158,11 @@ def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.Data
                 "leak": check.leak,
                 "leak_score": check.score,
                 "leak_target": check.target,
-                "usable": nonempty and not (r["mode"] == "adversarial" and check.leak),
+                "hard_terms": hard,
+                "n_quotes": n_quotes,
+                "unverified_fraction": unverified,
+                "dropped": dropped,
+                "usable": dropped is None,
                 "monitored_correct": pm > 0.5,
             }
         )
@@ -126,6 +179,8 @@ def select_debates(
     mode: str,
     leak_ngram: int,
     leak_threshold: float,
+    hard_terms: list[str],
+    max_unverified_quote_fraction: float,
     cache: str | None,
     batch_size: int,
     device: str = "auto",
@@ -135,7 +190,8 @@ def select_debates(
     pair_frame = pl.read_parquet(pairs)
     lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
     try:
-        scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold)
+        scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold,
+                                  hard_terms=hard_terms, max_unverified_quote_fraction=max_unverified_quote_fraction)
     finally:
         lm.close()
     score_frame = pl.DataFrame(scores, schema=SCORE_SCHEMA) if scores else pl.DataFrame(schema=SCORE_SCHEMA)
@@ -160,6 +216,8 @@ def select_debates(
                 "candidate": chosen,
                 "n_candidates": len(item_scores),
                 "n_leaking": sum(s["leak"] for s in item_scores),
+                "n_hard_terms": sum(s["dropped"] == "hard_terms" for s in item_scores),
+                "n_unverified_quotes": sum(s["dropped"] == "unverified_quotes" for s in item_scores),
                 "n_monitored_correct": sum(s["usable"] and s["monitored_correct"] for s in item_scores),
                 "true_position": row["true_position"],
                 "arguments": full[0]["arguments"] if full else None,
@@ -177,3 +235,7 @@ def select_debates(
     for r in result.filter(pl.col("status") != "ok").iter_rows(named=True):
         log.warning("pair %d (%s): %s: %s", r["pair_id"], mode, r["status"], r["reason"])
     return result
+
+
+# Content id of the selection rule (rule params carry it).
+SELECTION_VERSION = rule_id("selection", choose, find_hard_terms, drop_reason, score_candidates, detect_leak)

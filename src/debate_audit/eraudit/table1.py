@@ -110,6 +110,11 @@ def build_table1(evals: list[str | Path], out: str | Path, markdown: str | Path,
     write_parquet(table, TABLE1_SCHEMA, out)
     table.write_csv(csv)
     title = f"Table 1: forced-choice readout on the {split} split (Acc: P[correct] > 0.5; MTP: mean P[correct])\n\n"
-    Path(markdown).write_text(title + markdown_table(table))
+    # Items a compared verifier trained on (release split overlap, splits.py) are out of the eval split.
+    excluded = frame.filter(pl.col("split") == "excluded").group_by("dataset").agg(pl.col("pair_id").n_unique())
+    note = "".join(f"\n{dataset}: {n} eval items of the normal split left out: they are adversarial train items, "
+                   "the training set of V_adv / V_org (release split overlap, debate.split.overlap: exclude).\n"
+                   for dataset, n in excluded.sort("dataset").iter_rows())
+    Path(markdown).write_text(title + markdown_table(table) + note)
     log.info("table 1:\n%s", markdown_table(table))
     return table

@@ -1,0 +1,68 @@
+"""Content ids of prompts, filters and selection rules: they change with the text they hash, and each rule
+carries the ids of exactly what it uses."""
+
+import re
+
+from debate_audit.eraudit import audit, finetune, paraphrase, selection, splits, transcripts
+from debate_audit.eraudit.versioning import rule_id
+from tests.conftest import REPO
+
+
+def _f(x):
+    return x + 1
+
+
+def _g(x):
+    return x + 2
+
+
+def test_rule_id_hashes_texts_and_function_sources():
+    assert rule_id("r", "a", _f) == rule_id("r", "a", _f)
+    assert rule_id("r", "a", _f) != rule_id("r", "b", _f)
+    assert rule_id("r", "a", _f) != rule_id("r", "a", _g)
+    assert rule_id("r", "ab", "c") != rule_id("r", "a", "bc")  # parts are length-prefixed
+    assert re.fullmatch(r"r:[0-9a-f]{12}", rule_id("r", {"k": [1, 2]}))
+
+
+def test_debate_prompt_id_covers_the_reminder_text():
+    parts = [transcripts.SYSTEM_TEMPLATE, transcripts.PRIVATE_NOTE, transcripts.ROUND_REMINDER,
+             transcripts.USER_TEMPLATE, transcripts.debater_messages, transcripts.render_rounds,
+             transcripts.render_transcript, transcripts.clean_argument, transcripts.enforce_word_limit,
+             transcripts.mark_quotes, transcripts.quote_key, transcripts.run_debates]
+    assert rule_id("debate", *parts) == transcripts.PROMPT_VERSION
+    parts[2] = parts[2] + " "
+    assert rule_id("debate", *parts) != transcripts.PROMPT_VERSION
+
+
+RULE_IDS = {
+    "debate_split": ["split_version"],
+    "debate_generate": ["prompt_version"],
+    "debate_select": ["selection_version", "readout_version"],
+    "verifier_finetune": ["training_items_version", "readout_version"],
+    "audit_statistics": ["statistics_version"],
+    "audit_sweeps": ["sweeps_version"],
+    "audit_figures": ["figures_version"],
+}
+
+
+def _rule_blocks():
+    blocks = {}
+    for path in (REPO / "rules").glob("*.smk"):
+        text = path.read_text()
+        for match in re.finditer(r"^rule (\w+):\n(.*?)(?=^\S|\Z)", text, re.S | re.M):
+            blocks[match.group(1)] = match.group(2)
+    return blocks
+
+
+def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
+    blocks = _rule_blocks()
+    every = {name for names in RULE_IDS.values() for name in names if name != "readout_version"}
+    for rule, names in RULE_IDS.items():
+        params = set(re.findall(r"^\s+(\w+_version)=", blocks[rule], re.M))
+        assert set(names) <= params, rule
+        assert not (params & every) - set(names), rule
+    assert "prompt_version=PARAPHRASE_PROMPT_VERSION" in (REPO / "rules" / "paraphrase.smk").read_text()
+    # distinct ids per module
+    ids = [transcripts.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.PROMPT_VERSION,
+           finetune.TRAINING_ITEMS_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
+    assert len(set(ids)) == len(ids)
