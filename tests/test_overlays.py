@@ -62,9 +62,12 @@ EXPECTED = {
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 6, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
+    # the release's own split files on the real releases: the same jobs as shared-data
+    "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
 }
 # overlays (a key of EXPECTED may chain several, applied in order after config/config.yaml)
-NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.yaml"}
+NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.yaml",
+                "config/shared-data.yaml config/release-split.yaml"}
 
 
 @pytest.fixture(scope="module")
