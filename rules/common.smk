@@ -56,8 +56,17 @@ def runtime_benchmarks(wildcards):
     cells = [
         (rules.cwpor_debate, CWPOR_CELLS),
         (rules.cwpor_judge, CWPOR_CELLS),
-        (rules.debate_generate, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
-        (rules.debate_select, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+        *(
+            [
+                (
+                    rules.debate_generate,
+                    dict(dataset=datasets, debate_mode=DEBATE_MODES),
+                ),
+                (rules.debate_select, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+            ]
+            if DEBATE_TRANSCRIPTS["source"] == "generate"
+            else []
+        ),
         (rules.verifier_finetune, dict(dataset=datasets, variant=VERIFIER_VARIANTS)),
         (rules.verifier_evaluate, dict(dataset=datasets, verifier=VERIFIERS)),
         (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),
@@ -90,3 +99,12 @@ def tokenizer_input(wc):
     """A `source: random` model borrows the tokenizer of another prepared model."""
     spec = model_spec(wc.model)
     return [model_fingerprint(spec.tokenizer)] if spec.source == "random" else []
+
+
+def release_transcripts(dataset, mode):
+    """The configured release files (paths or URLs) of one dataset and debate mode."""
+    return list(DEBATE_TRANSCRIPTS["release"][dataset][mode])
+
+
+def release_transcript_inputs(dataset, mode):
+    return [p for p in release_transcripts(dataset, mode) if "://" not in p]

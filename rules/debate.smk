@@ -1,6 +1,7 @@
 # ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial), best-of-K selection.
 
 from debate_audit.eraudit.readout import READOUT_VERSION
+from debate_audit.eraudit.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
 from debate_audit.eraudit.selection import SELECTION_VERSION
 from debate_audit.eraudit.splits import SPLIT_VERSION, release_split_files
 from debate_audit.eraudit.transcripts import PROMPT_VERSION as DEBATE_PROMPT_VERSION
@@ -10,6 +11,7 @@ DEBATE_MODES = ["honest", "adversarial"]
 DEBATE_SETTING_KEYS = ["rounds", "word_limit", "candidates", "temperature", "top_p"]
 DEBATE_SETTING_KEYS += ["seed", "max_context_words", "quote_match", "round_reminder"]
 DEBATE_SPLIT = config["debate"]["split"]
+DEBATE_TRANSCRIPTS = config["debate"].get("transcripts") or {"source": "generate"}
 
 
 wildcard_constraints:
@@ -39,67 +41,90 @@ rule debate_split:
         "../workflow/scripts/debate_split.py"
 
 
-rule debate_generate:
-    input:
-        pairs="data/{dataset}.parquet",
-        split="results/er_audit/{dataset}/split.parquet",
-        model=model_fingerprint(config["debate"]["debater"]),
-    output:
-        candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
-    log:
-        "logs/debate/generate_{dataset}_{debate_mode}.log",
-    benchmark:
-        "benchmarks/rules/debate/generate_{dataset}_{debate_mode}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=240,
-    params:
-        model_dir=lambda wc, input: str(Path(input.model).parent),
-        settings={key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
-        splits=config["debate"]["splits"],
-        max_items=config["debate"].get("max_items"),
-        prompt_version=DEBATE_PROMPT_VERSION,
-        spec=model_spec(config["debate"]["debater"]).__dict__,
-        cache=config["cache"],
-    script:
-        "../workflow/scripts/debate_generate.py"
+if DEBATE_TRANSCRIPTS["source"] == "release":
 
+    # The release's own selected transcripts replace generation and best-of-K selection.
+    rule debate_import:
+        input:
+            pairs="data/{dataset}.parquet",
+            rows=lambda wc: release_transcript_inputs(wc.dataset, wc.debate_mode),
+        output:
+            selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+            rejected="results/er_audit/{dataset}/debates_{debate_mode}.rejected.parquet",
+        log:
+            "logs/debate/import_{dataset}_{debate_mode}.log",
+        conda:
+            "../envs/debate-audit.yaml"
+        params:
+            rows=lambda wc: release_transcripts(wc.dataset, wc.debate_mode),
+            import_version=RELEASE_IMPORT_VERSION,
+        script:
+            "../workflow/scripts/debate_import.py"
 
-rule debate_select:
-    input:
-        candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
-        pairs="data/{dataset}.parquet",
-        model=model_fingerprint(config["verifier"]["base_model"]),
-    output:
-        scores="results/er_audit/{dataset}/debate_scores_{debate_mode}.parquet",
-        selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
-    log:
-        "logs/debate/select_{dataset}_{debate_mode}.log",
-    benchmark:
-        "benchmarks/rules/debate/select_{dataset}_{debate_mode}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
-    resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=60,
-    params:
-        model_dir=lambda wc, input: str(Path(input.model).parent),
-        leak_ngram=config["debate"]["leak_ngram"],
-        leak_threshold=config["debate"]["leak_threshold"],
-        hard_terms=config["debate"]["hard_terms"],
-        max_unverified_quote_fraction=config["debate"]["max_unverified_quote_fraction"],
-        selection_version=SELECTION_VERSION,
-        readout_version=READOUT_VERSION,
-        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-        device=model_spec(config["verifier"]["base_model"]).device,
-        dtype=model_spec(config["verifier"]["base_model"]).dtype,
-        cache=config["cache"],
-    script:
-        "../workflow/scripts/debate_select.py"
+else:
+
+    rule debate_generate:
+        input:
+            pairs="data/{dataset}.parquet",
+            split="results/er_audit/{dataset}/split.parquet",
+            model=model_fingerprint(config["debate"]["debater"]),
+        output:
+            candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
+        log:
+            "logs/debate/generate_{dataset}_{debate_mode}.log",
+        benchmark:
+            "benchmarks/rules/debate/generate_{dataset}_{debate_mode}.tsv"
+        conda:
+            "../envs/debate-audit.yaml"
+        resources:
+            gpu=1,
+            mem_mb=8000,
+            runtime=240,
+        params:
+            model_dir=lambda wc, input: str(Path(input.model).parent),
+            settings={key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
+            splits=config["debate"]["splits"],
+            max_items=config["debate"].get("max_items"),
+            prompt_version=DEBATE_PROMPT_VERSION,
+            spec=model_spec(config["debate"]["debater"]).__dict__,
+            cache=config["cache"],
+        script:
+            "../workflow/scripts/debate_generate.py"
+
+    rule debate_select:
+        input:
+            candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
+            pairs="data/{dataset}.parquet",
+            model=model_fingerprint(config["verifier"]["base_model"]),
+        output:
+            scores="results/er_audit/{dataset}/debate_scores_{debate_mode}.parquet",
+            selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+        log:
+            "logs/debate/select_{dataset}_{debate_mode}.log",
+        benchmark:
+            "benchmarks/rules/debate/select_{dataset}_{debate_mode}.tsv"
+        conda:
+            "../envs/debate-audit.yaml"
+        resources:
+            gpu=1,
+            mem_mb=8000,
+            runtime=60,
+        params:
+            model_dir=lambda wc, input: str(Path(input.model).parent),
+            leak_ngram=config["debate"]["leak_ngram"],
+            leak_threshold=config["debate"]["leak_threshold"],
+            hard_terms=config["debate"]["hard_terms"],
+            max_unverified_quote_fraction=config["debate"][
+                "max_unverified_quote_fraction"
+            ],
+            selection_version=SELECTION_VERSION,
+            readout_version=READOUT_VERSION,
+            batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
+            device=model_spec(config["verifier"]["base_model"]).device,
+            dtype=model_spec(config["verifier"]["base_model"]).dtype,
+            cache=config["cache"],
+        script:
+            "../workflow/scripts/debate_select.py"
 
 
 ALL_TARGETS.extend(

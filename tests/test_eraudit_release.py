@@ -81,3 +81,38 @@ def test_release_gpqa_rows_import_with_every_row_accounted_for(tmp_path, shared_
     assert out.schema == pl.Schema(SELECTED_SCHEMA)
     assert set(out["status"]) == {"ok"} and set(out["mode"]) == {mode}
     assert out["arguments"].list.len().to_list() == [6] * n_pairs  # 3 rounds x 2 debaters
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_release_transcripts_train_the_verifiers_in_a_smoke_run(tmp_path, shared_data, embedded_model_dir):
+    """The overlay chain imports the GPQA-H transcripts and fine-tunes V_honest and V_org on them."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    workdir = tmp_path / "project"
+    for item in ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo", "report"]:
+        src, dst = repo / item, workdir / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    (tmp_path / "shared").symlink_to(shared_data.parent)
+    (workdir / "resources/models").mkdir(parents=True)
+    (workdir / "resources/models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
+    overlays = ["config/config.yaml", "tests/smoke/config.yaml", "config/shared-data.yaml",
+                "config/release-split.yaml", "config/release-transcripts.yaml"]
+    # V_adv trains exactly as V_honest does (other transcripts): honest and org cover both objectives.
+    targets = [f"resources/verifiers/gpqa_h/{v}/fingerprint.json" for v in ("honest", "org")]
+    cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2", "--resources", "gpu=2",
+           "--configfile", *overlays, "--", *targets]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-6000:]
+    honest = pl.read_parquet(workdir / "results/er_audit/gpqa_h/debates_honest.parquet")
+    adversarial = pl.read_parquet(workdir / "results/er_audit/gpqa_h/debates_adversarial.parquet")
+    assert (honest.height, adversarial.height) == (80 + 21, 66 + 17)
+    for mode in ("honest", "adversarial"):
+        assert pl.read_parquet(workdir / f"results/er_audit/gpqa_h/debates_{mode}.rejected.parquet").height == 0
+    curve = pl.read_parquet(workdir / "results/er_audit/gpqa_h/loss_curve_org.parquet")
+    assert curve.height > 0  # V_org took optimizer steps on imported adversarial transcripts

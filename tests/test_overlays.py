@@ -43,6 +43,21 @@ ER_AUDIT = {
     "audit_figures": 1,
     "audit_runtime": 1,
 }
+# ER_AUDIT on one dataset with imported transcripts (no debate_generate / debate_select)
+ER_AUDIT_ONE_DATASET = {
+    "debate_split": 1,
+    "verifier_finetune": 3,
+    "verifier_loss_figure": 1,
+    "verifier_evaluate": 4,
+    "verifier_table1": 1,
+    "paraphrase_search": 1,
+    "paraphrase_test": 2,
+    "audit_scores": 4,
+    "audit_statistics": 1,
+    "audit_sweeps": 1,
+    "audit_figures": 1,
+    "audit_runtime": 1,
+}
 CWPOR_FIXED = {"prepare_truthfulqa": 1, "cwpor_questions": 1, "cwpor_metrics": 1, "cwpor_tables": 1, "cwpor_figures": 1}
 
 
@@ -64,10 +79,17 @@ EXPECTED = {
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 6, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
     "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
+    # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no
+    # debate generation or selection, 2 imports (honest, adversarial)
+    "config/shared-data.yaml config/release-split.yaml config/release-transcripts.yaml": {
+        "prepare_model": 1, **cwpor(1, 2), **ER_AUDIT_ONE_DATASET, "prepare_quality_h": 1, "prepare_gpqa_h": 1,
+        "debate_import": 2, "browse": 1, "all": 1,
+    },
 }
 # overlays (a key of EXPECTED may chain several, applied in order after config/config.yaml)
 NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.yaml",
-                "config/shared-data.yaml config/release-split.yaml"}
+                "config/shared-data.yaml config/release-split.yaml",
+                "config/shared-data.yaml config/release-split.yaml config/release-transcripts.yaml"}
 
 
 @pytest.fixture(scope="module")

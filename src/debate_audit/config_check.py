@@ -147,6 +147,27 @@ def _dataset_errors(datasets: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _transcript_errors(config: dict[str, Any]) -> list[str]:
+    """debate.transcripts.source release: every verifier dataset needs readable release files per mode."""
+    transcripts = (config.get("debate") or {}).get("transcripts") or {}
+    if transcripts.get("source") != "release":
+        return []
+    release = transcripts.get("release") or {}
+    errors = []
+    for dataset in (config.get("verifier") or {}).get("datasets") or []:
+        if dataset not in release:
+            errors.append(f"debate.transcripts.release.{dataset}: source 'release' needs the release's transcript "
+                          f"files of every verifier dataset (honest and adversarial), or drop {dataset} from "
+                          "verifier.datasets")
+            continue
+        for mode in ("honest", "adversarial"):
+            for i, location in enumerate(release[dataset].get(mode) or []):
+                error = location_error(f"debate.transcripts.release.{dataset}.{mode}[{i}]", location)
+                if error:
+                    errors.append(error)
+    return errors
+
+
 def _audit_errors(audit: dict[str, Any]) -> list[str]:
     errors = []
     eps, pct = audit.get("epsilon"), audit.get("epsilon_percentile")
@@ -184,6 +205,7 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         if isinstance(models.get(name), dict):
             errors.extend(_model_errors(name, models[name]))
     errors.extend(_dataset_errors(config.get("datasets") or {}))
+    errors.extend(_transcript_errors(config))
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
     return errors

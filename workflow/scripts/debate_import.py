@@ -1,0 +1,12 @@
+from debate_audit.eraudit.release import import_release
+from debate_audit.logging import to_log
+
+with to_log(snakemake.log[0]):
+    import_release(
+        list(snakemake.params.rows),
+        snakemake.input.pairs,
+        snakemake.output.selected,
+        snakemake.output.rejected,
+        dataset=snakemake.wildcards.dataset,
+        mode=snakemake.wildcards.debate_mode,
+    )
