@@ -44,7 +44,7 @@ rule debate_generate:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"]),
         runtime=240,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),
@@ -74,7 +74,7 @@ rule debate_select:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
         runtime=60,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),

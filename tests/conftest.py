@@ -35,3 +35,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is absent: real-data checks skipped")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, embedded_model_dir):
+    """The whole workflow on the smoke overlay, run locally once per session in a scratch copy of the project."""
+    from smoke_workflow import scratch_copy, snakemake
+
+    workdir = scratch_copy(tmp_path_factory.mktemp("workflow"), embedded_model_dir)
+    first = snakemake(workdir)
+    return workdir, first
