@@ -4,7 +4,8 @@ The cluster test runs a subset of the smoke workflow (CW-POR up to its metrics, 
 candidates of QuALITY-H and V_base's evaluation on both datasets: 13 jobs, 6 of them model-bound) with
 `snakemake --workflow-profile` and a profile derived from profiles/slurm the way README.md tells a site to,
 then checks in SLURM's accounting where each job ran and what it held, and that every output equals the
-local smoke run's.
+local smoke run's (the session's smoke_run, shared with tests/test_workflow.py). A second, one-job run with
+a site copy of profiles/slurm-cpu puts a model job on the cpu partition without a GPU.
 """
 
 from __future__ import annotations
@@ -130,7 +131,9 @@ def slurm_cluster(tmp_path_factory):
     missing = [cmd for cmd in SLURM_COMMANDS if shutil.which(cmd, path=path) is None]
     if missing:
         pytest.skip(f"SLURM packages not installed (missing {', '.join(missing)}): run tests/slurm/cluster.sh install")
-    state = tmp_path_factory.mktemp("slurm")
+    # .ci/run names the folder, so that it can stop the daemons even when pytest itself is killed.
+    named = os.environ.get("DEBATE_AUDIT_SLURM_STATE")
+    state = Path(named) if named else tmp_path_factory.mktemp("slurm")
     try:
         started = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=240)
         if started.returncode != 0:
@@ -140,40 +143,45 @@ def slurm_cluster(tmp_path_factory):
         subprocess.run([str(CLUSTER), "stop", str(state)], capture_output=True, text=True, timeout=120)
 
 
-def site_profile(workdir: Path) -> str:
-    """What README.md tells a site to do: copy profiles/slurm and set the account (partitions: cpu, gpu)."""
-    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+def site_profile(workdir: Path, shipped: str) -> str:
+    """What README.md tells a site to do: copy profiles/<shipped> and set the account (partitions: cpu, gpu)."""
+    profile = load_profile(shipped)
     profile["default-resources"]["slurm_account"] = ACCOUNT
     # Test cluster only: react to finished jobs within seconds, fail at once, keep the plugin's job logs.
     profile.update({"jobs": 10, "retries": 0, "latency-wait": 5, "slurm-init-seconds-before-status-checks": 2,
                     "slurm-keep-successful-logs": True})
-    site = workdir / "profiles/site"
+    site = workdir / f"profiles/site-{shipped}"
     site.mkdir(parents=True)
     (site / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-    return "profiles/site"
+    return f"profiles/site-{shipped}"
+
+
+def sacct_jobs(state: Path) -> list[dict]:
+    """Every job of the test cluster from SLURM's accounting: rule (from the plugin's job comment), partition,
+    account, allocated TRES, start, end, state."""
+    sacct = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-a", "--starttime", "2000-01-01", "--format",
+         "JobID,Partition,Account,AllocTRES,Start,End,State,Comment"],
+        capture_output=True, text=True, check=True, env=slurm_env(state),
+    ).stdout
+    jobs = []
+    for line in sacct.splitlines():
+        job_id, partition, account, tres, start, end, state_, comment = line.split("|", 7)
+        rule = re.match(r"rule_(\w+?)(?:_wildcards_|$)", comment)
+        tres_map = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
+        jobs.append(dict(id=job_id, rule=rule.group(1) if rule else comment, partition=partition, account=account,
+                         tres=tres_map, start=datetime.fromisoformat(start), end=datetime.fromisoformat(end),
+                         state=state_))
+    return jobs
 
 
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster, tmp_path_factory, embedded_model_dir):
     workdir = scratch_copy(tmp_path_factory.mktemp("slurm_workflow"), embedded_model_dir)
-    profile = site_profile(workdir)
-    since = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+    profile = site_profile(workdir, "slurm")
     result = snakemake(workdir, "--workflow-profile", profile, *TARGETS, local=False, env=slurm_env(slurm_cluster),
                        timeout=1200)
-    sacct = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "--starttime", since, "--format",
-         "JobID,Partition,Account,AllocTRES,Start,End,State,Comment"],
-        capture_output=True, text=True, check=True, env=slurm_env(slurm_cluster),
-    ).stdout
-    jobs = []
-    for line in sacct.splitlines():
-        job_id, partition, account, tres, start, end, state, comment = line.split("|", 7)
-        rule = re.match(r"rule_(\w+?)(?:_wildcards_|$)", comment)
-        tres_map = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
-        jobs.append(dict(id=job_id, rule=rule.group(1) if rule else comment, partition=partition, account=account,
-                         tres=tres_map, start=datetime.fromisoformat(start), end=datetime.fromisoformat(end),
-                         state=state))
-    return workdir, result, jobs
+    return workdir, result, sacct_jobs(slurm_cluster)
 
 
 @pytest.mark.slow
@@ -218,6 +226,20 @@ def test_model_jobs_ran_concurrently_up_to_the_gpus_of_the_node(slurm_run):
         running += step
         peak = max(peak, running)
     assert peak == NODE_GPUS, [(job["rule"], job["start"], job["end"]) for job in model_jobs]
+
+
+@pytest.mark.slow
+def test_cpu_profile_runs_a_model_job_on_the_cpu_partition_without_a_gpu(slurm_run, slurm_cluster):
+    workdir, _, before = slurm_run
+    profile = site_profile(workdir, "slurm-cpu")
+    target = "results/er_audit/gpqa_h/eval_base.parquet"
+    snakemake(workdir, "--workflow-profile", profile, "--forcerun", "verifier_evaluate", target, local=False,
+              env=slurm_env(slurm_cluster), timeout=600)
+    seen = {job["id"] for job in before}
+    new = [job for job in sacct_jobs(slurm_cluster) if job["id"] not in seen]
+    assert [(job["rule"], job["partition"], job["state"]) for job in new] == [("verifier_evaluate", "cpu", "COMPLETED")]
+    assert "gres/gpu" not in new[0]["tres"] and new[0]["tres"]["cpu"] == "1", new[0]
+    # Its output is compared with the local run's below, like every other output.
 
 
 @pytest.mark.slow

@@ -76,6 +76,7 @@ start() {
     if [ -e "$SYSTEM_CONF" ] || [ -L "$SYSTEM_CONF" ]; then
         die "$SYSTEM_CONF exists (this machine has a SLURM of its own, or another test cluster runs): not starting"
     fi
+    rm -rf "$STATE"/{etc,log,munge,ctld,spool,db,dev}  # a previous, stopped cluster in the same folder
     mkdir -p "$STATE"/{etc,log,munge,ctld,spool,db,dev}
     chmod 711 "$STATE/munge"
     local host; host=$(hostname -s)
