@@ -233,7 +233,8 @@ def test_cpu_profile_runs_a_model_job_on_the_cpu_partition_without_a_gpu(slurm_r
     workdir, _, before = slurm_run
     profile = site_profile(workdir, "slurm-cpu")
     target = "results/er_audit/gpqa_h/eval_base.parquet"
-    snakemake(workdir, "--workflow-profile", profile, "--forcerun", "verifier_evaluate", target, local=False,
+    # The target before --forcerun, which would take it as one more rule to force.
+    snakemake(workdir, "--workflow-profile", profile, target, "--forcerun", "verifier_evaluate", local=False,
               env=slurm_env(slurm_cluster), timeout=600)
     seen = {job["id"] for job in before}
     new = [job for job in sacct_jobs(slurm_cluster) if job["id"] not in seen]
