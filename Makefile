@@ -9,7 +9,7 @@ CORES ?= all
 GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || nproc)
 SNAKEMAKE_ARGS ?=
 
-.PHONY: install run test lint clean
+.PHONY: install run test lint plan clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
+PLAN_CONFIG ?= config/config.yaml config/paper.yaml
+plan: $(STAMP)
+	$(BIN)/python -m debate_audit.plan --configfile $(PLAN_CONFIG)
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

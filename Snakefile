@@ -1,12 +1,16 @@
 from snakemake.utils import min_version, validate
 
+from debate_audit.config_check import check_config
+
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
 
 
-validate(config, "config/schema.yaml")
+# The schema and every cross-key rule, each error naming its key, before any job is planned.
+check_config(config, f"{workflow.basedir}/config/schema.yaml")
+validate(config, "config/schema.yaml")  # fills in the schema's defaults
 
 
 include: "rules/common.smk"
@@ -23,3 +27,7 @@ rule all:
     default_target: True
     input:
         ALL_TARGETS,
+
+
+# An existing directory or unreadable file where an output should be is named before any job runs.
+check_outputs(workflow)

@@ -145,11 +145,11 @@ rule audit_figures:
         "../workflow/scripts/audit_figures.py"
 
 
-# Table 3 reads whatever benchmark files exist when it runs: after every audit output, so the audit's own
-# model-bound rules are in it; rerun it (snakemake -R audit_runtime) after other stages to refresh.
+# Table 3 reads only this run's benchmark records (runtime_benchmarks in rules/common.smk).
 rule audit_runtime:
     input:
         report="results/audit/summary.md",
+        benchmarks=runtime_benchmarks,
     output:
         markdown="results/audit/table3_runtime.md",
         csv="results/audit/table3_runtime.csv",

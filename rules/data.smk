@@ -10,6 +10,8 @@ rule prepare_truthfulqa:
         "../envs/debate-audit.yaml"
     params:
         path=lambda wc, input: source_location(input.path, "truthfulqa", "path"),
+        # location + content hash: a changed or edited source reruns this rule
+        source=dataset_source(config, "truthfulqa", "path"),
         hf_id=config["datasets"]["truthfulqa"].get("hf_id"),
         revision=config["datasets"]["truthfulqa"].get("revision"),
     script:
@@ -30,6 +32,10 @@ rule prepare_quality_h:
     params:
         pairs=lambda wc, input: source_location(input.pairs, "quality_h", "pairs"),
         stories=lambda wc, input: source_location(input.stories, "quality_h", "stories"),
+        source={
+            key: dataset_source(config, "quality_h", key)
+            for key in ("pairs", "stories")
+        },
     script:
         "../workflow/scripts/prepare_quality_h.py"
 
@@ -48,9 +54,13 @@ rule prepare_gpqa_h:
     params:
         pairs=lambda wc, input: source_location(input.pairs, "gpqa_h", "pairs"),
         contexts=lambda wc, input: source_location(input.contexts, "gpqa_h", "contexts"),
+        source={
+            key: dataset_source(config, "gpqa_h", key) for key in ("pairs", "contexts")
+        },
     script:
         "../workflow/scripts/prepare_gpqa_h.py"
 
 
 ALL_TARGETS.extend(expand("data/{dataset}.parquet", dataset=DATASETS))
+# MODEL_SPECS holds only the models an experiment uses: an unused one is never prepared.
 ALL_TARGETS.extend(model_fingerprint(name) for name in MODEL_SPECS)

@@ -1,4 +1,12 @@
+def tokenizer_input(wc):
+    """A `source: random` model borrows the tokenizer of another prepared model."""
+    spec = model_spec(wc.model)
+    return [model_fingerprint(spec.tokenizer)] if spec.source == "random" else []
+
+
 rule prepare_model:
+    input:
+        tokenizer=tokenizer_input,
     output:
         fingerprint="resources/models/{model}/fingerprint.json",
     log:
@@ -13,5 +21,8 @@ rule prepare_model:
     params:
         spec=lambda wc: model_spec(wc.model).__dict__,
         out_dir=lambda wc: model_dir(wc.model),
+        tokenizer_dir=lambda wc, input: (
+            str(Path(input.tokenizer[0]).parent) if input.tokenizer else None
+        ),
     script:
         "../workflow/scripts/prepare_model.py"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .io import DataError, read_bytes, read_json, read_jsonl, write_parquet, write_rejected
+from .io import DataError, no_valid_rows, read_bytes, read_json, read_jsonl, write_parquet, write_rejected
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,33 @@ def _flatten(item: object, row: int, where: str) -> dict:
     return record
 
 
+def _normalised(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def pair_defect(pair: dict) -> str | None:
+    """Why a pair cannot be right: a question whose true and false answers are the same text."""
+    for true, false, name in (("y_true", "y_false", "Q_Y"), ("h_true", "h_false", "Q_H")):
+        if _normalised(pair[true]) == _normalised(pair[false]):
+            return f"{name}: the true and the false answer are the same text ({pair[true]!r})"
+    return None
+
+
 def load_pairs(location: str | Path) -> list[dict]:
     data = read_json(location)
     if not isinstance(data, list):
         raise DataError(f"{location}: expected a JSON array of pairs, got {type(data).__name__}")
-    return [_flatten(item, row, str(location)) for row, item in enumerate(data)]
+    pairs = [_flatten(item, row, str(location)) for row, item in enumerate(data)]
+    # One pair per story: the train/eval split is by story, and a second pair on the same story would be
+    # joined to the same context without anyone noticing. No release has one, so it is a broken file.
+    first: dict[str, int] = {}
+    for row, pair in enumerate(pairs):
+        title = pair["story_title"]
+        if title in first:
+            raise DataError(f"{location}: items {first[title]} and {row} have the same story_title {title!r}; "
+                            f"each pair needs its own story (remove or rename one)")
+        first[title] = row
+    return pairs
 
 
 def load_quality_stories(location: str | Path) -> dict[str, str]:
@@ -66,7 +88,11 @@ def load_quality_stories(location: str | Path) -> dict[str, str]:
     name = str(location)
     if name.endswith(".zip"):
         stories: dict[str, str] = {}
-        with zipfile.ZipFile(io.BytesIO(read_bytes(location))) as archive:
+        try:
+            archive = zipfile.ZipFile(io.BytesIO(read_bytes(location)))
+        except zipfile.BadZipFile as err:
+            raise DataError(f"{location}: not a zip file ({err})") from err
+        with archive:
             for member in archive.namelist():
                 if ".htmlstripped" not in member:
                     continue
@@ -75,7 +101,7 @@ def load_quality_stories(location: str | Path) -> dict[str, str]:
         return stories
     stories = {}
     for number, record in enumerate(read_jsonl(location)):
-        if "story_title" not in record or "article" not in record:
+        if not isinstance(record, dict) or "story_title" not in record or "article" not in record:
             raise DataError(f"{location}: line {number + 1}: needs fields 'story_title' and 'article'")
         stories[record["story_title"]] = record["article"]
     return stories
@@ -85,7 +111,11 @@ def read_jsonl_bytes(data: bytes, where: str) -> list[dict]:
     import json
 
     rows = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{where}: not a JSON lines file (not UTF-8 text: {err})") from err
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
@@ -97,12 +127,16 @@ def read_jsonl_bytes(data: bytes, where: str) -> list[dict]:
 GPQA_TITLE = re.compile(r"^gpqa_(?P<domain>[a-z]+)_")
 
 
-def _join(dataset: str, pairs: list[dict], contexts: dict[str, str], missing_reason: str) -> tuple[list, list]:
+def _join(dataset: str, pairs: list[dict], contexts: dict[str, str], missing_reason: str, where: str) -> tuple[list, list]:
     kept, rejected = [], []
     for row, pair in enumerate(pairs):
+        defect = pair_defect(pair)
+        if defect:
+            rejected.append({"file": where, "row": row, "key": pair["story_title"], "reason": defect})
+            continue
         context = contexts.get(pair["story_title"])
-        if context is None or not context.strip():
-            rejected.append({"row": row, "key": pair["story_title"], "reason": missing_reason})
+        if not isinstance(context, str) or not context.strip():
+            rejected.append({"file": where, "row": row, "key": pair["story_title"], "reason": missing_reason})
             continue
         domain = None
         if dataset == "gpqa_h":
@@ -113,19 +147,21 @@ def _join(dataset: str, pairs: list[dict], contexts: dict[str, str], missing_rea
 
 
 def _write(dataset: str, kept: list, rejected: list, out: str | Path, rejected_out: str | Path, where: str) -> pl.DataFrame:
-    frame = pl.DataFrame(kept, schema=PAIRS_SCHEMA) if kept else pl.DataFrame(schema=PAIRS_SCHEMA)
-    write_parquet(frame, PAIRS_SCHEMA, out)
     write_rejected(rejected, rejected_out)
-    log.info("%s: %d pairs kept, %d rejected (%s)", dataset, frame.height, len(rejected), where)
     for r in rejected:
         log.warning("%s: pair %d %r rejected: %s", dataset, r["row"], r["key"], r["reason"])
+    if not kept:
+        raise no_valid_rows(where, len(rejected), rejected_out)
+    frame = pl.DataFrame(kept, schema=PAIRS_SCHEMA)
+    write_parquet(frame, PAIRS_SCHEMA, out)
+    log.info("%s: %d pairs kept, %d rejected (%s)", dataset, frame.height, len(rejected), where)
     return frame
 
 
 def prepare_quality_h(pairs: str, stories: str, out: str | Path, rejected: str | Path) -> pl.DataFrame:
     items = load_pairs(pairs)
     texts = load_quality_stories(stories)
-    kept, bad = _join("quality_h", items, texts, f"no story text for this title in {stories}")
+    kept, bad = _join("quality_h", items, texts, f"no story text for this title in {stories}", pairs)
     return _write("quality_h", kept, bad, out, rejected, pairs)
 
 
@@ -134,5 +170,5 @@ def prepare_gpqa_h(pairs: str, contexts: str, out: str | Path, rejected: str | P
     mapping = read_json(contexts)
     if not isinstance(mapping, dict):
         raise DataError(f"{contexts}: expected a JSON object mapping title -> context")
-    kept, bad = _join("gpqa_h", items, mapping, f"no context for this title in {contexts}")
+    kept, bad = _join("gpqa_h", items, mapping, f"no context for this title in {contexts}", pairs)
     return _write("gpqa_h", kept, bad, out, rejected, pairs)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .io import DataError, read_text, write_parquet, write_rejected
+from .io import DataError, no_valid_rows, read_text, write_parquet, write_rejected
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ CSV_COLUMNS = {
     "Incorrect Answers": "incorrect_answers",
     "Source": "source",
 }
+# Early releases have no Source column. The current release leaves `source` empty on two of its 817 rows
+# (582, 602): those rows stay (the papers use all 817), with a null source and a warning naming them.
+OPTIONAL_COLUMNS = {"Source"}
 TYPES = {"Adversarial", "Non-Adversarial"}
 
 
@@ -40,10 +43,10 @@ def _split(cell: str) -> list[str]:
     return [part.strip() for part in cell.split(";") if part.strip()]
 
 
-def _validate(record: dict, row: int, where: str) -> str | None:
-    for field in ("type", "category", "question", "best_answer"):
-        if not str(record.get(field) or "").strip():
-            return f"{field} is empty"
+def _validate(record: dict) -> str | None:
+    empty = [field for field in ("type", "category", "question", "best_answer") if not str(record.get(field) or "").strip()]
+    if empty:
+        return f"empty required field(s) {empty}"
     if record["type"] not in TYPES:
         return f"type {record['type']!r} is not one of {sorted(TYPES)}"
     if not record["incorrect_answers"]:
@@ -53,18 +56,44 @@ def _validate(record: dict, row: int, where: str) -> str | None:
     return None
 
 
-def records_from_csv(location: str | Path) -> list[dict]:
-    reader = csv.DictReader(io.StringIO(read_text(location)))
-    missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
+def records_from_csv(location: str | Path) -> tuple[list[dict | None], list[dict]]:
+    """(records, rejected): one entry per data row; a row whose field count differs from the header's
+    is None in records and rejected with its line, so no column can shift into another."""
+    text = read_text(location, "CSV")
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [name.strip() for name in next(reader)]
+    except (StopIteration, csv.Error) as err:
+        raise DataError(f"{location}: not a CSV file (no header row)") from err
+    missing = [c for c in CSV_COLUMNS if c not in header and c not in OPTIONAL_COLUMNS]
     if missing:
-        raise DataError(f"{location}: missing column(s) {missing}; found {reader.fieldnames}")
-    records = []
-    for row in reader:
-        record = {ours: (row[theirs] or "").strip() for theirs, ours in CSV_COLUMNS.items()}
+        raise DataError(f"{location}: not a TruthfulQA CSV file: missing column(s) {missing}; found {header}")
+    index = {name: header.index(name) for name in CSV_COLUMNS if name in header}
+    records: list[dict | None] = []
+    rejected: list[dict] = []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            raise DataError(f"{location}: line {reader.line_num}: not a CSV row ({err})") from err
+        if not row:  # a blank line is no record
+            continue
+        number = len(records)
+        if len(row) != len(header):
+            records.append(None)
+            rejected.append({"file": str(location), "row": number, "key": row[index["Question"]] if len(row) > index["Question"] else "",
+                             "reason": f"{location} row {number} (line {reader.line_num}): {len(row)} fields, the header has "
+                                       f"{len(header)} (a row cut short, or an unquoted comma)"})
+            continue
+        record = {ours: row[index[theirs]].strip() if theirs in index else None for theirs, ours in CSV_COLUMNS.items()}
         record["correct_answers"] = _split(record["correct_answers"])
         record["incorrect_answers"] = _split(record["incorrect_answers"])
         records.append(record)
-    return records
+    if "Source" not in index:
+        log.info("%s: no Source column (an early release); source is null", location)
+    return records, rejected
 
 
 def records_from_hub(dataset_id: str, revision: str | None) -> list[dict]:
@@ -96,20 +125,27 @@ def prepare_truthfulqa(
     if (path is None) == (hf_id is None):
         raise DataError("datasets.truthfulqa: give exactly one of 'path' (CSV, local or URL) or 'hf_id'")
     where = path or hf_id
-    records = records_from_csv(path) if path else records_from_hub(hf_id, revision)
-    kept, bad = [], []
+    records, bad = records_from_csv(path) if path else (records_from_hub(hf_id, revision), [])
+    kept = []
     for row, record in enumerate(records):
-        reason = _validate(record, row, where)
-        if reason:
-            # CSV row numbers count the header as line 1, so data row r sits on line r + 2.
-            bad.append({"row": row, "key": record.get("question", ""), "reason": f"{where} row {row}: {reason}"})
+        if record is None:  # rejected while parsing
             continue
+        reason = _validate(record)
+        if reason:
+            bad.append({"file": where, "row": row, "key": record.get("question") or "", "reason": f"{where} row {row}: {reason}"})
+            continue
+        if record["source"] is not None and not record["source"].strip():
+            log.warning("truthfulqa: %s row %d: empty field 'source' (kept, source null)", where, row)
+            record["source"] = None
         kept.append({"question_id": row, **record})
+    bad.sort(key=lambda r: r["row"])
+    write_rejected(bad, rejected)
+    for r in bad:
+        log.warning("truthfulqa: rejected %s", r["reason"])
     if not kept:
-        raise DataError(f"{where}: no valid rows ({len(bad)} rejected)")
+        raise no_valid_rows(where, len(bad), rejected)
     frame = pl.DataFrame(kept, schema=TRUTHFULQA_SCHEMA)
     write_parquet(frame, TRUTHFULQA_SCHEMA, out)
-    write_rejected(bad, rejected)
     log.info("truthfulqa: %d questions kept, %d rejected, %d categories from %s",
              frame.height, len(bad), frame["category"].n_unique(), where)
     return frame

@@ -198,9 +198,11 @@ RUNTIME_SCHEMA = {
 }
 
 
-def read_benchmarks(root: str | Path) -> pl.DataFrame:
+def read_benchmarks(root: str | Path, files: Sequence[str | Path] | None = None) -> pl.DataFrame:
+    """The benchmark records `files` (paths under `root`; default: every file under it)."""
     rows = []
-    for path in sorted(Path(root).rglob("*.tsv")):
+    paths = sorted(Path(f) for f in files) if files is not None else sorted(Path(root).rglob("*.tsv"))
+    for path in paths:
         try:
             frame = pl.read_csv(path, separator="\t", infer_schema_length=0)
         except Exception as err:  # a half-written file must not break the table
@@ -225,9 +227,12 @@ def read_benchmarks(root: str | Path) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=RUNTIME_SCHEMA)
 
 
-def runtime_table(*, benchmarks: str | Path, markdown: str | Path, csv: str | Path) -> pl.DataFrame:
-    """Table 3: wall time per job and per stage from Snakemake benchmark files (last run of each)."""
-    jobs = read_benchmarks(benchmarks).sort("stage", "job")
+def runtime_table(
+    *, benchmarks: str | Path, markdown: str | Path, csv: str | Path, files: Sequence[str | Path] | None = None
+) -> pl.DataFrame:
+    """Table 3: wall time per job and per stage from Snakemake benchmark files (last run of each);
+    `files`: the current run's benchmark files, so stale records of other configurations stay out."""
+    jobs = read_benchmarks(benchmarks, files).sort("stage", "job")
     per_stage = jobs.group_by("stage", maintain_order=True).agg(
         pl.len().alias("jobs"), pl.col("wall_s").sum().alias("wall_s"), pl.col("max_rss_mb").max().alias("max_rss_mb")
     )

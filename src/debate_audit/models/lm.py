@@ -70,14 +70,12 @@ class LanguageModel:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if model is None:
-            attn = "sdpa"
-            model = AutoModelForCausalLM.from_pretrained(
-                self.model_dir, dtype=self.torch_dtype, attn_implementation=attn, use_safetensors=True
-            )
+            # SDPA where the class has it; transformers falls back to eager otherwise (gpt_oss).
+            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.torch_dtype, use_safetensors=True)
         self.model = model.to(self.device).eval()
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        self.cache = CallCache(cache)
+        self.cache = CallCache(cache, namespace=self.fingerprint)
 
     # ----------------------------------------------------------------- rendering
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:

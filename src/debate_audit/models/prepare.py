@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 from .spec import ModelSpec
 
@@ -106,19 +107,79 @@ def _from_local(spec: ModelSpec, out_dir: Path) -> None:
             shutil.copy2(item, out_dir / item.name)
 
 
+# Small enough that a rehearsal of the paper's line-up (a dozen models) prepares and runs in minutes on a
+# laptop core; every architecture gets the same budget so their outputs are comparable in cost only.
+RANDOM_SHAPE: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 8192,
+}
+# Architectures whose configs need more than the common shape to stay tiny (mixture-of-experts).
+RANDOM_SHAPE_EXTRA: dict[str, dict[str, Any]] = {
+    "gpt_oss": {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128},
+}
+
+
+def random_seed(name: str) -> int:
+    """A seed per model name: two rehearsal models of one architecture get different weights."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
+
+
+def _from_random(spec: ModelSpec, out_dir: Path, tokenizer_dir: Path | None) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    if tokenizer_dir is None or not (Path(tokenizer_dir) / FINGERPRINT_FILE).exists():
+        raise FileNotFoundError(
+            f"models.{spec.name}: source 'random' borrows the tokenizer of the prepared model "
+            f"{spec.tokenizer!r}, which is not prepared at {tokenizer_dir}"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    shape = {**RANDOM_SHAPE, **RANDOM_SHAPE_EXTRA.get(spec.id, {}), **(spec.init or {})}
+    special = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+    }
+    try:
+        config = AutoConfig.for_model(spec.id, vocab_size=len(tokenizer), **special, **shape)
+    except ValueError as err:
+        raise ValueError(f"models.{spec.name}: {spec.id!r} is not a transformers model type ({err})") from None
+    torch.manual_seed(random_seed(spec.name))
+    # Some classes (gpt_oss) have no SDPA kernel; the eager one builds every architecture.
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    model.generation_config = GenerationConfig(**special)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    (out_dir / "RANDOM_WEIGHTS.txt").write_text(
+        f"{spec.name}: randomly initialised {type(model).__name__} (seed {random_seed(spec.name)}), "
+        f"tokenizer of {spec.tokenizer}. A wiring rehearsal: its outputs mean nothing.\n"
+    )
+
+
 def _openai_stub(spec: ModelSpec, out_dir: Path) -> None:
     # No weights: the fingerprint is the served model name plus revision; the key itself never lands here.
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def prepare_model(spec: ModelSpec, out_dir: str | Path) -> dict:
-    """Materialise `spec` under `out_dir` and return its fingerprint record."""
+def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Path | None = None) -> dict:
+    """Materialise `spec` under `out_dir` and return its fingerprint record.
+
+    `tokenizer_dir`: the prepared model whose tokenizer a `source: random` model borrows.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     log.info("preparing model %s from %s (%s)", spec.name, spec.source, spec.id or spec.path)
-    {"gguf-package": _from_gguf, "hf": _from_hub, "local": _from_local, "openai": _openai_stub}[spec.source](
-        spec, out_dir
-    )
+    if spec.source == "random":
+        _from_random(spec, out_dir, Path(tokenizer_dir) if tokenizer_dir is not None else None)
+    else:
+        {"gguf-package": _from_gguf, "hf": _from_hub, "local": _from_local, "openai": _openai_stub}[spec.source](
+            spec, out_dir
+        )
     if spec.source == "openai":
         fingerprint = hashlib.sha256(f"openai:{spec.base_url}:{spec.id}:{spec.revision}".encode()).hexdigest()
     else:
@@ -131,6 +192,7 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path) -> dict:
         "revision": spec.revision,
         "gguf_file": spec.gguf_file,
         "base_url": spec.base_url,
+        "random_weights": spec.source == "random",
         "weights_sha256": fingerprint,
     }
     (out_dir / FINGERPRINT_FILE).write_text(json.dumps(record, indent=2) + "\n")

@@ -65,7 +65,7 @@ class OpenAIChatModel:
         self.model = model
         self.api_key_env = api_key_env
         self.fingerprint = fingerprint
-        self.cache = CallCache(cache)
+        self.cache = CallCache(cache, namespace=self.fingerprint)
         self.timeout = timeout
         self.concurrency = concurrency
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Source = Literal["hf", "gguf-package", "local", "openai"]
+Source = Literal["hf", "gguf-package", "local", "openai", "random"]
 GenerationBackendKind = Literal["local", "vllm", "server"]
 
 
@@ -13,7 +13,8 @@ GenerationBackendKind = Literal["local", "vllm", "server"]
 class ModelSpec:
     name: str
     source: Source
-    id: str | None = None  # hub id (hf), package name (gguf-package) or model name (openai)
+    # hub id (hf), package name (gguf-package), model name (openai) or transformers model type (random)
+    id: str | None = None
     path: str | None = None  # local directory (local)
     revision: str | None = None
     gguf_file: str | None = None
@@ -25,6 +26,11 @@ class ModelSpec:
     # Who computes uncached generate calls of a local model: in-process transformers, in-process vLLM, or
     # the server at base_url. Scoring (choice_logprobs) always runs in-process.
     generation_backend: GenerationBackendKind = "local"
+    # source random: a tiny randomly initialised model of architecture `id` (a transformers model type such
+    # as llama or qwen2) that borrows the tokenizer of the prepared model `tokenizer`; `init` overrides
+    # its small default shape. For rehearsing a configuration's wiring offline; its outputs mean nothing.
+    tokenizer: str | None = None
+    init: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -34,11 +40,15 @@ class ModelSpec:
         if unknown:
             raise ValueError(f"models.{name}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
         spec = cls(name=name, **entry)
-        required = {"hf": "id", "gguf-package": "id", "local": "path", "openai": "id"}[spec.source]
+        required = {"hf": "id", "gguf-package": "id", "local": "path", "openai": "id", "random": "id"}[spec.source]
         if getattr(spec, required) is None:
             raise ValueError(f"models.{name}: source {spec.source!r} needs the key {required!r}")
         if spec.source == "gguf-package" and spec.gguf_file is None:
             raise ValueError(f"models.{name}: source 'gguf-package' needs the key 'gguf_file'")
+        if spec.source == "random" and spec.tokenizer is None:
+            raise ValueError(f"models.{name}: source 'random' needs the key 'tokenizer' (a model from models:)")
+        if spec.source != "random" and (spec.tokenizer is not None or spec.init is not None):
+            raise ValueError(f"models.{name}: 'tokenizer' and 'init' apply to source 'random' only")
         if spec.generation_backend not in ("local", "vllm", "server"):
             raise ValueError(f"models.{name}: generation_backend must be local, vllm or server, "
                              f"not {spec.generation_backend!r}")

@@ -1,0 +1,253 @@
+"""The whole configuration checked once at workflow start: the schema, then every rule that spans keys.
+
+Called from the Snakefile before any job is planned, so a config mistake stops the run (and the dry run)
+with the key that is wrong, instead of surfacing after minutes of model work or as a missing file path.
+Every error found is reported at once, one per line, each starting with its dotted key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from debate_audit.data.io import URL_SCHEMES, url_scheme
+from debate_audit.models.spec import ModelSpec
+
+DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+# Dataset keys that hold a location (local path or http(s) URL): (dataset, key, required).
+DATASET_LOCATIONS = [
+    ("truthfulqa", "path", False),
+    ("quality_h", "pairs", True),
+    ("quality_h", "stories", True),
+    ("gpqa_h", "pairs", True),
+    ("gpqa_h", "contexts", True),
+]
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message lists each problem with its key."""
+
+
+def model_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, model name) for every config key that names a model of `models:`."""
+    yield from _experiment_uses(config)
+    # A random stand-in borrows a used model's tokenizer: that model is used too.
+    models = config.get("models") or {}
+    direct = list(dict.fromkeys(name for _, name in _experiment_uses(config)))
+    for name in direct:
+        entry = models.get(name)
+        if isinstance(entry, dict) and entry.get("source") == "random" and entry.get("tokenizer"):
+            yield f"models.{name}.tokenizer", entry["tokenizer"]
+
+
+def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    cwpor = config.get("cwpor") or {}
+    for i, name in enumerate(cwpor.get("models") or []):
+        yield f"cwpor.models[{i}]", name
+    for role in ("neutral", "persuasive", "judge"):
+        if cwpor.get(f"{role}_model"):
+            yield f"cwpor.{role}_model", cwpor[f"{role}_model"]
+    if (config.get("debate") or {}).get("debater"):
+        yield "debate.debater", config["debate"]["debater"]
+    verifier = config.get("verifier") or {}
+    if verifier.get("base_model"):
+        yield "verifier.base_model", verifier["base_model"]
+    for i, name in enumerate(verifier.get("base_models") or []):
+        yield f"verifier.base_models[{i}]", name
+    paraphrase = config.get("paraphrase") or {}
+    if (paraphrase.get("search") or {}).get("generator"):
+        yield "paraphrase.search.generator", paraphrase["search"]["generator"]
+    for gen, entry in ((paraphrase.get("test") or {}).get("generators") or {}).items():
+        if isinstance(entry, dict) and entry.get("model"):
+            yield f"paraphrase.test.generators.{gen}.model", entry["model"]
+
+
+def used_models(config: dict[str, Any]) -> list[str]:
+    """The models some experiment uses, in order of first use: only these are prepared."""
+    return list(dict.fromkeys(name for _, name in model_uses(config)))
+
+
+def _schema_errors(config: dict[str, Any], schema_path: str | Path) -> list[str]:
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = []
+    for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        message = err.message
+        if err.context:  # anyOf / oneOf: say what each alternative wanted
+            message += " (" + "; ".join(sorted({c.message for c in err.context})) + ")"
+        errors.append(f"{key}: {message}")
+    return errors
+
+
+def _model_errors(name: str, entry: dict[str, Any]) -> list[str]:
+    key = f"models.{name}"
+    errors = []
+    try:
+        ModelSpec.from_config(name, entry)
+    except (TypeError, ValueError) as err:
+        errors.append(str(err) if str(err).startswith(key) else f"{key}: {err}")
+    device = entry.get("device", "auto")
+    if not isinstance(device, str) or not DEVICE.match(device):
+        errors.append(f"{key}.device: {device!r} is not a device; use auto, cpu, cuda or cuda:N")
+    batch = entry.get("batch_size", 8)
+    if batch != "auto" and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        errors.append(f"{key}.batch_size: {batch!r} must be a positive integer or 'auto'")
+    if entry.get("source") == "openai":
+        for needed, what in (("base_url", "the server's URL"), ("api_key_env", "the name of the variable holding its key")):
+            if not entry.get(needed):
+                errors.append(f"{key}.{needed}: source 'openai' needs {what}")
+    if entry.get("base_url"):
+        scheme = url_scheme(entry["base_url"])
+        if scheme not in URL_SCHEMES:
+            errors.append(f"{key}.base_url: {entry['base_url']!r} needs an http:// or https:// URL"
+                          + (f", not scheme {scheme!r}" if scheme else ""))
+    if entry.get("source") == "local" and entry.get("path") and not Path(entry["path"]).is_dir():
+        errors.append(f"{key}.path: {entry['path']}: no such directory")
+    return errors
+
+
+def location_error(key: str, location: str) -> str | None:
+    """Why a dataset location cannot be read, or None: a URL scheme we cannot fetch, a missing file."""
+    scheme = url_scheme(location)
+    if scheme == "file":
+        return f"{key}: {location}: file:// URLs are not supported; give the local path ({location[len('file://'):]})"
+    if scheme is not None and scheme not in URL_SCHEMES:
+        return f"{key}: {location}: URL scheme {scheme!r} is not supported; use http(s) or a local path"
+    if scheme is None:
+        path = Path(location)
+        if not path.exists():
+            return f"{key}: {location}: file not found"
+        if path.is_dir():
+            return f"{key}: {location}: is a directory, not a file"
+    return None
+
+
+def _dataset_errors(datasets: dict[str, Any]) -> list[str]:
+    errors = []
+    tqa = datasets.get("truthfulqa") or {}
+    if (tqa.get("path") is None) == (tqa.get("hf_id") is None):
+        errors.append("datasets.truthfulqa: give exactly one of 'path' (CSV, local or URL) or 'hf_id' "
+                      "(an overlay that sets one sets the other to null)")
+    for dataset, key, required in DATASET_LOCATIONS:
+        location = (datasets.get(dataset) or {}).get(key)
+        if location is None:
+            if required:
+                errors.append(f"datasets.{dataset}.{key}: required (a local path or an http(s) URL), not null")
+            continue
+        error = location_error(f"datasets.{dataset}.{key}", location)
+        if error:
+            errors.append(error)
+    return errors
+
+
+def _audit_errors(audit: dict[str, Any]) -> list[str]:
+    errors = []
+    eps, pct = audit.get("epsilon"), audit.get("epsilon_percentile")
+    if (eps is None) == (pct is None):
+        errors.append("audit.epsilon / audit.epsilon_percentile: set exactly one (the other null); "
+                      f"now epsilon={eps!r}, epsilon_percentile={pct!r}")
+    if isinstance(eps, int | float) and eps < 0:
+        errors.append(f"audit.epsilon: {eps} must be >= 0 (Delta > epsilon is a counterexample)")
+    return errors
+
+
+def config_errors(config: dict[str, Any], schema_path: str | Path | None = None) -> list[str]:
+    """Every problem of the configuration, each naming its key; empty when it is valid."""
+    errors = _schema_errors(config, schema_path) if schema_path else []
+    try:
+        cross = _cross_key_errors(config)
+    except (AttributeError, KeyError, TypeError):
+        if not errors:  # a shape the schema let through: a bug here, not a config mistake
+            raise
+        cross = []
+    # Where both name the same key, the cross-key message is the clearer one.
+    explained = {e.split(": ")[0] for e in cross}
+    errors = [e for e in errors if e.split(": ")[0] not in explained] + cross
+    return list(dict.fromkeys(errors))
+
+
+def _cross_key_errors(config: dict[str, Any]) -> list[str]:
+    errors = []
+    models = config.get("models") or {}
+    for key, name in model_uses(config):
+        if name not in models:
+            errors.append(f"{key}: model {name!r} is not defined under 'models:' (defined: {sorted(models)})")
+    # Unused models are never prepared or loaded; only the schema applies to them.
+    for name in used_models(config):
+        if isinstance(models.get(name), dict):
+            errors.extend(_model_errors(name, models[name]))
+    errors.extend(_dataset_errors(config.get("datasets") or {}))
+    if isinstance(config.get("audit"), dict):
+        errors.extend(_audit_errors(config["audit"]))
+    return errors
+
+
+def check_config(config: dict[str, Any], schema_path: str | Path | None = None) -> None:
+    errors = config_errors(config, schema_path)
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
+
+
+def dataset_source(config: dict[str, Any], dataset: str, key: str) -> dict[str, str] | None:
+    """What a prepared dataset depends on: its resolved location and, for a local file, the content hash.
+
+    Used as a rule param, so a changed location or an edited file reruns the prepare rule, and an old
+    data/<dataset>.parquet is never reused for a source that is no longer configured.
+    """
+    location = (config["datasets"].get(dataset) or {}).get(key)
+    if location is None:
+        return None
+    if url_scheme(location) is not None:
+        return {"location": location}
+    path = Path(location).resolve()
+    try:
+        shown = str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return {"location": shown, "sha256": digest.hexdigest()}
+
+
+def output_path_errors(patterns: list[tuple[re.Pattern, bool]], roots: list[str | Path]) -> list[str]:
+    """Existing paths where a rule's output should be but cannot be used: a directory where a file is
+    expected, a link to nothing, a file this user cannot read or write. Snakemake would take a directory
+    for a finished output and let the next stage fail on it; this names the path before any job runs.
+
+    patterns: (regex of an output path pattern, whether that output is a directory()).
+    """
+    import os
+
+    errors = []
+    for root in dict.fromkeys(str(r) for r in roots):
+        if not os.path.isdir(root):
+            continue
+        for folder, dirs, files in os.walk(root):
+            for name in dirs + files:
+                path = os.path.join(folder, name)
+                matches = [is_dir for regex, is_dir in patterns if regex.fullmatch(path)]
+                if not matches:
+                    continue
+                if os.path.islink(path) and not os.path.exists(path):
+                    errors.append(f"{path}: a link to a missing file where an output should be; remove it and rerun")
+                elif os.path.isdir(path) and not any(matches):
+                    errors.append(f"{path}: a directory where an output file should be; move it aside and rerun")
+                elif os.path.isfile(path) and not os.access(path, os.R_OK | os.W_OK):
+                    errors.append(f"{path}: an output this user cannot read or overwrite; fix its permissions "
+                                  f"or move it aside and rerun")
+    return errors
+
+
+def check_output_paths(patterns: list[tuple[re.Pattern, bool]], roots: list[str | Path]) -> None:
+    errors = output_path_errors(patterns, roots)
+    if errors:
+        raise ConfigError("unusable output paths:\n  " + "\n  ".join(errors))

@@ -1,0 +1,144 @@
+"""The ER-Audit release's own debate transcripts, imported as selected transcripts.
+
+The release ships the rows its verifiers were fine-tuned on: JSON lines, one row per pair and answer order,
+each with a chat-formatted judge prompt holding the monitored question, options A/B and a 3-round
+transcript (`Debater X: \"\"\"...\"\"\"` turns, quotes already marked <v_quote>/<u_quote>). This module turns
+them into the selected-transcript table (selection.SELECTED_SCHEMA) that generated debates produce, so
+fine-tuning, Table 1 and the audit run unchanged on the paper's transcripts. Every input row ends in the
+table (one row per pair: both answer orders carry one transcript) or in the rejected rows with a reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from pathlib import Path
+
+import polars as pl
+
+from debate_audit.data.io import read_jsonl, write_parquet, write_rejected
+
+from .selection import SELECTED_SCHEMA
+from .transcripts import options_for, render_transcript
+
+log = logging.getLogger(__name__)
+
+_TRANSCRIPT = re.compile(r"<transcript>(.*?)</transcript>", re.DOTALL)
+_TURN = re.compile(r'Debater ([AB]):\s*"""(.*?)"""', re.DOTALL)
+_QUOTE = re.compile(r"<([vu])_quote>")
+
+
+def row_hash(row: dict) -> str:
+    """The release's row_sha256 recipe (er_audit_release/README.md)."""
+    payload = json.dumps([row["messages"], row["target"]], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def parse_turns(prompt: str) -> list[dict]:
+    """The debate's turns in order: round r holds Debater A's then Debater B's argument."""
+    found = _TRANSCRIPT.search(prompt)
+    if found is None:
+        raise ValueError("no <transcript> block in the judge prompt")
+    turns = _TURN.findall(found.group(1))
+    if not turns or len(turns) % 2:
+        raise ValueError(f"{len(turns)} debater turns; expected A/B pairs")
+    arguments = []
+    for i, (debater, text) in enumerate(turns):
+        if debater != "AB"[i % 2]:
+            raise ValueError(f"turn {i + 1} is Debater {debater}; expected A and B to alternate")
+        text = text.strip()
+        marks = _QUOTE.findall(text)
+        plain = re.sub(r"</?[vu]_quote>", "", text)
+        arguments.append({
+            "round": i // 2 + 1,
+            "debater": debater,
+            "raw": text,
+            "text": text,
+            "words": len(plain.replace("<TRUNCATED>", "").split()),
+            "truncated": text.endswith("<TRUNCATED>"),
+            "quotes": len(marks),
+            "verified_quotes": marks.count("v"),
+        })
+    return arguments
+
+
+def import_release(
+    rows_location: str | Path, pairs: str | Path, out: str | Path, rejected: str | Path, *, dataset: str, mode: str,
+    expected_hash_mismatch: tuple[str, ...] = (),
+) -> pl.DataFrame:
+    """Release rows (a path or URL) -> selected transcripts of `mode` for the pairs in `pairs`.
+
+    Rows are matched to pairs by story title (one item per story in both datasets); the release's
+    `source_dataset_index` (adversarial files) or `dataset_index` must agree. A row whose sha256 does not verify is rejected unless its pair is listed
+    in `expected_hash_mismatch` (the release README names one such pair, repaired by hand).
+    """
+    items = pl.read_parquet(pairs)
+    by_title = {r["story_title"]: r for r in items.iter_rows(named=True)}
+    rows = read_jsonl(str(rows_location))
+    kept: dict[int, dict] = {}
+    bad: list[dict] = []
+
+    def reject(i: int, row: dict, reason: str) -> None:
+        bad.append({"row": i, "row_id": str(row.get("row_id")), "story_title": str(row.get("story_title")),
+                    "reason": reason})
+
+    for i, row in enumerate(rows):
+        title = row.get("story_title")
+        item = by_title.get(title)
+        if item is None:
+            reject(i, row, f"story_title {title!r} is not a pair of data/{dataset}.parquet")
+            continue
+        # Adversarial files index their own subset; source_dataset_index points into the full pairs file.
+        index = row.get("source_dataset_index", row.get("dataset_index"))
+        if index is not None and index != item["pair_id"]:
+            reject(i, row, f"index {index} in the pairs file, but the title is pair {item['pair_id']}")
+            continue
+        if row.get("row_sha256") and row_hash(row) != row["row_sha256"]:
+            if row.get("pair_id") not in expected_hash_mismatch:
+                reject(i, row, "row_sha256 does not verify: the file is corrupt or was edited")
+                continue
+            log.warning("%s: row %d (%s): hash mismatch expected by the release notes", rows_location, i,
+                        row.get("row_id"))
+        try:
+            arguments = parse_turns(row["messages"][0]["content"])
+            stance_a = row["debater_stances"]["Debater A"]
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            reject(i, row, f"unreadable transcript: {err}")
+            continue
+        true_position = "A" if stance_a == "Y_true" else "B"
+        for arg in arguments:
+            arg["defends_true"] = arg["debater"] == true_position
+        previous = kept.get(item["pair_id"])
+        if previous is not None:
+            if [a["text"] for a in previous["arguments"]] != [a["text"] for a in arguments]:
+                reject(i, row, "the pair's other answer order carries a different transcript")
+            continue  # the second answer order of a pair: same transcript, already kept
+        kept[item["pair_id"]] = {
+            "dataset": dataset,
+            "pair_id": item["pair_id"],
+            "story_title": title,
+            "mode": mode,
+            "status": "ok",
+            "reason": None,
+            "candidate": 0,
+            "n_candidates": 1,
+            "n_leaking": 0,
+            "n_monitored_correct": None,
+            "true_position": true_position,
+            "arguments": arguments,
+            "transcript": render_transcript(item["q_m"], options_for(item, true_position), arguments),
+            "p_monitored_true": None,
+            "p_hidden_true": None,
+            "p_hidden_false": None,
+            "leak_score": None,
+        }
+    frame = pl.DataFrame(list(kept.values()), schema=SELECTED_SCHEMA) if kept else pl.DataFrame(schema=SELECTED_SCHEMA)
+    write_parquet(frame.sort("pair_id"), SELECTED_SCHEMA, out, where=str(rows_location))
+    write_rejected(bad, rejected)
+    log.info("%s: %d rows -> %d %s transcripts, %d rows rejected (%s)", rows_location, len(rows), frame.height,
+             mode, len(bad), rejected)
+    if frame.is_empty():
+        raise ValueError(f"{rows_location}: no release row matched a pair of {pairs}; see {rejected}")
+    return frame

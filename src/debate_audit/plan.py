@@ -1,0 +1,334 @@
+"""A cost plan for a configuration, before any model runs: jobs, model calls, tokens and GPU hours per rule.
+
+Job counts come from Snakemake's own dry run; calls and tokens from the config and the datasets (their
+sizes and mean text lengths); GPU time from the throughput that `benchmarks/gpu_bench.py` measured on an
+H200 at Llama-8B shape (benchmarks/README.md), scaled by parameter count. The estimate is for planning a
+cluster bill, not a promise: generated tokens are upper bounds (every reply runs to its budget), and the
+throughput figures carry the uncertainty given in THROUGHPUT.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .models.size import params_b
+from .models.spec import ModelSpec
+
+# Measured on one H200, bf16, Llama-8B shape (benchmarks/README.md, "GPU" section): scoring 149 prompts/s of
+# 307 tokens; greedy generation at batch 64 1120 new tokens/s, sampling 595. Throughput is taken as inversely
+# proportional to parameter count (both regimes are weight-bound at these batch sizes); an H100 has ~70% of
+# the H200's memory bandwidth, which bounds generation, and about the same bf16 compute for prefill.
+THROUGHPUT = {
+    "reference_params_b": 8.03,
+    "prefill_tokens_per_s": 149 * 307,
+    "greedy_tokens_per_s": 1120,
+    "sampled_tokens_per_s": 595,
+    "h100_generation_factor": 0.7,
+    "uncertainty": "x0.5 to x2: random-weight shapes, synthetic prompts, one run each; real replies stop "
+    "early (fewer tokens), paper batch 128 and vLLM run faster, long prompts (8k-token stories) slower",
+}
+TOKENS_PER_WORD = 1.35  # English prose under the papers' BPE tokenizers
+LOAD_SECONDS_PER_B = 4.0  # reading bf16 safetensors from a shared filesystem at ~0.5 GB/s per job
+TRAIN_FLOP_FACTOR = 3.0  # forward + backward ~ 3 forward passes
+# Nominal sizes when a dataset is not on local disk (the releases' counts; mean words measured on the
+# copies in ../shared/data).
+NOMINAL = {
+    "truthfulqa": {"n": 817, "question_words": 11.0, "answer_words": 9.0},
+    "quality_h": {"n": 222, "question_words": 14.0, "context_words": 4700.0},
+    "gpqa_h": {"n": 101, "question_words": 40.0, "context_words": 230.0},
+}
+
+
+@dataclass
+class RulePlan:
+    rule: str
+    jobs: int = 0
+    model: str = ""  # the model whose size sets the GPU time ("" for CPU rules)
+    generations: int = 0
+    scorings: int = 0
+    prompt_tokens: float = 0.0
+    new_tokens: float = 0.0  # upper bound
+    train_tokens: float = 0.0
+    sampled: bool = False
+    gpu_hours_h200: float = 0.0
+    gpu_hours_h100: float = 0.0
+
+
+@dataclass
+class Plan:
+    rules: list[RulePlan] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".") -> dict[str, int]:
+    """Jobs per rule of a from-scratch run, from `snakemake -n` (`--forceall`: what a new cluster runs)."""
+    snakemake = Path(sys.executable).parent / "snakemake"
+    cmd = [str(snakemake), "-n", "--forceall", "--quiet", "rules", "--configfile", *configfiles]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-3000:]}")
+    jobs = {}
+    for line in result.stdout.splitlines():
+        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
+        if match and match.group(1) not in ("total", "job"):
+            jobs[match.group(1)] = int(match.group(2))
+    return jobs
+
+
+def _words(text: Any) -> int:
+    return len(str(text or "").split())
+
+
+def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Item counts and mean words per dataset, from the configured files when local, else the copies in
+    `shared`, else NOMINAL."""
+    from .data.pairs import load_pairs, load_quality_stories
+    from .data.truthfulqa import records_from_csv
+
+    def local(location: str | None, shared_rel: str) -> str | None:
+        if location and "://" not in location and Path(location).exists():
+            return location
+        if shared is not None and (shared / shared_rel).exists():
+            return str(shared / shared_rel)
+        return None
+
+    stats: dict[str, dict[str, float]] = {}
+    notes = []
+    ds = config["datasets"]
+    # With hf_id set the run reads the hub dataset (the same 817 questions as the CSV release).
+    tqa_path = None if ds["truthfulqa"].get("hf_id") else ds["truthfulqa"].get("path")
+    tqa = local(tqa_path, "truthfulqa/TruthfulQA.csv")
+    if tqa:
+        records = records_from_csv(tqa)
+        stats["truthfulqa"] = {
+            "n": len(records),
+            "question_words": sum(_words(r.get("question")) for r in records) / len(records),
+            "answer_words": sum(_words(r.get("best_answer")) for r in records) / len(records),
+        }
+        notes.append(f"truthfulqa: {len(records)} questions from {tqa}")
+    for name, ctx_key, shared_pairs, shared_ctx in (
+        ("quality_h", "stories", "quality_h/QuALITY-H-pairs.json", "quality_h/QuALITY-H-stories-partial.jsonl.gz"),
+        ("gpqa_h", "contexts", "gpqa_h/GPQA-H-pairs.json.gz", "gpqa_h/GPQA-H-title-story.json.gz"),
+    ):
+        pairs_at = local(ds[name].get("pairs"), shared_pairs)
+        ctx_at = local(ds[name].get(ctx_key), shared_ctx)
+        if not pairs_at:
+            continue
+        pairs = load_pairs(pairs_at)
+        entry = {"n": len(pairs), "question_words": sum(_words(p.get("q_m")) for p in pairs) / len(pairs)}
+        if ctx_at and name == "quality_h":
+            stories = load_quality_stories(ctx_at)
+            entry["context_words"] = sum(map(_words, stories.values())) / max(1, len(stories))
+        elif ctx_at:
+            from .data.io import read_json
+
+            contexts = read_json(ctx_at)
+            values = list(contexts.values()) if isinstance(contexts, dict) else contexts
+            entry["context_words"] = sum(map(_words, values)) / max(1, len(values))
+        stats[name] = entry
+        notes.append(f"{name}: {len(pairs)} pairs from {pairs_at}")
+    for name, nominal in NOMINAL.items():
+        merged = {**nominal, **stats.get(name, {})}
+        if name not in stats:
+            notes.append(f"{name}: not on local disk; nominal size {nominal['n']} items")
+        stats[name] = merged
+    return stats, notes
+
+
+def _tokens(words: float) -> float:
+    return words * TOKENS_PER_WORD
+
+
+def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
+    """Calls and tokens per model-bound rule (whole run, all jobs of the rule together)."""
+    from .cwpor.prompts import judge_template, max_new_tokens_for
+
+    plans: list[RulePlan] = []
+    cw = config["cwpor"]
+    n_q = min(stats["truthfulqa"]["n"], cw["subset"] or stats["truthfulqa"]["n"])
+    tqa = stats["truthfulqa"]
+    tpl = judge_template(cw["judge_template"])
+    slots = max(1, len(tpl.reply_labels))
+    debate, judge = RulePlan("cwpor_debate"), RulePlan("cwpor_judge")
+    for model in cw["models"]:
+        for v in cw["verbosity"]:
+            budget = max_new_tokens_for(v, cw["tokens_per_word"], cw["extra_tokens"])
+            debate.generations += 2 * n_q
+            debate.prompt_tokens += 2 * n_q * (80 + _tokens(tqa["question_words"] + tqa["answer_words"]))
+            debate.new_tokens += 2 * n_q * budget
+            judge_prompt = 350 + _tokens(tqa["question_words"]) + 2 * min(budget, _tokens(v))
+            judge.generations += slots * n_q
+            judge.scorings += n_q
+            judge.prompt_tokens += (slots + 1) * n_q * judge_prompt
+            judge.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
+    plans += [debate, judge]  # split per model below
+
+    db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
+    for dataset in ver["datasets"]:
+        st = stats[dataset]
+        n_items = st["n"] if db["max_items"] is None else min(st["n"], db["max_items"])
+        train = n_items * (1 - db["eval_fraction"]) if db["splits"] == ["train"] else n_items
+        ctx = _tokens(min(st.get("context_words", 0), db["max_context_words"] or math.inf))
+        arg_tokens = int(db["word_limit"] * 1.5) + 16
+        history = _tokens(db["word_limit"]) * 2 * db["rounds"] / 2
+        gen = RulePlan("debate_generate", model=db["debater"], sampled=db["candidates"] > 1)
+        calls = 2 * train * db["candidates"] * db["rounds"] * 2  # two modes, two debaters
+        gen.generations += calls
+        gen.prompt_tokens += calls * (200 + ctx + _tokens(st["question_words"]) + history)
+        gen.new_tokens += calls * arg_tokens
+        transcript = _tokens(db["word_limit"]) * 2 * db["rounds"] + _tokens(st["question_words"])
+        sel = RulePlan("debate_select", model=ver["base_model"])
+        sel.scorings += 2 * train * db["candidates"] * 2 * 2  # modes x questions q_m/q_h x both orders
+        sel.prompt_tokens += 2 * train * db["candidates"] * 2 * 2 * (transcript + 60)
+        fine = RulePlan("verifier_finetune", model=ver["base_model"])
+        steps_tokens = 3 * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
+        if ver["max_steps"] is not None:
+            steps_tokens = min(steps_tokens, 3 * ver["max_steps"] * ver["batch_size"] * ver["grad_accum"] * ver["max_length"])
+        fine.train_tokens += steps_tokens
+        ev = RulePlan("verifier_evaluate", model=ver["base_model"])
+        ev.scorings += 4 * n_items * 4  # four verifiers x q_m/q_h x both orders
+        ev.prompt_tokens += ev.scorings * (60 + _tokens(st["question_words"]))
+        pairs = n_items if par["max_pairs"] is None else min(n_items, par["max_pairs"])
+        search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)
+        rounds = 1 + par["search"]["max_topup_rounds"]
+        search.generations += pairs * par["search"]["samples"] * rounds
+        search.prompt_tokens += search.generations * (120 + _tokens(st["question_words"]))
+        search.new_tokens += search.generations * par["search"]["max_new_tokens"]
+        plans += [gen, sel, fine, ev, search]
+        for name, gen_cfg in par["test"]["generators"].items():
+            test = RulePlan("paraphrase_test", model=gen_cfg["model"], sampled=True)
+            max_new = gen_cfg.get("max_new_tokens", par["test"]["max_new_tokens"])
+            test.generations += pairs * par["test"]["size"] * 1.25  # ~20% of draws rejected and redrawn
+            test.prompt_tokens += test.generations * (60 + _tokens(st["question_words"]))
+            test.new_tokens += test.generations * max_new
+            plans.append(test)
+        scores = RulePlan("audit_scores", model=ver["base_model"])
+        per_pair = par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"]) + 1
+        scores.scorings += (1 + len(aud["targets"])) * pairs * per_pair * 2
+        scores.prompt_tokens += scores.scorings * (60 + _tokens(st["question_words"]))
+        plans.append(scores)
+    # CW-POR cells use their own model each: split the two rules per model for the GPU time.
+    per_model = []
+    for rp in plans[:2]:
+        share = 1 / len(cw["models"])
+        for model in cw["models"]:
+            per_model.append(
+                RulePlan(rp.rule, model=model, generations=rp.generations * share, scorings=rp.scorings * share,
+                         prompt_tokens=rp.prompt_tokens * share, new_tokens=rp.new_tokens * share)
+            )
+    return per_model + plans[2:]
+
+
+def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
+    if size_b is None:
+        return 0.0, 0.0
+    scale = size_b / THROUGHPUT["reference_params_b"]
+    prefill = (rp.prompt_tokens + TRAIN_FLOP_FACTOR * rp.train_tokens) / THROUGHPUT["prefill_tokens_per_s"] * scale
+    rate = THROUGHPUT["sampled_tokens_per_s"] if rp.sampled else THROUGHPUT["greedy_tokens_per_s"]
+    generation = rp.new_tokens / rate * scale
+    h200 = (prefill + generation) / 3600
+    h100 = (prefill + generation / THROUGHPUT["h100_generation_factor"]) / 3600
+    return h200, h100
+
+
+def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
+    stats, notes = dataset_stats(config, shared)
+    specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
+    merged: dict[tuple[str, str], RulePlan] = {}
+    for rp in model_calls(config, stats):
+        key = (rp.rule, rp.model)
+        if key not in merged:
+            merged[key] = RulePlan(rp.rule, model=rp.model, sampled=rp.sampled)
+        into = merged[key]
+        for attr in ("generations", "scorings", "prompt_tokens", "new_tokens", "train_tokens"):
+            setattr(into, attr, getattr(into, attr) + getattr(rp, attr))
+    plan = Plan(notes=notes)
+    for (rule, model), rp in merged.items():
+        size = params_b(specs[model]) if model in specs else None
+        rp.gpu_hours_h200, rp.gpu_hours_h100 = gpu_hours(rp, size)
+        loads = jobs.get(rule, 0) / max(1, sum(1 for (r, _) in merged if r == rule))
+        load_h = loads * (size or 0) * LOAD_SECONDS_PER_B / 3600
+        rp.gpu_hours_h200 += load_h
+        rp.gpu_hours_h100 += load_h
+        plan.rules.append(rp)
+    for rule, count in jobs.items():
+        for rp in plan.rules:
+            if rp.rule == rule:
+                rp.jobs = count
+    for rule, count in jobs.items():
+        if not any(rp.rule == rule for rp in plan.rules):
+            plan.rules.append(RulePlan(rule, jobs=count))
+    return plan
+
+
+def _fmt(value: float) -> str:
+    if value == 0:
+        return "-"
+    if value >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f}k"
+    return f"{value:.3g}"
+
+
+def render(plan: Plan) -> str:
+    header = ["rule", "jobs (whole rule)", "model", "generations", "scorings", "prompt tokens",
+              "new tokens (max)", "train tokens", "GPU-h H200", "GPU-h H100"]
+    rows = [header, ["---"] * len(header)]
+    for rp in plan.rules:
+        rows.append([rp.rule, str(rp.jobs), rp.model or "(cpu)", _fmt(rp.generations), _fmt(rp.scorings),
+                     _fmt(rp.prompt_tokens), _fmt(rp.new_tokens), _fmt(rp.train_tokens),
+                     f"{rp.gpu_hours_h200:.2f}" if rp.model else "-", f"{rp.gpu_hours_h100:.2f}" if rp.model else "-"])
+    total_h200 = sum(rp.gpu_hours_h200 for rp in plan.rules)
+    total_h100 = sum(rp.gpu_hours_h100 for rp in plan.rules)
+    total_gen = sum(rp.generations for rp in plan.rules)
+    rows.append(["**total**", str(sum({rp.rule: rp.jobs for rp in plan.rules}.values())), "", _fmt(total_gen),
+                 _fmt(sum(rp.scorings for rp in plan.rules)), _fmt(sum(rp.prompt_tokens for rp in plan.rules)),
+                 _fmt(sum(rp.new_tokens for rp in plan.rules)), _fmt(sum(rp.train_tokens for rp in plan.rules)),
+                 f"{total_h200:.1f}", f"{total_h100:.1f}"])
+    lines = ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "Datasets: " + "; ".join(plan.notes),
+              f"Throughput (H200, Llama-8B shape, scaled by parameters): prefill {THROUGHPUT['prefill_tokens_per_s']} "
+              f"tokens/s, greedy {THROUGHPUT['greedy_tokens_per_s']} and sampled {THROUGHPUT['sampled_tokens_per_s']} "
+              f"new tokens/s; model load {LOAD_SECONDS_PER_B} s per billion parameters per job.",
+              f"Uncertainty: {THROUGHPUT['uncertainty']}.",
+              "A rule whose jobs use several models has one row per model; its job count is the rule's."]
+    return "\n".join(lines)
+
+
+def load_config(configfiles: Sequence[str]) -> dict:
+    """The config Snakemake would see: the files deep-merged in order, validated against the schema."""
+    import yaml
+    from snakemake.utils import update_config, validate
+
+    config: dict = {}
+    for path in configfiles:
+        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
+    validate(config, "config/schema.yaml")
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configfile", nargs="+", default=["config/config.yaml", "config/paper.yaml"])
+    parser.add_argument("--shared", default="../shared/data", help="dataset copies used for sizes when the "
+                        "configured locations are URLs (default: ../shared/data; absent: nominal sizes)")
+    args = parser.parse_args(argv)
+    config = load_config(args.configfile)
+    jobs = dry_run_jobs(args.configfile)
+    shared = Path(args.shared) if Path(args.shared).is_dir() else None
+    print(f"Cost plan for {' + '.join(args.configfile)} (a from-scratch run; no model is loaded)\n")
+    print(render(build_plan(config, jobs, shared)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,421 @@
+"""Every bad input and bad config we know of, each with the named error or the rejected row it must give.
+
+Three tables: dataset files through the loaders, config mistakes through the start-up check, and the
+cases that need the workflow itself (`snakemake -n` or one data rule in a scratch copy of the project).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from debate_audit.config_check import config_errors, used_models
+from debate_audit.data.io import DataError, read_text, write_parquet
+from debate_audit.data.pairs import prepare_gpqa_h, prepare_quality_h
+from debate_audit.data.truthfulqa import prepare_truthfulqa
+from debate_audit.eraudit.audit_figures import runtime_table
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SCHEMA = REPO / "config/schema.yaml"
+HEADER = "Type,Category,Question,Best Answer,Correct Answers,Incorrect Answers,Source\n"
+GOOD_ROW = "Adversarial,Health,Q ok?,Best,Good; Fine,Bad; Worse,http://x\n"
+
+
+# ------------------------------------------------------------------------------------ dataset files
+def pair(title="T", y=("yes", "no"), h=("red", "blue")):
+    return {"story_title": title, "Q_Y": {"question": "q?", "Y_true": y[0], "Y_false": y[1]},
+            "Q_H": {"question": "h?", "H_true": h[0], "H_false": h[1]}}
+
+
+def run_tqa(tmp_path, content: bytes | str, name="t.csv"):
+    src = tmp_path / name
+    src.write_bytes(content.encode() if isinstance(content, str) else content)
+    prepare_truthfulqa(tmp_path / "t.parquet", tmp_path / "t.rej.parquet", path=str(src))
+    return pl.read_parquet(tmp_path / "t.parquet"), pl.read_parquet(tmp_path / "t.rej.parquet")
+
+
+def run_gpqa(tmp_path, items, contexts=None, raw: bytes | None = None):
+    pairs = tmp_path / "pairs.json"
+    pairs.write_bytes(raw if raw is not None else json.dumps(items).encode())
+    ctx = tmp_path / "ctx.json"
+    ctx.write_text(json.dumps(contexts if contexts is not None else {p["story_title"]: "context" for p in items}))
+    prepare_gpqa_h(str(pairs), str(ctx), tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
+    return pl.read_parquet(tmp_path / "g.parquet"), pl.read_parquet(tmp_path / "g.rej.parquet")
+
+
+# (id, csv text, rejected row, words its reason must contain); every case also has one good row kept.
+TRUTHFULQA_REJECTED = [
+    ("row cut short", HEADER + GOOD_ROW + "Adversarial,Health,Q short?,Best,Good\n", 1, ["5 fields", "header has 7"]),
+    ("unquoted comma", HEADER + GOOD_ROW + "Adversarial,Health,Q, comma?,Best,Good,Bad,http://x\n", 1,
+     ["8 fields", "line 3"]),
+    ("empty best answer", HEADER + GOOD_ROW + "Adversarial,Health,Q?,,Good,Bad,http://x\n", 1, ["best_answer"]),
+    ("empty category", HEADER + "Adversarial,,Q?,Best,Good,Bad,http://x\n" + GOOD_ROW, 0, ["category"]),
+    ("no incorrect answers", HEADER + GOOD_ROW + "Adversarial,Health,Q?,Best,Good,;,http://x\n", 1,
+     ["incorrect_answers"]),
+    ("unknown type", HEADER + GOOD_ROW + "Sideways,Health,Q?,Best,Good,Bad,http://x\n", 1, ["Sideways"]),
+]
+
+
+@pytest.mark.parametrize(("content", "row", "words"), [c[1:] for c in TRUTHFULQA_REJECTED],
+                         ids=[c[0] for c in TRUTHFULQA_REJECTED])
+def test_truthfulqa_bad_row_is_rejected_with_file_row_and_reason(tmp_path, content, row, words):
+    table, rejected = run_tqa(tmp_path, content)
+    assert table["question"].to_list() == ["Q ok?"]
+    assert rejected["row"].to_list() == [row]
+    assert rejected["file"][0].endswith("t.csv")
+    assert all(w in rejected["reason"][0] for w in words), rejected["reason"][0]
+    assert f"row {row}" in rejected["reason"][0]
+
+
+def test_truthfulqa_empty_source_is_named_but_the_question_kept(tmp_path, caplog):
+    # The real release leaves `source` empty on rows 582 and 602; the papers use all 817 questions.
+    with caplog.at_level(logging.WARNING):
+        table, rejected = run_tqa(tmp_path, HEADER + GOOD_ROW + "Adversarial,Health,Q2?,Best,Good,Bad,\n")
+    assert table.height == 2 and rejected.height == 0
+    assert table["source"].to_list() == ["http://x", None]
+    assert "row 1: empty field 'source'" in caplog.text
+
+
+def test_truthfulqa_release_without_source_column_is_read(tmp_path):
+    table, _ = run_tqa(tmp_path, HEADER.replace(",Source", "") + GOOD_ROW.replace(",http://x", ""))
+    assert table["source"].to_list() == [None]
+
+
+# (id, file name, content, error the loader must raise)
+TRUTHFULQA_ERRORS = [
+    ("binary file", "t.csv", b"PAR1\x00\x01\x02\x00binary", r"t.csv: not a CSV file"),
+    ("not UTF-8", "t.csv", b"\xff\xfe\xc0 latin", r"t.csv: not a CSV file \(not UTF-8"),
+    ("not a TruthfulQA CSV", "t.csv", "a,b\n1,2\n", r"t.csv: not a TruthfulQA CSV file: missing column"),
+    ("empty file", "t.csv", "", r"t.csv: not a CSV file \(no header row\)"),
+    ("corrupt gzip", "t.csv.gz", b"\x1f\x8b\x08\x00garbage", r"t.csv.gz: starts like gzip but does not decompress"),
+    ("every row rejected", "t.csv", HEADER + "Adversarial,Health,Q?,,Good,Bad,x\n",
+     r"t.csv: no valid rows \(1 rejected, each with its reason in .*t.rej.parquet\)"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "error"), [c[1:] for c in TRUTHFULQA_ERRORS],
+                         ids=[c[0] for c in TRUTHFULQA_ERRORS])
+def test_truthfulqa_bad_file_fails_naming_it(tmp_path, name, content, error):
+    with pytest.raises(DataError, match=error):
+        run_tqa(tmp_path, content, name)
+
+
+def test_every_row_rejected_still_writes_the_rejected_file(tmp_path):
+    with pytest.raises(DataError, match="no valid rows"):
+        run_tqa(tmp_path, HEADER + "Adversarial,Health,Q?,,Good,Bad,x\n")
+    assert pl.read_parquet(tmp_path / "t.rej.parquet")["row"].to_list() == [0]
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_gz_name_without_gzip_content_is_read_and_logged(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        table, _ = run_tqa(tmp_path, HEADER + GOOD_ROW, "t.csv.gz")
+    assert table.height == 1
+    assert "t.csv.gz: named .gz but not gzip-compressed" in caplog.text
+
+
+# (id, location, error): locations the loaders refuse before reading anything
+LOCATION_ERRORS = [
+    ("file URL", "file:///tmp/t.csv", r"file:// URLs are not supported; give the local path itself \('/tmp/t.csv'\)"),
+    ("ftp URL", "ftp://example.org/t.csv", r"URL scheme 'ftp' is not supported"),
+    ("s3 URL", "s3://bucket/t.csv", r"URL scheme 's3' is not supported"),
+    ("missing file", "{tmp}/nowhere.csv", r"nowhere.csv: file not found"),
+    ("a directory", "{tmp}", r": is a directory, not a file"),
+]
+
+
+@pytest.mark.parametrize(("location", "error"), [c[1:] for c in LOCATION_ERRORS], ids=[c[0] for c in LOCATION_ERRORS])
+def test_unreadable_location_is_named(tmp_path, location, error):
+    with pytest.raises(DataError, match=error):
+        read_text(location.format(tmp=tmp_path))
+
+
+# (id, items, rejected rows, words of the reason)
+PAIRS_REJECTED = [
+    ("Y_true == Y_false", [pair("A"), pair("B", y=("Paris ", "  paris"))], [1], ["Q_Y", "same text"]),
+    ("H_true == H_false", [pair("A", h=("The  Red", "the red")), pair("B")], [0], ["Q_H", "same text"]),
+    ("no context", [pair("A"), pair("B")], [1], ["no context for this title"]),
+]
+
+
+@pytest.mark.parametrize(("items", "rows", "words"), [c[1:] for c in PAIRS_REJECTED], ids=[c[0] for c in PAIRS_REJECTED])
+def test_pair_that_cannot_be_right_is_rejected_with_its_reason(tmp_path, items, rows, words):
+    contexts = {"A": "story A"} if "no context" in words[0] else None
+    table, rejected = run_gpqa(tmp_path, items, contexts)
+    assert rejected["row"].to_list() == rows
+    assert table.height == len(items) - len(rows)
+    assert all(w in rejected["reason"][0] for w in words), rejected["reason"][0]
+    assert rejected["file"][0].endswith("pairs.json")
+
+
+# (id, items or raw bytes, error)
+PAIRS_ERRORS = [
+    ("duplicate story_title", [pair("A"), pair("B"), pair("A")], r"items 0 and 2 have the same story_title 'A'"),
+    ("every pair rejected", [pair("A", y=("x", "X"))], r"pairs.json: no valid rows \(1 rejected, .*g.rej.parquet\)"),
+    ("missing field", [{"story_title": "A", "Q_Y": {"question": "q"}}], r"item 0 \('A'\): field 'Q_Y.Y_true'"),
+    ("not an array", {"a": 1}, r"expected a JSON array of pairs"),
+    ("truncated JSON", b'[{"story_title": "A"', r"pairs.json: not valid JSON"),
+    ("binary", b"\x00\x01\x02", r"pairs.json: not a JSON file \(binary content\)"),
+]
+
+
+@pytest.mark.parametrize(("items", "error"), [c[1:] for c in PAIRS_ERRORS], ids=[c[0] for c in PAIRS_ERRORS])
+def test_bad_pairs_file_fails_naming_file_and_items(tmp_path, items, error):
+    raw = items if isinstance(items, bytes) else None
+    with pytest.raises(DataError, match=error):
+        run_gpqa(tmp_path, [] if raw else items, {}, raw=raw)
+
+
+# (id, stories file name, content, error)
+STORIES_ERRORS = [
+    ("bad JSON line", "s.jsonl", '{"story_title": "A", "article": "x"}\n{oops\n', r"s.jsonl: line 2 is not valid JSON"),
+    ("missing article", "s.jsonl", '{"story_title": "A"}\n', r"s.jsonl: line 1: needs fields"),
+    ("not a zip", "s.zip", "plain text", r"s.zip: not a zip file"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "error"), [c[1:] for c in STORIES_ERRORS], ids=[c[0] for c in STORIES_ERRORS])
+def test_bad_stories_file_fails_naming_it(tmp_path, name, content, error):
+    pairs = tmp_path / "pairs.json.gz"
+    pairs.write_bytes(gzip.compress(json.dumps([pair("A")]).encode()))
+    (tmp_path / name).write_text(content)
+    with pytest.raises(DataError, match=error):
+        prepare_quality_h(str(pairs), str(tmp_path / name), tmp_path / "q.parquet", tmp_path / "q.rej.parquet")
+
+
+def test_directory_where_an_output_should_be_is_named(tmp_path):
+    (tmp_path / "out.parquet").mkdir()
+    with pytest.raises(DataError, match=r"out.parquet: a directory is where this output file should be"):
+        write_parquet(pl.DataFrame({"a": [1]}), {"a": pl.Int64}, tmp_path / "out.parquet")
+
+
+def test_runtime_table_reads_only_the_given_benchmark_files(tmp_path):
+    bench = tmp_path / "benchmarks/rules"
+    for job in ("audit/scores_x_base", "audit/scores_stale_base"):
+        (bench / job).parent.mkdir(parents=True, exist_ok=True)
+        (bench / f"{job}.tsv").write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t100\n")
+    jobs = runtime_table(benchmarks=bench, markdown=tmp_path / "t.md", csv=tmp_path / "t.csv",
+                         files=[bench / "audit/scores_x_base.tsv"])
+    assert jobs["job"].to_list() == ["audit/scores_x_base"]
+    assert "stale" not in (tmp_path / "t.md").read_text()
+
+
+# ------------------------------------------------------------------------------------ config mistakes
+BASE = yaml.safe_load((REPO / "config/config.yaml").read_text())
+OPENAI = {"source": "openai", "id": "served"}
+
+
+def with_changes(changes: dict) -> dict:
+    """The default config with dotted keys set (a value of DROP deletes the key)."""
+    config = copy.deepcopy(BASE)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("/")
+        node = config
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is DROP:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return config
+
+
+DROP = object()
+M = "models/smollm2-135m"
+# (id, changes (keys separated by '/'), the error that must be reported: its key, then a part of the message)
+CONFIG_ERRORS = [
+    ("epsilon and percentile both null", {"audit/epsilon": None}, "audit.epsilon / audit.epsilon_percentile: set exactly one"),
+    ("epsilon and percentile both set", {"audit/epsilon_percentile": 25}, "audit.epsilon / audit.epsilon_percentile: set exactly one"),
+    ("negative epsilon", {"audit/epsilon": -0.5}, "audit.epsilon: -0.5 must be >= 0"),
+    ("undefined CW-POR model", {"cwpor/models": ["nope"]}, "cwpor.models[0]: model 'nope' is not defined under 'models:'"),
+    ("undefined judge", {"cwpor/judge_model": "nope"}, "cwpor.judge_model: model 'nope' is not defined"),
+    ("undefined neutral", {"cwpor/neutral_model": "nope"}, "cwpor.neutral_model: model 'nope' is not defined"),
+    ("undefined persuasive", {"cwpor/persuasive_model": "nope"}, "cwpor.persuasive_model: model 'nope' is not defined"),
+    ("undefined debater", {"debate/debater": "nope"}, "debate.debater: model 'nope' is not defined"),
+    ("undefined verifier base", {"verifier/base_model": "nope"}, "verifier.base_model: model 'nope' is not defined"),
+    ("undefined search generator", {"paraphrase/search/generator": "nope"}, "paraphrase.search.generator: model 'nope' is not defined"),
+    ("undefined test generator", {"paraphrase/test/generators/gen-b/model": "nope"}, "paraphrase.test.generators.gen-b.model: model 'nope'"),
+    ("device gpu", {f"{M}/device": "gpu"}, "models.smollm2-135m.device: 'gpu' is not a device; use auto, cpu, cuda or cuda:N"),
+    ("device cuda:x", {f"{M}/device": "cuda:x"}, "models.smollm2-135m.device: 'cuda:x' is not a device"),
+    ("batch size 0", {f"{M}/batch_size": 0}, "models.smollm2-135m.batch_size: 0 must be a positive integer or 'auto'"),
+    ("batch size text", {f"{M}/batch_size": "big"}, "models.smollm2-135m.batch_size: 'big' must be a positive integer or 'auto'"),
+    ("batch size float", {f"{M}/batch_size": 2.5}, "models.smollm2-135m.batch_size: 2.5 must be a positive integer or 'auto'"),
+    ("schema alternatives explained", {"cwpor/resources/mem_mb": "lots"}, "cwpor.resources.mem_mb: 'lots' is not of type 'integer'"),
+    ("openai without base_url", {"models/srv": OPENAI, "cwpor/judge_model": "srv"}, "models.srv.base_url: source 'openai' needs the server's URL"),
+    ("openai without key variable", {"models/srv": OPENAI, "cwpor/judge_model": "srv"}, "models.srv.api_key_env: source 'openai' needs the name of the variable"),
+    ("openai base_url not http", {"models/srv": {**OPENAI, "base_url": "ftp://h/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"},
+     "models.srv.base_url: 'ftp://h/v1' needs an http:// or https:// URL, not scheme 'ftp'"),
+    ("local model without directory", {"models/loc": {"source": "local", "path": "/nonexistent/m"}, "debate/debater": "loc"}, "models.loc.path: /nonexistent/m: no such directory"),
+    ("truthfulqa path and hf_id", {"datasets/truthfulqa/hf_id": "truthfulqa/truthful_qa"}, "datasets.truthfulqa: give exactly one of 'path'"),
+    ("truthfulqa neither", {"datasets/truthfulqa/path": None}, "datasets.truthfulqa: give exactly one of 'path'"),
+    ("file URL", {"datasets/truthfulqa/path": "file:///data/t.csv"}, "datasets.truthfulqa.path: file:///data/t.csv: file:// URLs are not supported"),
+    ("s3 URL", {"datasets/quality_h/pairs": "s3://bucket/p.json"}, "datasets.quality_h.pairs: s3://bucket/p.json: URL scheme 's3' is not supported"),
+    ("missing local file", {"datasets/gpqa_h/contexts": "data/nowhere.json"}, "datasets.gpqa_h.contexts: data/nowhere.json: file not found"),
+    ("a directory as dataset", {"datasets/gpqa_h/pairs": "data/demo"}, "datasets.gpqa_h.pairs: data/demo: is a directory"),
+    ("unknown key", {"cwpor/verbosty": [30]}, "cwpor: Additional properties are not allowed ('verbosty' was unexpected)"),
+    ("wrong type", {"cwpor/subset": "all"}, "cwpor.subset: 'all' is not of type 'integer', 'null'"),
+    ("required pairs unset", {"datasets/quality_h/pairs": None}, "datasets.quality_h.pairs: required (a local path or an http(s) URL), not null"),
+]
+
+
+@pytest.mark.parametrize(("changes", "error"), [c[1:] for c in CONFIG_ERRORS], ids=[c[0] for c in CONFIG_ERRORS])
+def test_config_mistake_is_reported_naming_the_key(monkeypatch, changes, error):
+    monkeypatch.chdir(REPO)  # dataset paths are relative to the project
+    errors = config_errors(with_changes(changes), SCHEMA)
+    assert any(error in e for e in errors), errors
+
+
+CONFIG_VALID = [
+    ("default", {}),
+    ("hf_id with path null (paper overlay)", {"datasets/truthfulqa/path": None, "datasets/truthfulqa/hf_id": "truthfulqa/truthful_qa"}),
+    ("device cuda:1", {f"{M}/device": "cuda:1"}),
+    ("batch size auto", {f"{M}/batch_size": "auto"}),
+    ("percentile instead of epsilon", {"audit/epsilon": None, "audit/epsilon_percentile": 25}),
+    ("https URL", {"datasets/quality_h/pairs": "https://example.org/p.json"}),
+    ("unused broken model", {"models/unused": OPENAI}),
+    ("openai complete", {"models/srv": {**OPENAI, "base_url": "http://localhost:8000/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"}),
+]
+
+
+@pytest.mark.parametrize("changes", [c[1] for c in CONFIG_VALID], ids=[c[0] for c in CONFIG_VALID])
+def test_valid_config_passes(monkeypatch, changes):
+    monkeypatch.chdir(REPO)
+    assert config_errors(with_changes(changes), SCHEMA) == []
+
+
+def test_only_used_models_are_prepared():
+    config = with_changes({"models/unused": OPENAI, "models/judge": dict(BASE["models"]["smollm2-135m"]),
+                           "cwpor/judge_model": "judge"})
+    assert used_models(config) == ["smollm2-135m", "judge"]
+
+
+def test_every_error_is_reported_at_once(monkeypatch):
+    monkeypatch.chdir(REPO)
+    errors = config_errors(with_changes({"audit/epsilon": -1.0, "debate/debater": "nope", f"{M}/device": "tpu"}), SCHEMA)
+    keys = {e.split(":")[0] for e in errors}
+    assert keys == {"debate.debater", "models.smollm2-135m.device", "audit.epsilon"}, errors
+
+
+# ------------------------------------------------------------------------------------ the workflow itself
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "data/demo"]
+
+
+@pytest.fixture
+def workflow(tmp_path):
+    for item in COPY:
+        src, dst = REPO / item, tmp_path / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    return tmp_path
+
+
+def snakemake(workdir: Path, *args: str, overlay: dict | None = None) -> subprocess.CompletedProcess:
+    configs = ["config/config.yaml"]
+    if overlay is not None:
+        (workdir / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+        configs.append("overlay.yaml")
+    cmd = [str(BIN / "snakemake"), "--cores", "1", *args, "--configfile", *configs]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300, env=env)
+
+
+# (id, overlay, text the failing dry run must print): each stops before any job is planned
+WORKFLOW_ERRORS = [
+    ("missing dataset file", {"datasets": {"truthfulqa": {"path": "data/nowhere.csv"}}},
+     "datasets.truthfulqa.path: data/nowhere.csv: file not found"),
+    ("epsilon both set", {"audit": {"epsilon_percentile": 25}}, "audit.epsilon / audit.epsilon_percentile: set exactly one"),
+    ("undefined model", {"cwpor": {"judge_model": "nope"}}, "cwpor.judge_model: model 'nope' is not defined under 'models:'"),
+    ("path and hf_id", {"datasets": {"truthfulqa": {"hf_id": "truthfulqa/truthful_qa"}}}, "give exactly one of 'path'"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("overlay", "error"), [c[1:] for c in WORKFLOW_ERRORS], ids=[c[0] for c in WORKFLOW_ERRORS])
+def test_dry_run_stops_on_a_config_mistake_naming_the_key(workflow, overlay, error):
+    result = snakemake(workflow, "-n", overlay=overlay)
+    assert result.returncode != 0
+    assert error in result.stdout + result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_dry_run_names_a_directory_where_an_output_should_be(workflow):
+    (workflow / "data/gpqa_h.parquet").mkdir(parents=True)
+    result = snakemake(workflow, "-n")
+    assert result.returncode != 0
+    assert "data/gpqa_h.parquet: a directory where an output file should be" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes any file: an unreadable output cannot be made")
+def test_dry_run_names_an_unreadable_output(workflow):
+    out = workflow / "data/gpqa_h.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(b"x")
+    out.chmod(0)
+    result = snakemake(workflow, "-n")
+    assert "data/gpqa_h.parquet: an output this user cannot read" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_changed_or_missing_source_never_reuses_the_old_dataset(workflow, tmp_path_factory):
+    first = snakemake(workflow, "data/truthfulqa.parquet")
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = snakemake(workflow, "-n", "data/truthfulqa.parquet")
+    assert "Nothing to be done" in again.stdout + again.stderr
+    # Same file content, new location: the prepare rule reruns (its params hold the location).
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "t.csv"
+    shutil.copy2(workflow / "data/demo/truthfulqa.csv", elsewhere)
+    moved = snakemake(workflow, "-n", "data/truthfulqa.parquet", overlay={"datasets": {"truthfulqa": {"path": str(elsewhere)}}})
+    assert "rule prepare_truthfulqa" in moved.stdout and "Params have changed" in moved.stdout, moved.stdout[-3000:]
+    # Edited in place with an old mtime: the content hash reruns it all the same.
+    csv = workflow / "data/demo/truthfulqa.csv"
+    csv.write_text(csv.read_text() + GOOD_ROW)
+    os.utime(csv, (0, 0))
+    edited = snakemake(workflow, "-n", "data/truthfulqa.parquet")
+    assert "rule prepare_truthfulqa" in edited.stdout and "Params have changed" in edited.stdout
+    # Gone: the old data/truthfulqa.parquet is not reused; the path is named.
+    gone = snakemake(workflow, "-n", "data/truthfulqa.parquet", overlay={"datasets": {"truthfulqa": {"path": str(elsewhere) + ".moved"}}})
+    assert gone.returncode != 0 and f"datasets.truthfulqa.path: {elsewhere}.moved: file not found" in gone.stdout + gone.stderr
+
+
+@pytest.mark.slow
+def test_a_dataset_with_no_valid_row_fails_its_rule_naming_both_files(workflow):
+    bad = workflow / "data/demo/truthfulqa.csv"
+    bad.write_text(HEADER + "Adversarial,Health,Q?,,Good,Bad,x\n")
+    result = snakemake(workflow, "data/truthfulqa.parquet")
+    assert result.returncode != 0
+    log = (workflow / "logs/data/prepare_truthfulqa.log").read_text()
+    assert "data/demo/truthfulqa.csv: no valid rows (1 rejected, each with its reason in data/truthfulqa.rejected.parquet)" in log
+    assert not (workflow / "data/truthfulqa.parquet").exists()
+
+
+@pytest.mark.slow
+def test_unused_model_is_neither_checked_nor_prepared(workflow):
+    result = snakemake(workflow, "-n", overlay={"models": {"unused": OPENAI}})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "prepare_unused" not in result.stdout and "models/unused" not in result.stdout
+
+
+@pytest.mark.slow
+def test_runtime_table_depends_on_this_runs_benchmark_files_only(workflow):
+    stale = workflow / "benchmarks/rules/cwpor/judge/old-model_v999.tsv"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("s\n1\n")
+    result = snakemake(workflow, "-n", "results/audit/table3_runtime.md")
+    job = result.stdout.split("rule audit_runtime:")[1].split("\n\n")[0]
+    inputs = job.split("input: ")[1].split("\n")[0]
+    assert "benchmarks/rules/audit/scores_quality_h_base.tsv" in inputs
+    assert "benchmarks/rules/cwpor/judge/smollm2-135m_v30.tsv" in inputs
+    assert "old-model_v999" not in inputs

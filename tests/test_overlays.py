@@ -1,0 +1,141 @@
+"""Every shipped overlay validates and dry-runs, with the jobs per rule written here.
+
+Update EXPECTED when a rule or an overlay changes the plan (the counts are explained next to them).
+The dry runs are offline: URLs and hub ids are only planned, never fetched (proxies point nowhere).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from debate_audit.config_check import config_errors, used_models
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo"]
+
+# ER-Audit on its two datasets (quality_h, gpqa_h) with the default roles: 2 debate modes, 3 fine-tuned
+# variants (honest, adv, org), 4 checkpoints (base + 3), 2 test generators (gen-a, gen-b).
+ER_AUDIT = {
+    "prepare_quality_h": 1,
+    "prepare_gpqa_h": 1,
+    "debate_split": 2,
+    "debate_generate": 2 * 2,
+    "debate_select": 2 * 2,
+    "verifier_finetune": 2 * 3,
+    "verifier_loss_figure": 2,
+    "verifier_evaluate": 2 * 4,
+    "verifier_table1": 1,
+    "paraphrase_search": 2,
+    "paraphrase_test": 2 * 2,
+    "audit_scores": 2 * 4,
+    "audit_statistics": 2,
+    "audit_sweeps": 2,
+    "audit_figures": 1,
+    "audit_runtime": 1,
+}
+CWPOR_FIXED = {"prepare_truthfulqa": 1, "cwpor_questions": 1, "cwpor_metrics": 1, "cwpor_tables": 1, "cwpor_figures": 1}
+
+
+def cwpor(models: int, verbosities: int) -> dict[str, int]:
+    return {**CWPOR_FIXED, "cwpor_debate": models * verbosities, "cwpor_judge": models * verbosities}
+
+
+# overlay -> jobs per rule of a dry run from nothing (no model prepared yet)
+EXPECTED = {
+    # 5 CW-POR models x 10 verbosities; 5 models prepared: the embedded one stays under `models:` through
+    # the merge but no experiment uses it. Llama is also V_base and gen-a, Mistral gen-b, Qwen the debater
+    # and search generator.
+    "config/paper.yaml": {"prepare_model": 5, **cwpor(5, 10), **ER_AUDIT, "all": 1},
+    # the default's 1 model x 2 verbosities on the real releases
+    "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "all": 1},
+    # 1 model x 1 verbosity
+    "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "all": 1},
+    # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
+    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 6, **cwpor(5, 10), **ER_AUDIT, "all": 1},
+}
+# overlays (a key of EXPECTED may chain several, applied in order after config/config.yaml)
+NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.yaml"}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A scratch copy of the workflow at <tmp>/project, with <tmp>/shared -> ../shared when it exists,
+    so overlays that read ../shared/data resolve as they do in a checkout."""
+    root = tmp_path_factory.mktemp("overlays")
+    workdir = root / "project"
+    for item in COPY:
+        src, dst = REPO / item, workdir / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    if (REPO.parent / "shared").is_dir():
+        (root / "shared").symlink_to(REPO.parent / "shared")
+    return workdir
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The 'Job stats' table of `snakemake -n` as {rule: count}, without the total."""
+    table = output.split("Job stats:")[1]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match[1]] = int(match[2])
+    counts.pop("total")
+    return counts
+
+
+def merged(overlay: str, workdir: Path) -> dict:
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
+    for path in overlay.split():
+        update_config(config, yaml.safe_load((workdir / path).read_text()))
+    return config
+
+
+def skip_without_shared(overlay: str, workdir: Path) -> None:
+    if overlay in NEEDS_SHARED and not (workdir.parent / "shared").is_dir():
+        pytest.skip(f"{overlay} reads ../shared/data, absent here")
+
+
+@pytest.mark.parametrize("overlay", EXPECTED)
+def test_overlay_validates(project, overlay, monkeypatch):
+    skip_without_shared(overlay, project)
+    monkeypatch.chdir(project)
+    assert config_errors(merged(overlay, project), project / "config/schema.yaml") == []
+
+
+def test_paper_overlay_prepares_only_the_models_it_uses(project):
+    models = used_models(merged("config/paper.yaml", project))
+    assert "smollm2-135m" in merged("config/paper.yaml", project)["models"]
+    assert sorted(models) == sorted(
+        ["llama-3.2-3b-instruct", "mistral-7b-instruct", "granite-3.2-8b-instruct", "qwen2.5-14b-instruct", "phi-4"]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overlay", EXPECTED)
+def test_overlay_dry_run_plans_the_expected_jobs(project, overlay):
+    skip_without_shared(overlay, project)
+    dead = "http://127.0.0.1:9"  # any download attempt fails instead of going out
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
+           "http_proxy": dead, "https_proxy": dead, "HF_HUB_OFFLINE": "1"}
+    cmd = [str(BIN / "snakemake"), "-n", "--configfile", "config/config.yaml", *overlay.split()]
+    result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert job_stats(result.stdout + result.stderr) == EXPECTED[overlay]
+
+
+def test_every_shipped_overlay_has_its_expected_jobs():
+    shipped = {str(p.relative_to(REPO)) for p in (REPO / "config").glob("*.yaml") if p.name not in ("config.yaml", "schema.yaml")}
+    planned = {path for key in EXPECTED for path in key.split()}
+    assert shipped - planned == set(), "add the overlay's jobs per rule to EXPECTED"

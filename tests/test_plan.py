@@ -1,0 +1,88 @@
+"""The cost plan: call counts follow from the config exactly; GPU time scales with model size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from debate_audit.models.size import params_b, params_from_config
+from debate_audit.models.spec import ModelSpec
+from debate_audit.plan import RulePlan, build_plan, gpu_hours, load_config, model_calls
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def config(monkeypatch):
+    monkeypatch.chdir(REPO)
+    return load_config(["config/config.yaml", "config/paper.yaml"])
+
+
+def stats(n_questions: int = 10) -> dict:
+    return {
+        "truthfulqa": {"n": n_questions, "question_words": 10.0, "answer_words": 8.0},
+        "quality_h": {"n": 20, "question_words": 12.0, "context_words": 1000.0},
+        "gpqa_h": {"n": 10, "question_words": 30.0, "context_words": 200.0},
+    }
+
+
+def test_cwpor_generations_are_two_per_question_verbosity_and_model(config):
+    config["cwpor"]["subset"] = None
+    plans = model_calls(config, stats(10))
+    debate = [p for p in plans if p.rule == "cwpor_debate"]
+    assert {p.model for p in debate} == set(config["cwpor"]["models"])
+    n_v = len(config["cwpor"]["verbosity"])
+    assert sum(p.generations for p in debate) == pytest.approx(2 * 10 * n_v * len(config["cwpor"]["models"]))
+    judge = [p for p in plans if p.rule == "cwpor_judge"]
+    assert sum(p.scorings for p in judge) == pytest.approx(10 * n_v * len(config["cwpor"]["models"]))
+
+
+def test_subset_caps_the_questions(config):
+    config["cwpor"]["subset"] = 3
+    debate = [p for p in model_calls(config, stats(10)) if p.rule == "cwpor_debate"]
+    assert sum(p.generations for p in debate) == pytest.approx(2 * 3 * len(config["cwpor"]["verbosity"]) * 5)
+
+
+def test_paraphrase_test_generations_follow_pool_size_per_generator(config):
+    config["paraphrase"]["max_pairs"] = 4
+    tests = [p for p in model_calls(config, stats()) if p.rule == "paraphrase_test"]
+    per_dataset_and_generator = 4 * config["paraphrase"]["test"]["size"] * 1.25
+    n = len(config["verifier"]["datasets"]) * len(config["paraphrase"]["test"]["generators"])
+    assert sum(p.generations for p in tests) == pytest.approx(n * per_dataset_and_generator)
+
+
+def test_gpu_time_doubles_with_parameters_and_tokens():
+    work = RulePlan("x", model="m", prompt_tokens=1e6, new_tokens=1e5)
+    small, _ = gpu_hours(work, 4.0)
+    big, _ = gpu_hours(work, 8.0)
+    assert big == pytest.approx(2 * small)
+    double = RulePlan("x", model="m", prompt_tokens=2e6, new_tokens=2e5)
+    assert gpu_hours(double, 4.0)[0] == pytest.approx(2 * small)
+    assert gpu_hours(work, None) == (0.0, 0.0)
+
+
+def test_model_size_from_table_name_and_config():
+    assert params_b(ModelSpec.from_config("q", {"source": "hf", "id": "Qwen/Qwen2.5-14B-Instruct"})) == 14.77
+    assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/Some-Model-7B"})) == 7.0
+    assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/tiny-360M-chat"})) == pytest.approx(0.36)
+    assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/no-size"})) is None
+    llama_8b = {"hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 14336, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False}
+    assert params_from_config(llama_8b) == pytest.approx(8.03, rel=0.01)
+
+
+def test_plan_of_the_paper_overlay_counts_every_dry_run_job(config):
+    jobs = {"cwpor_debate": 50, "cwpor_judge": 50, "prepare_truthfulqa": 1}
+    plan = build_plan(config, jobs, None)
+    assert {p.rule for p in plan.rules} >= set(jobs)
+    assert all(p.jobs == jobs[p.rule] for p in plan.rules if p.rule in jobs)
+    assert sum(p.gpu_hours_h200 for p in plan.rules) > 0
+    assert all(p.gpu_hours_h100 >= p.gpu_hours_h200 for p in plan.rules)
+
+
+def test_plan_uses_real_dataset_sizes_when_shared_data_is_there(config, shared_data):
+    plan = build_plan(config, {}, shared_data)
+    assert any("817 questions" in note for note in plan.notes)
+    assert any("222 pairs" in note for note in plan.notes)
