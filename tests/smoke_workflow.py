@@ -13,14 +13,19 @@ COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/s
 SMOKE_CONFIG = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
 
 
-def scratch_copy(workdir: Path, embedded_model_dir: Path) -> Path:
-    """Copy what the workflow needs into `workdir`; link the converted embedded model instead of converting it again."""
+def scratch_copy(workdir: Path, embedded_model_dir: Path, copy_model: bool = False) -> Path:
+    """Copy what the workflow needs into `workdir`; link the converted embedded model instead of converting it
+    again, or copy it (`copy_model`: a run that must not see, or write into, the shared directory)."""
     for item in COPY:
         src, dst = REPO / item, workdir / item
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
     (workdir / "resources/models").mkdir(parents=True)
-    (workdir / "resources/models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
+    model = workdir / "resources/models" / embedded_model_dir.name
+    if copy_model:
+        shutil.copytree(embedded_model_dir.resolve(), model)
+    else:
+        model.symlink_to(embedded_model_dir)
     return workdir
 
 

@@ -177,7 +177,8 @@ def sacct_jobs(state: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster, tmp_path_factory, embedded_model_dir):
-    workdir = scratch_copy(tmp_path_factory.mktemp("slurm_workflow"), embedded_model_dir)
+    # A private copy of the model: the jobs run on the "cluster", away from the shared model directory.
+    workdir = scratch_copy(tmp_path_factory.mktemp("slurm_workflow"), embedded_model_dir, copy_model=True)
     profile = site_profile(workdir, "slurm")
     result = snakemake(workdir, "--workflow-profile", profile, *TARGETS, local=False, env=slurm_env(slurm_cluster),
                        timeout=1200)
