@@ -60,7 +60,7 @@ rule audit_scores:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
         runtime=120,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),

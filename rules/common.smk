@@ -108,3 +108,41 @@ def release_transcripts(dataset, mode):
 
 def release_transcript_inputs(dataset, mode):
     return [p for p in release_transcripts(dataset, mode) if "://" not in p]
+
+
+# ---------------------------------------------- memory of model-bound jobs (issue 15)
+# A model-bound job holds its models' weights in host memory (loading, or running on the CPU), so its
+# mem_mb is: JOB_BASE_MB + headroom x (parameters x bytes per parameter of the spec's dtype), summed over
+# the distinct models it loads. Parameters are counted exactly from the prepared model's safetensors
+# headers; before the model is prepared (a dry run) they are read from the size in the model's id or name
+# ("...-14B-...", "...-135m"), else UNKNOWN_MODEL_PARAMS. Snakemake evaluates resources again when a job
+# is about to start, so every submitted job gets the exact figure. Fine-tuned verifiers have their base
+# model's parameters. Measured (benchmarks/rules, SmolLM2-135M in float32, 0.54 GB of weights): inference
+# peaks at 1.1-1.2 GB, fine-tuning at 3.0 GB; the formula gives 2.8 GB and 4.2 GB.
+import math
+
+from debate_audit.models.size import params_b
+
+JOB_BASE_MB = 2000  # interpreter, torch, tokenizer, data, activations
+INFERENCE_HEADROOM = 1.5
+TRAINING_HEADROOM = 4.0  # weights, gradients and two AdamW moments in the same dtype
+UNKNOWN_MODEL_PARAMS = 8e9
+# "auto" is float32 on the CPU and bfloat16 on a GPU; count the larger.
+DTYPE_BYTES = {"auto": 4, "float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def model_params(name):
+    """Parameters of model `name`: exact once prepared, else the size its id or name states."""
+    size = params_b(model_spec(name), model_dir(name))
+    return UNKNOWN_MODEL_PARAMS if size is None else size * 1e9
+
+
+def model_mem_mb(*names, training=False):
+    """mem_mb of a job loading the models `names` (repeats count once); served models hold no weights."""
+    weights_mb = 0.0
+    for name in dict.fromkeys(names):
+        spec = model_spec(name)
+        if spec.source != "openai":
+            weights_mb += model_params(name) * DTYPE_BYTES.get(spec.dtype, 4) / 1e6
+    headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
+    return JOB_BASE_MB + math.ceil(headroom * weights_mb)

@@ -60,7 +60,10 @@ rule cwpor_debate:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=CWPOR["resources"]["mem_mb"],
+        mem_mb=lambda wc: model_mem_mb(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+        ),
         runtime=CWPOR["resources"]["runtime"],
     params:
         agents=lambda wc: {
@@ -96,7 +99,7 @@ rule cwpor_judge:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=CWPOR["resources"]["mem_mb"],
+        mem_mb=lambda wc: model_mem_mb(role_model(CWPOR, wc.model, "judge")),
         runtime=CWPOR["resources"]["runtime"],
     params:
         judge=lambda wc: model_ref(

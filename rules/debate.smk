@@ -78,7 +78,7 @@ else:
             "../envs/debate-audit.yaml"
         resources:
             gpu=1,
-            mem_mb=8000,
+            mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"]),
             runtime=240,
         params:
             model_dir=lambda wc, input: str(Path(input.model).parent),
@@ -107,7 +107,7 @@ else:
             "../envs/debate-audit.yaml"
         resources:
             gpu=1,
-            mem_mb=8000,
+            mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
             runtime=60,
         params:
             model_dir=lambda wc, input: str(Path(input.model).parent),

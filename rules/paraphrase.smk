@@ -47,7 +47,9 @@ rule paraphrase_search:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=lambda wc: model_mem_mb(
+            pool_settings(PARAPHRASE, wc.get("generator"))[1]
+        ),
         runtime=240,
     params:
         **PARAPHRASE_PARAMS,
@@ -72,7 +74,9 @@ rule paraphrase_test:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=lambda wc: model_mem_mb(
+            pool_settings(PARAPHRASE, wc.get("generator"))[1]
+        ),
         runtime=240,
     params:
         **PARAPHRASE_PARAMS,

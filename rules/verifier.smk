@@ -32,7 +32,7 @@ rule verifier_finetune:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=16000,
+        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"], training=True),
         runtime=720,
     params:
         base_dir=lambda wc, input: str(Path(input.base).parent),
@@ -87,7 +87,7 @@ rule verifier_evaluate:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
         runtime=60,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),

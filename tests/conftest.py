@@ -35,3 +35,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is absent: real-data checks skipped")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, embedded_model_dir):
+    """The whole workflow on the smoke overlay, run locally once per session in a scratch copy of the project."""
+    from smoke_workflow import scratch_copy, snakemake
+
+    # A copy of the model: a rerun of prepare_model in the scratch project must not write into the shared one.
+    workdir = scratch_copy(tmp_path_factory.mktemp("workflow"), embedded_model_dir, copy_model=True)
+    first = snakemake(workdir)
+    return workdir, first

@@ -87,20 +87,14 @@ def test_release_gpqa_rows_import_with_every_row_accounted_for(tmp_path, shared_
 @pytest.mark.shared_data
 def test_release_transcripts_train_the_verifiers_in_a_smoke_run(tmp_path, shared_data, embedded_model_dir):
     """The overlay chain imports the GPQA-H transcripts and fine-tunes V_honest and V_org on them."""
-    import shutil
     import subprocess
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
-    workdir = tmp_path / "project"
-    for item in ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo", "report"]:
-        src, dst = repo / item, workdir / item
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    from smoke_workflow import scratch_copy
+
+    workdir = scratch_copy(tmp_path / "project", embedded_model_dir, copy_model=True)
     (tmp_path / "shared").symlink_to(shared_data.parent)
-    (workdir / "resources/models").mkdir(parents=True)
-    (workdir / "resources/models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
     overlays = ["config/config.yaml", "tests/smoke/config.yaml", "config/shared-data.yaml",
                 "config/release-split.yaml", "config/release-transcripts.yaml"]
     # V_adv trains exactly as V_honest does (other transcripts): honest and org cover both objectives.

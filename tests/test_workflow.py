@@ -2,39 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
+from smoke_workflow import BIN, REPO, snakemake
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "report", "tests/smoke", "data/demo"]
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [str(BIN / "snakemake"), "--cores", "2", "--resources", "gpu=1", "--configfile", "config/config.yaml", "tests/smoke/config.yaml", *args]
-    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
-    return result
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, embedded_model_dir):
-    workdir = tmp_path_factory.mktemp("workflow")
-    for item in COPY:
-        src, dst = REPO / item, workdir / item
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
-    # Reuse the converted embedded model rather than converting the GGUF again.
-    (workdir / "resources/models").mkdir(parents=True)
-    (workdir / "resources/models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
-    first = snakemake(workdir)
-    return workdir, first
+# smoke_run (tests/conftest.py): one local smoke run per session, shared with tests/test_slurm.py.
 
 
 @pytest.mark.slow

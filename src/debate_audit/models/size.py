@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+import struct
 from pathlib import Path
 
 from .spec import ModelSpec
@@ -36,11 +38,26 @@ def params_from_config(config: dict) -> float:
     return (layers * (attention + mlp) + embed) / 1e9
 
 
+def safetensors_params(directory: str | Path) -> int | None:
+    """Exact parameter count from the headers of the safetensors files in `directory` (None: none there)."""
+    files = sorted(Path(directory).glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for path in files:
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        total += sum(math.prod(t["shape"]) for key, t in header.items() if key != "__metadata__")
+    return total
+
+
 def params_b(spec: ModelSpec, model_dir: str | Path | None = None) -> float | None:
-    """Billions of parameters: from the prepared directory's config when there is one, else the known
-    table, else a size written in the id or name ("...-14B-..."); None when nothing says."""
-    if model_dir is not None and (Path(model_dir) / "config.json").exists():
-        return params_from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+    """Billions of parameters: exact from the prepared directory's weights when there are some, else the
+    known table, else a size written in the id or name ("...-14B-...", "...-135m"); None when nothing says."""
+    exact = safetensors_params(model_dir) if model_dir is not None else None
+    if exact is not None:
+        return exact / 1e9
     if spec.source == "random":
         return 0.01  # the tiny default shape with a 49k vocabulary: ~7M parameters
     if spec.source == "openai":

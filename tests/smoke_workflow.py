@@ -1,0 +1,41 @@
+"""The smoke workflow in a scratch copy of the project: shared by the local and the SLURM workflow tests."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "report", "tests/smoke", "data/demo"]
+SMOKE_CONFIG = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
+
+
+def scratch_copy(workdir: Path, embedded_model_dir: Path, copy_model: bool = False) -> Path:
+    """Copy what the workflow needs into `workdir`; link the converted embedded model instead of converting it
+    again, or copy it (`copy_model`: a run that must not see, or write into, the shared directory)."""
+    for item in COPY:
+        src, dst = REPO / item, workdir / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    (workdir / "resources/models").mkdir(parents=True)
+    model = workdir / "resources/models" / embedded_model_dir.name
+    if copy_model:
+        shutil.copytree(embedded_model_dir.resolve(), model)
+    else:
+        model.symlink_to(embedded_model_dir)
+    return workdir
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
+              local: bool = True, overlays: tuple[str, ...] = (), timeout: int = 1800) -> subprocess.CompletedProcess:
+    """Run the smoke workflow (plus config `overlays`) in `workdir`: locally on 2 cores, two single-threaded model jobs at a time (as `make run` here),
+    or with `local=False` as `args` say."""
+    local_args = ["--cores", "2", "--resources", "gpu=2"] if local else []
+    cmd = [str(BIN / "snakemake"), *local_args, *SMOKE_CONFIG, *overlays, *args]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
+    return result
