@@ -5,6 +5,16 @@ and its sampling draws from one global random stream, so a prompt's samples depe
 its batch. This loop runs the same forward pass (left padding, position ids from the attention mask, a
 key/value cache, logits only at the last position) but removes a row from the batch and its cache as
 soon as it emits an end-of-sequence token, and samples every row from its own seeded generator.
+
+Batch invariance (CPU): with `invariant=True` a prompt's states and logits are bit-identical whatever else
+shares its batch and whichever stored prefix it starts from. That needs three things together: matrix
+products whose rows do not depend on the row count (MKL's strict CNR mode, set in `models/__init__.py`),
+the plain "eager" attention (softmax and value sum over each query's keys in position order; SDPA's
+kernels block the key axis by the tensor's length), and every row's keys at its own token positions with
+padding only before or after them, never in the middle. So the prompt pass right-pads each row after a
+common start (`forward_right_padded`), rows starting from stored prefixes of different lengths go in
+separate groups, and decoding continues from a left-padded copy of the prompt states. Measured on this
+model: identical bits for one prompt alone, in any batch, and split at any prefix length.
 """
 
 from __future__ import annotations
@@ -92,6 +102,99 @@ def _past_cache(model: Any, pasts: Sequence[tuple[int, KV] | None], device: str)
     return DynamicCache(ddp_cache_data=layers, config=model.config), mask, lengths
 
 
+def start_groups(starts: Sequence[int], slack: int = 32) -> list[list[int]]:
+    """Rows grouped by the length of the stored prefix they start from, longest first: a group runs from
+    its shortest member's start, so members lose at most `slack` reusable tokens."""
+    groups: list[list[int]] = []
+    for row in sorted(range(len(starts)), key=lambda r: -starts[r]):
+        if groups and starts[groups[-1][0]] - starts[row] <= slack:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+@torch.inference_mode()
+def forward_right_padded(
+    model: Any,
+    suffixes: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    start: int = 0,
+    past: KV | None = None,
+    row_pasts: Sequence[KV] | None = None,
+    cache_kwarg: str = "past_key_values",
+) -> tuple[torch.Tensor, Any]:
+    """Logits at each row's last token and the cache, for rows that continue from the states of their
+    first `start` tokens: one `past` shared by all rows (1-row tensors) or one per row in `row_pasts`
+    (each at least `start` tokens, cut to it). Suffixes are right-padded, so row r's states are the cache
+    slots [0, start + len(suffixes[r])): the batch-invariant layout (module docstring)."""
+    from transformers import DynamicCache
+
+    device = str(next(model.parameters()).device)
+    rows = len(suffixes)
+    width = max(len(s) for s in suffixes)
+    ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((rows, start + width), dtype=torch.long)
+    mask[:, :start] = 1
+    for row, seq in enumerate(suffixes):
+        ids[row, : len(seq)] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, start : start + len(seq)] = 1
+    cache = DynamicCache(config=model.config)
+    if start and past is not None:
+        cache = DynamicCache(ddp_cache_data=[(k[:, :, :start].expand(rows, -1, -1, -1), v[:, :, :start].expand(rows, -1, -1, -1))
+                                             for k, v in past], config=model.config)
+    elif start and row_pasts is not None:
+        cache = DynamicCache(ddp_cache_data=[(torch.cat([p[layer][0][:, :, :start] for p in row_pasts]),
+                                              torch.cat([p[layer][1][:, :, :start] for p in row_pasts]))
+                                             for layer in range(len(row_pasts[0]))], config=model.config)
+    positions = (start + torch.arange(width)).expand(rows, -1)
+    last = [len(s) - 1 for s in suffixes]
+    keep = sorted(set(last))  # logits only where some row ends
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                use_cache=True, logits_to_keep=torch.tensor(keep, device=device), **{cache_kwarg: cache})
+    where = torch.tensor([keep.index(j) for j in last], device=device)
+    return out.logits[torch.arange(rows, device=device), where], cache
+
+
+@torch.inference_mode()
+def prefill_rows(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    pasts: Sequence[tuple[int, KV] | None] | None = None,
+    store: PrefixStore | None = None,
+    cache_kwarg: str = "past_key_values",
+) -> tuple[torch.Tensor, list[KV]]:
+    """Batch-invariant prompt pass: logits at each prompt's last token and each prompt's states (1-row
+    tensors over its tokens). `pasts` / `store` as in `prefill`; repeated prompts are run once."""
+    unique = list(dict.fromkeys(tuple(p) for p in prompts))
+    if pasts is None:
+        found = {u: store.longest(u) if store is not None else None for u in unique}
+    else:
+        found = {}
+        for prompt, past in zip(prompts, pasts):
+            found.setdefault(tuple(prompt), past)
+    starts = [0 if found[u] is None else found[u][0] for u in unique]
+    logits: dict[tuple[int, ...], torch.Tensor] = {}
+    states: dict[tuple[int, ...], KV] = {}
+    for group in start_groups(starts):
+        start = min(starts[g] for g in group)
+        members = [unique[g] for g in group]
+        row_pasts = [found[u][1] for u in members] if start else None
+        out, cache = forward_right_padded(model, [u[start:] for u in members], pad_id=pad_id, start=start,
+                                          row_pasts=row_pasts, cache_kwarg=cache_kwarg)
+        for row, u in enumerate(members):
+            logits[u] = out[row]
+            # a copy, so a stored prompt does not keep its whole batch's cache alive
+            states[u] = [(layer.keys[row : row + 1, :, : len(u)].clone(), layer.values[row : row + 1, :, : len(u)].clone())
+                         for layer in cache.layers]
+            if store is not None:
+                store.put(u, states[u])
+    return torch.stack([logits[tuple(p)] for p in prompts]), [states[tuple(p)] for p in prompts]
+
+
 @torch.inference_mode()
 def prefill(
     model: Any,
@@ -101,11 +204,17 @@ def prefill(
     pasts: Sequence[tuple[int, KV] | None] | None = None,
     store: PrefixStore | None = None,
     cache_kwarg: str = "past_key_values",
+    invariant: bool = False,
 ) -> Prefill:
     """One forward pass over what is not cached of each prompt: `pasts[r]` = (n, states of
     prompts[r][:n]) or None. With a `store`, its longest stored prefixes are used (when `pasts` is not
-    given) and every prompt's states are stored afterwards."""
+    given) and every prompt's states are stored afterwards. `invariant`: the batch-invariant pass
+    (`prefill_rows`), then a left-padded cache of the prompt states for decoding."""
     device = str(next(model.parameters()).device)
+    if invariant:
+        logits, states = prefill_rows(model, prompts, pad_id=pad_id, pasts=pasts, store=store, cache_kwarg=cache_kwarg)
+        cache, mask, lengths = _past_cache(model, [(len(p), s) for p, s in zip(prompts, states)], device)
+        return Prefill(logits, cache, mask, torch.tensor(lengths, device=device))
     if pasts is None:
         pasts = [store.longest(p) for p in prompts] if store is not None else [None] * len(prompts)
     cache, past_mask, done = _past_cache(model, pasts, device)
@@ -141,11 +250,13 @@ def decode(
     sampling: Sampling | None = None,
     cache_kwarg: str = "past_key_values",
     store: PrefixStore | None = None,
+    invariant: bool = False,
 ) -> list[list[int]]:
     """New token ids of every prompt (end-of-sequence token excluded), greedy or sampled. With a `store`,
-    prompt prefixes computed by earlier calls are reused and these prompts' states are kept for later ones."""
+    prompt prefixes computed by earlier calls are reused and these prompts' states are kept for later ones.
+    `invariant`: the batch-invariant prompt pass (see `prefill`)."""
     device = str(next(model.parameters()).device)
-    start = prefill(model, prompts, pad_id=pad_id, store=store, cache_kwarg=cache_kwarg)
+    start = prefill(model, prompts, pad_id=pad_id, store=store, cache_kwarg=cache_kwarg, invariant=invariant)
     cache, mask, next_pos, logits = start.cache, start.mask, start.next_pos, start.logits
     generators = []
     if sampling is not None:
