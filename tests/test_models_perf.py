@@ -222,3 +222,12 @@ def test_greedy_text_is_the_same_alone_in_a_batch_and_from_a_stored_prefix(lm):
     more = [c + [{"role": "assistant", "content": a[0] + " Also,"}] for c, a in zip(convs, alone)]
     assert warm.generate(more, params) == fresh(batch_size=1, prefix_store_mb=0).generate(more, params)
     assert warm.prefix_store.hits >= len(convs)
+
+
+def test_prompts_sharing_nothing_are_batched_together_not_one_per_batch():
+    seqs = {i: [1000 * i + k for k in range(10 + i)] for i in range(10)}  # no two share a first token
+    seqs[10], seqs[11] = [5] * 40 + [6], [5] * 40 + [7]  # one real group
+    plan = plan_batches(seqs, batch_size=4, min_prefix=16)
+    loose = [b for b in plan if b.prefix == 0]
+    assert [len(b.items) for b in loose] == [4, 4, 2]
+    assert [b.prefix for b in plan if 10 in b.items] == [40]

@@ -58,7 +58,8 @@ def plan_batches(
     run: sub-runs sharing >= `min_extra` more tokens (e.g. one story). Each sub-run with two or more members
     is its own group; the rest of a run form one group with the run's prefix. Inside a group, prompts are
     sorted by length (longest first) and cut into batches of at most `batch_size` prompts and
-    `max_tokens` padded suffix tokens. A group whose prefix is shorter than `min_prefix` gets prefix 0.
+    `max_tokens` padded suffix tokens. Groups whose prefix is shorter than `min_prefix` are pooled into one
+    group with prefix 0.
     """
     if not seqs:
         return []
@@ -82,9 +83,14 @@ def plan_batches(
             groups.append((rest, _group_prefix(rest, seqs)))
         elif rest:
             groups.append((rest, 0))
+    # Prompts that share no prefix worth reusing form one pool, sorted and batched together: as groups of
+    # one each they ran at batch size 1 (every unrelated prompt its own forward pass).
+    loose = [i for members, prefix in groups if prefix < min_prefix for i in members]
+    groups = [(members, prefix) for members, prefix in groups if prefix >= min_prefix]
+    if loose:
+        groups.append((loose, 0))
     batches: list[Batch] = []
     for members, prefix in groups:
-        prefix = prefix if prefix >= min_prefix else 0
         ranked = sorted(members, key=lambda i: len(seqs[i]), reverse=True)
         current: list[int] = []
         for i in ranked:
