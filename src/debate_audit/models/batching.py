@@ -51,6 +51,7 @@ def plan_batches(
     max_tokens: int | None = None,
     min_prefix: int = 16,
     min_extra: int = 32,
+    min_fill: float = 0.0,
 ) -> list[Batch]:
     """Batches covering every index once.
 
@@ -58,7 +59,9 @@ def plan_batches(
     run: sub-runs sharing >= `min_extra` more tokens (e.g. one story). Each sub-run with two or more members
     is its own group; the rest of a run form one group with the run's prefix. Inside a group, prompts are
     sorted by length (longest first) and cut into batches of at most `batch_size` prompts and
-    `max_tokens` padded suffix tokens. Groups whose prefix is shorter than `min_prefix` are pooled into one
+    `max_tokens` padded suffix tokens; with `min_fill` a batch also ends before a prompt shorter than
+    `min_fill` x its longest (padding at most 1 - min_fill of the batch: on CPU a smaller batch costs little,
+    a padded token costs as much as a real one). Groups whose prefix is shorter than `min_prefix` are pooled into one
     group with prefix 0.
     """
     if not seqs:
@@ -95,7 +98,8 @@ def plan_batches(
         current: list[int] = []
         for i in ranked:
             longest = len(seqs[current[0]]) - prefix if current else len(seqs[i]) - prefix
-            full = len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
+            full = (len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
+                    or len(seqs[i]) - prefix < min_fill * longest)
             if current and full:
                 batches.append(Batch(current, prefix))
                 current = []

@@ -174,7 +174,8 @@ class LanguageModel:
         stored = {i: found for i in todo if (found := self.prefix_store.longest(encoded[i])) is not None}
         fresh_prompts = {i: seq for i, seq in encoded.items() if i not in stored}
         plan = plan_batches(
-            fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens
+            fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens,
+            min_fill=0.85 if self.batch_invariant else 0.0,
         ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, max_tokens)]
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
