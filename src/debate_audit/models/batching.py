@@ -52,6 +52,7 @@ def plan_batches(
     min_prefix: int = 16,
     min_extra: int = 32,
     min_fill: float = 0.0,
+    fill_tokens: int = 256,
 ) -> list[Batch]:
     """Batches covering every index once.
 
@@ -60,8 +61,9 @@ def plan_batches(
     is its own group; the rest of a run form one group with the run's prefix. Inside a group, prompts are
     sorted by length (longest first) and cut into batches of at most `batch_size` prompts and
     `max_tokens` padded suffix tokens; with `min_fill` a batch also ends before a prompt shorter than
-    `min_fill` x its longest (padding at most 1 - min_fill of the batch: on CPU a smaller batch costs little,
-    a padded token costs as much as a real one). Groups whose prefix is shorter than `min_prefix` are pooled into one
+    `min_fill` x its longest once it holds `fill_tokens` padded tokens (padding at most 1 - min_fill of the
+    batch: on CPU a padded token costs as much as a real one, and a smaller batch costs little as long as its
+    matrix products keep a few hundred rows; short prompts keep filling). Groups whose prefix is shorter than `min_prefix` are pooled into one
     group with prefix 0.
     """
     if not seqs:
@@ -99,7 +101,7 @@ def plan_batches(
         for i in ranked:
             longest = len(seqs[current[0]]) - prefix if current else len(seqs[i]) - prefix
             full = (len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
-                    or len(seqs[i]) - prefix < min_fill * longest)
+                    or (len(seqs[i]) - prefix < min_fill * longest and len(current) * longest >= fill_tokens))
             if current and full:
                 batches.append(Batch(current, prefix))
                 current = []
