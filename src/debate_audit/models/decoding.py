@@ -9,8 +9,8 @@ soon as it emits an end-of-sequence token, and samples every row from its own se
 Batch invariance (CPU): with `invariant=True` a prompt's states and logits are bit-identical whatever else
 shares its batch and whichever stored prefix it starts from. That needs three things together: matrix
 products whose rows do not depend on the row count (MKL's strict CNR mode, set in `models/__init__.py`),
-the plain "eager" attention (softmax and value sum over each query's keys in position order; SDPA's
-kernels block the key axis by the tensor's length), and every row's keys at its own token positions with
+an attention whose softmax and value sums run over a length fixed by the query's position
+(`blocked_causal_attention`; SDPA's CPU kernels block the key axis by the tensor's length), and every row's keys at its own token positions with
 padding only before or after them, never in the middle. So the prompt pass right-pads each row after a
 common start (`forward_right_padded`), rows starting from stored prefixes of different lengths go in
 separate groups, and decoding continues from a left-padded copy of the prompt states. Measured on this
@@ -26,6 +26,68 @@ from typing import Any
 import torch
 
 from .prefix_store import KV, PrefixStore
+
+
+ATTENTION_BLOCK = 128
+
+
+def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
+                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Batch-invariant attention with the causal upper triangle skipped (the CPU default; a transformers
+    attention function over the eager additive mask).
+
+    Queries go in blocks of `ATTENTION_BLOCK` key slots aligned to slot 0; a query in block m attends over
+    exactly slots [0, (m + 1) x block) (the key axis zero-padded and masked up to whole blocks), so its
+    softmax and value sum always run over the same length in the same order, whatever the batch's width or
+    a prefix split: with every row's keys at their own positions (the right-padded layout) the result is
+    the same bits. Plain eager attention computes the full square, twice the work; SDPA's CPU kernel
+    is faster but blocks the key axis by its length (not invariant). One-query calls (decoding steps) use
+    the plain eager computation over the whole row.
+    """
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    q_len, kv_len = query.shape[2], key.shape[2]
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        weights = torch.matmul(q, k.transpose(2, 3)) * scaling
+        if mask is not None:
+            weights = weights + mask
+        return torch.matmul(torch.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+    if q_len == 1 or attention_mask is None:
+        out = attend(query, key, value, None if attention_mask is None else attention_mask[:, :, :, :kv_len])
+        return out.transpose(1, 2).contiguous(), None
+    block = ATTENTION_BLOCK
+    padded = -(-kv_len // block) * block
+    mask = attention_mask[:, :, :, :kv_len]
+    if padded > kv_len:
+        extra = padded - kv_len
+        key = torch.nn.functional.pad(key, (0, 0, 0, extra))
+        value = torch.nn.functional.pad(value, (0, 0, 0, extra))
+        mask = torch.nn.functional.pad(mask, (0, extra), value=torch.finfo(mask.dtype).min)
+    offset = kv_len - q_len  # the queries are the last q_len key slots
+    out = query.new_empty(query.shape)
+    for end in range(block, padded + 1, block):
+        lo, hi = max(offset, end - block), min(kv_len, end)
+        if lo >= hi:
+            continue
+        rows = slice(lo - offset, hi - offset)
+        out[:, :, rows] = attend(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> str:
+    """Registers `blocked_causal_attention` with transformers (once) and returns its name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    name = "debate_audit_blocked"
+    if name not in AttentionInterface._global_mapping:
+        AttentionInterface.register(name, blocked_causal_attention)
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, eager_mask)
+    return name
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from .batching import Batch, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode, forward_right_padded, left_pad, prefill, prefill_rows
+from .decoding import Sampling, decode, forward_right_padded, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -85,8 +85,9 @@ class LanguageModel:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        # Batch invariance needs the plain attention (SDPA's CPU kernels split the key axis by its length).
-        attn = "eager" if self.batch_invariant else "sdpa"
+        # Batch invariance needs an attention whose sums do not depend on the key axis's length (SDPA's CPU
+        # kernels block it by its length): decoding.blocked_causal_attention.
+        attn = register_attention() if self.batch_invariant else "sdpa"
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(
                 self.model_dir, dtype=self.torch_dtype, attn_implementation=attn, use_safetensors=True
