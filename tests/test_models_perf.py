@@ -235,7 +235,7 @@ def test_prompts_sharing_nothing_are_batched_together_not_one_per_batch():
 
 def test_min_fill_ends_a_batch_before_a_much_shorter_prompt():
     seqs = {i: [1000 * i + k for k in range(n)] for i, n in enumerate([100, 95, 90, 60, 58, 20])}
-    plan = plan_batches(seqs, batch_size=8, min_prefix=16, min_fill=0.85)
+    plan = plan_batches(seqs, batch_size=8, min_prefix=16, min_fill=0.85, fill_tokens=256)
     # 3 x 100 padded tokens reach fill_tokens: cut before 60; the short rest keeps filling one batch
     assert [sorted(b.items) for b in plan] == [[0, 1, 2], [3, 4, 5]]
     assert len(plan_batches(seqs, batch_size=8, min_prefix=16)) == 1

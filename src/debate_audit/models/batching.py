@@ -52,7 +52,7 @@ def plan_batches(
     min_prefix: int = 16,
     min_extra: int = 32,
     min_fill: float = 0.0,
-    fill_tokens: int = 256,
+    fill_tokens: int = 512,
 ) -> list[Batch]:
     """Batches covering every index once.
 

@@ -176,6 +176,10 @@ def start_groups(starts: Sequence[int], slack: int = 32) -> list[list[int]]:
     return groups
 
 
+# Architectures whose logits are lm_head(final hidden state), nothing after it (no soft-capping or scaling).
+PLAIN_HEAD = {"llama", "mistral", "qwen2", "qwen3"}
+
+
 @torch.inference_mode()
 def forward_right_padded(
     model: Any,
@@ -212,9 +216,15 @@ def forward_right_padded(
                                              for layer in range(len(row_pasts[0]))], config=model.config)
     positions = (start + torch.arange(width)).expand(rows, -1)
     last = [len(s) - 1 for s in suffixes]
+    inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                  use_cache=True, **{cache_kwarg: cache})
+    if getattr(model.config, "model_type", None) in PLAIN_HEAD and hasattr(model, "model"):
+        # The vocabulary projection only at each row's last token (logits_to_keep would give rows x ends).
+        hidden = model.model(**inputs).last_hidden_state
+        index = torch.tensor(last, device=device)
+        return model.lm_head(hidden[torch.arange(rows, device=device), index]), cache
     keep = sorted(set(last))  # logits only where some row ends
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                use_cache=True, logits_to_keep=torch.tensor(keep, device=device), **{cache_kwarg: cache})
+    out = model(**inputs, logits_to_keep=torch.tensor(keep, device=device))
     where = torch.tensor([keep.index(j) for j in last], device=device)
     return out.logits[torch.arange(rows, device=device), where], cache
 
