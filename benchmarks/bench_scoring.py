@@ -20,6 +20,14 @@ The four batch-1 baselines (naive ... batched, arrival) cost minutes per repeat 
 the first --baseline-prompts prompts (the prompt list is shuffled, so judge and verifier prompts mix) and
 their time is scaled to the full set (their cost is linear in the prompts); the other rows run on all.
 
+`--shapes no-prefix short long mixed shared-prefix` instead runs the prompt-shape table (issue 16): random
+words without a common prefix (70-320 tokens), short (15-60), long (600-1000), mixed (15-1000), and the
+no-prefix lengths behind one shared 80-token head. Per shape, in one process on the same prompts:
+naive two-pass (each label its own sequence, batch 1, full logits; on the first --baseline-prompts, scaled),
+a plain length-sorted single-pass scorer (batches of --batch-size, left padding, SDPA, logits at the last
+position only: what a careful user writes), lm-eval's HFLM.loglikelihood (batch --batch-size) and
+choice_logprobs (batch --batch-size, no cache, prefix store off); medians of --repeats.
+
 Useful FLOPs count each unique token once (a prefix shared by a group counts once), its attention over
 the tokens before it, and one vocabulary projection per prompt; the rate is compared with a measured
 fp32 2048^3 torch.matmul in the same run.
@@ -45,6 +53,111 @@ from debate_audit.models.batching import plan_batches  # noqa: E402
 LABELS = [" A", " B"]
 
 
+WORDS = ("time year people way day man thing woman life child world school state family student group country "
+         "problem hand part place case week company system program question work government number night point "
+         "home water room mother area money story fact month lot right study book eye job word business issue side "
+         "kind head house service friend father power hour game line end member law car city community name").split()
+SHAPES = {"no-prefix": (70, 320), "short": (15, 60), "long": (600, 1000), "mixed": (15, 1000), "shared-prefix": (70, 320)}
+
+
+def shape_prompts(tokenizer, shape: str, count: int, seed: int = 0) -> list[str]:
+    """Random-word prompts of a token-length range ending at "Answer:"; `shared-prefix` puts one 80-token
+    head before each. Lengths are drawn per prompt; the text is cut at the drawn token count."""
+    import random
+
+    rng = random.Random(f"{shape}-{seed}")
+    low, high = SHAPES[shape]
+    head = ""
+    if shape == "shared-prefix":
+        ids = tokenizer(" ".join(rng.choice(WORDS) for _ in range(120)), add_special_tokens=False)["input_ids"][:80]
+        head = tokenizer.decode(ids)
+    out = []
+    for _ in range(count):
+        n = rng.randint(low, high)
+        ids = tokenizer(" ".join(rng.choice(WORDS) for _ in range(n)), add_special_tokens=False)["input_ids"][: n - 3]
+        out.append(head + tokenizer.decode(ids) + "\nAnswer:")
+    return out
+
+
+def shapes_table(args) -> str:
+    from transformers import AutoModelForCausalLM
+
+    lm = LanguageModel(MODEL_DIR, batch_size=args.batch_size, cache=None, prefix_store_mb=0)
+    # The baselines run the model as a user loads it (SDPA attention); ours runs its CPU default (eager).
+    ref_model = AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32, attn_implementation="sdpa").eval()
+    tok = lm.tokenizer
+    label_ids = lm.label_token_ids(LABELS)
+    hflm = None
+    if not args.no_lm_eval:
+        try:
+            from lm_eval.api.instance import Instance
+            from lm_eval.models.huggingface import HFLM
+
+            hflm = HFLM(pretrained=ref_model, tokenizer=tok, batch_size=args.batch_size, device="cpu")
+        except Exception as exc:  # noqa: BLE001 - report any reason it cannot run
+            print(f"lm-eval not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
+    rows = []
+    for shape in args.shapes:
+        prompts = shape_prompts(tok, shape, args.prompts)
+        encoded = [lm._encode(p) for p in prompts]
+        k = min(args.baseline_prompts, len(prompts))
+
+        @torch.inference_mode()
+        def naive():
+            return [[torch.log_softmax(ref_model(input_ids=torch.tensor([seq + [lab]])).logits[0, -2].float(), -1)[lab].item()
+                     for lab in label_ids] for seq in encoded[:k]]
+
+        @torch.inference_mode()
+        def plain():
+            out: dict[int, list[float]] = {}
+            order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+            for start in range(0, len(order), args.batch_size):
+                batch = order[start : start + args.batch_size]
+                width = len(encoded[batch[0]])
+                ids = torch.full((len(batch), width), tok.pad_token_id)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, i in enumerate(batch):
+                    ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
+                    mask[r, width - len(encoded[i]) :] = 1
+                logits = ref_model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                                   logits_to_keep=1).logits[:, -1]
+                for i, row in zip(batch, torch.log_softmax(logits.float(), -1)[:, label_ids].tolist()):
+                    out[i] = row
+            return [out[i] for i in range(len(encoded))]
+
+        methods = {"naive two-pass": naive, "plain length-sorted single pass": plain}
+        if hflm is not None:
+            requests = [Instance(request_type="loglikelihood", doc={}, arguments=(p, lab), idx=j)
+                        for p in prompts for j, lab in enumerate(LABELS)]
+
+            def lm_eval_run(requests=requests, n=len(prompts)):
+                res = hflm.loglikelihood(requests, disable_tqdm=True)
+                return [[res[2 * i][0], res[2 * i + 1][0]] for i in range(n)]
+
+            methods["lm-eval HFLM.loglikelihood"] = lm_eval_run
+        methods["choice_logprobs (ours)"] = lambda: lm.choice_logprobs(prompts, LABELS, desc=shape)
+        times: dict[str, list[float]] = {m: [] for m in methods}
+        results = {}
+        for rep in range(args.repeats):
+            for name, fn in methods.items():
+                dt, results[name] = timed(fn)
+                times[name].append(dt * (len(prompts) / k if name == "naive two-pass" else 1))
+                print(f"{shape} repeat {rep + 1} {name}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
+        med = {m: statistics.median(t) for m, t in times.items()}
+        ref = results["naive two-pass"]
+        for name in methods:
+            diff = max(abs(math.exp(a) - math.exp(b)) for r, s in zip(results[name][:k], ref) for a, b in zip(r, s))
+            harness = med.get("lm-eval HFLM.loglikelihood")
+            rows.append([shape, f"{min(map(len, encoded))}-{max(map(len, encoded))}", name, med[name],
+                         len(prompts) / med[name], med["naive two-pass"] / med[name],
+                         harness / med[name] if harness else "-", med["plain length-sorted single pass"] / med[name],
+                         f"{diff:.1e}"])
+    header = (f"{args.prompts} two-choice prompts per shape, batch size {args.batch_size}, median of {args.repeats} "
+              f"(naive on the first {args.baseline_prompts}, scaled)\nmachine: {machine()}")
+    return header + "\n\n" + table(["shape", "tokens", "method", "seconds", "prompts/s", "x naive", "x lm-eval",
+                                     "x plain", f"max |dp| vs naive (first {args.baseline_prompts})"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=256)
@@ -54,8 +167,15 @@ def main() -> None:
     parser.add_argument("--no-lm-eval", action="store_true")
     parser.add_argument("--duplicates", action="store_true", help="add the '+ 50%% duplicates' row")
     parser.add_argument("--out", help="also write the table (Markdown) here")
+    parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="run the prompt-shape table instead")
     args = parser.parse_args()
     torch.manual_seed(0)
+    if args.shapes:
+        text = shapes_table(args)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        return
 
     lm = LanguageModel(MODEL_DIR, batch_size=args.batch_size, cache=None, prefix_store_mb=0)
     plain = LanguageModel(MODEL_DIR, batch_size=args.batch_size, cache=None, model=lm.model,

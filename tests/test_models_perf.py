@@ -154,3 +154,88 @@ def test_batched_greedy_equals_per_prompt_greedy(lm):
     params = GenerationParams(max_new_tokens=8)
     single = LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer)
     assert lm.generate(convs, params) == single.generate(convs, params)
+
+
+# ----------------------------------------------------------------------------- batch invariance
+def _mixed_prompts(lm: LanguageModel) -> list[str]:
+    """Story prompts sharing a long prefix, prompts extending one another (a reply written on), and short
+    unrelated ones: every path of the planner and the prefix store."""
+    story = _story_prompts(lm)
+    extended = [story[1] + " B", story[1] + " B. The map was found near the river by the crew.\nAnswer:"]
+    short = [lm.render_chat([{"role": "user", "content": q}], assistant_prefix="Answer:")
+             for q in ("Two plus two? A: 4 B: 5", "Is ice cold? A: yes B: no", "Pick A or B.")]
+    return story + extended + short
+
+
+@pytest.mark.slow
+@needs_model
+def test_scores_are_bit_identical_whatever_else_shares_the_call_the_batch_or_the_stored_prefix(lm, tmp_path):
+    # The resume guarantee: a cached score must not depend on what was computed with it. Compared with
+    # ==, not approx: each prompt alone is the reference, every other arrangement must give its bits.
+    assert lm.batch_invariant
+    prompts, labels = _mixed_prompts(lm), [" A", " B"]
+
+    def fresh(**kw) -> LanguageModel:
+        return LanguageModel(lm.model_dir, cache=kw.pop("cache", None), model=lm.model, tokenizer=lm.tokenizer, **kw)
+
+    alone = [fresh(batch_size=1, prefix_store_mb=0).choice_logprobs([p], labels)[0] for p in prompts]
+    assert len({tuple(a) for a in alone}) == len(prompts)  # distinct prompts, distinct scores
+    for kw in ({"batch_size": 4}, {"batch_size": 3, "prefix_sharing": False}, {"batch_size": 8, "prefix_store_mb": 0}):
+        assert fresh(**kw).choice_logprobs(prompts, labels) == alone, kw
+    # Half the prompts scored (and cached) in a first call, then all of them: the resumed shape.
+    cache = tmp_path / "calls.sqlite"
+    first = fresh(batch_size=4, cache=cache)
+    first.choice_logprobs(prompts[1::2], labels)
+    first.close()
+    resumed = fresh(batch_size=4, cache=cache)
+    assert resumed.choice_logprobs(prompts, labels) == alone
+    assert resumed.cache.hits == len(prompts[1::2])
+    resumed.close()
+    # Prompts extending a generated one start from its stored states (the judge's LLC after its reply).
+    warm = fresh(batch_size=4)
+    convs = [[{"role": "user", "content": "Is ice cold? A: yes B: no"}]]
+    warm.generate(convs, GenerationParams(max_new_tokens=4))
+    extension = warm.render_chat(convs[0]) + " Yes, ice is cold.\nAnswer:"
+    got = warm.choice_logprobs([extension], labels)
+    assert warm.prefix_store.hits >= 1
+    assert got == fresh(batch_size=1, prefix_store_mb=0).choice_logprobs([extension], labels)
+
+
+@pytest.mark.slow
+@needs_model
+def test_greedy_text_is_the_same_alone_in_a_batch_and_from_a_stored_prefix(lm):
+    convs = [
+        [{"role": "user", "content": "Name a fruit."}],
+        [{"role": "user", "content": "Explain in one sentence why the sky looks blue during the day."}],
+        [{"role": "user", "content": "Say hello."}],
+    ]
+    params = GenerationParams(max_new_tokens=12)
+
+    def fresh(**kw) -> LanguageModel:
+        return LanguageModel(lm.model_dir, cache=None, model=lm.model, tokenizer=lm.tokenizer, **kw)
+
+    alone = [fresh(batch_size=1, prefix_store_mb=0).generate([c], params)[0] for c in convs]
+    assert fresh(batch_size=4).generate(convs, params) == alone
+    # A continuation call (the judge's next slot) from stored states equals one from scratch.
+    warm = fresh(batch_size=4)
+    warm.generate(convs, params)
+    more = [c + [{"role": "assistant", "content": a[0] + " Also,"}] for c, a in zip(convs, alone)]
+    assert warm.generate(more, params) == fresh(batch_size=1, prefix_store_mb=0).generate(more, params)
+    assert warm.prefix_store.hits >= len(convs)
+
+
+def test_prompts_sharing_nothing_are_batched_together_not_one_per_batch():
+    seqs = {i: [1000 * i + k for k in range(10 + i)] for i in range(10)}  # no two share a first token
+    seqs[10], seqs[11] = [5] * 40 + [6], [5] * 40 + [7]  # one real group
+    plan = plan_batches(seqs, batch_size=4, min_prefix=16)
+    loose = [b for b in plan if b.prefix == 0]
+    assert [len(b.items) for b in loose] == [4, 4, 2]
+    assert [b.prefix for b in plan if 10 in b.items] == [40]
+
+
+def test_min_fill_ends_a_batch_before_a_much_shorter_prompt():
+    seqs = {i: [1000 * i + k for k in range(n)] for i, n in enumerate([100, 95, 90, 60, 58, 20])}
+    plan = plan_batches(seqs, batch_size=8, min_prefix=16, min_fill=0.85, fill_tokens=256)
+    # 3 x 100 padded tokens reach fill_tokens: cut before 60; the short rest keeps filling one batch
+    assert [sorted(b.items) for b in plan] == [[0, 1, 2], [3, 4, 5]]
+    assert len(plan_batches(seqs, batch_size=8, min_prefix=16)) == 1

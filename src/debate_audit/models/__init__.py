@@ -7,6 +7,14 @@ not load torch and transformers.
 from __future__ import annotations
 
 import importlib
+import os
+
+# MKL's strict conditional-numerical-reproducibility mode: a row of a matrix product is the same bits
+# whatever the number of rows (and memory alignment), which the CPU scoring path needs to be batch-
+# invariant (see decoding.py). MKL reads it at its first call, so it is set here, before any model code
+# runs; a value set in the environment wins. Costs nothing measurable at 16+ rows; single-row products
+# (one-prompt decoding steps) run ~2x slower in the GEMM part.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 from typing import Any
 
 _WHERE = {

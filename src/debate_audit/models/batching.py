@@ -51,6 +51,8 @@ def plan_batches(
     max_tokens: int | None = None,
     min_prefix: int = 16,
     min_extra: int = 32,
+    min_fill: float = 0.0,
+    fill_tokens: int = 512,
 ) -> list[Batch]:
     """Batches covering every index once.
 
@@ -58,7 +60,11 @@ def plan_batches(
     run: sub-runs sharing >= `min_extra` more tokens (e.g. one story). Each sub-run with two or more members
     is its own group; the rest of a run form one group with the run's prefix. Inside a group, prompts are
     sorted by length (longest first) and cut into batches of at most `batch_size` prompts and
-    `max_tokens` padded suffix tokens. A group whose prefix is shorter than `min_prefix` gets prefix 0.
+    `max_tokens` padded suffix tokens; with `min_fill` a batch also ends before a prompt shorter than
+    `min_fill` x its longest once it holds `fill_tokens` padded tokens (padding at most 1 - min_fill of the
+    batch: on CPU a padded token costs as much as a real one, and a smaller batch costs little as long as its
+    matrix products keep a few hundred rows; short prompts keep filling). Groups whose prefix is shorter than `min_prefix` are pooled into one
+    group with prefix 0.
     """
     if not seqs:
         return []
@@ -82,14 +88,20 @@ def plan_batches(
             groups.append((rest, _group_prefix(rest, seqs)))
         elif rest:
             groups.append((rest, 0))
+    # Prompts that share no prefix worth reusing form one pool, sorted and batched together: as groups of
+    # one each they ran at batch size 1 (every unrelated prompt its own forward pass).
+    loose = [i for members, prefix in groups if prefix < min_prefix for i in members]
+    groups = [(members, prefix) for members, prefix in groups if prefix >= min_prefix]
+    if loose:
+        groups.append((loose, 0))
     batches: list[Batch] = []
     for members, prefix in groups:
-        prefix = prefix if prefix >= min_prefix else 0
         ranked = sorted(members, key=lambda i: len(seqs[i]), reverse=True)
         current: list[int] = []
         for i in ranked:
             longest = len(seqs[current[0]]) - prefix if current else len(seqs[i]) - prefix
-            full = len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
+            full = (len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
+                    or (len(seqs[i]) - prefix < min_fill * longest and len(current) * longest >= fill_tokens))
             if current and full:
                 batches.append(Batch(current, prefix))
                 current = []

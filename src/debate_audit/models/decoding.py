@@ -5,6 +5,16 @@ and its sampling draws from one global random stream, so a prompt's samples depe
 its batch. This loop runs the same forward pass (left padding, position ids from the attention mask, a
 key/value cache, logits only at the last position) but removes a row from the batch and its cache as
 soon as it emits an end-of-sequence token, and samples every row from its own seeded generator.
+
+Batch invariance (CPU): with `invariant=True` a prompt's states and logits are bit-identical whatever else
+shares its batch and whichever stored prefix it starts from. That needs three things together: matrix
+products whose rows do not depend on the row count (MKL's strict CNR mode, set in `models/__init__.py`),
+an attention whose softmax and value sums run over a length fixed by the query's position
+(`blocked_causal_attention`; SDPA's CPU kernels block the key axis by the tensor's length), and every row's keys at its own token positions with
+padding only before or after them, never in the middle. So the prompt pass right-pads each row after a
+common start (`forward_right_padded`), rows starting from stored prefixes of different lengths go in
+separate groups, and decoding continues from a left-padded copy of the prompt states. Measured on this
+model: identical bits for one prompt alone, in any batch, and split at any prefix length.
 """
 
 from __future__ import annotations
@@ -16,6 +26,68 @@ from typing import Any
 import torch
 
 from .prefix_store import KV, PrefixStore
+
+
+ATTENTION_BLOCK = 128
+
+
+def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
+                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Batch-invariant attention with the causal upper triangle skipped (the CPU default; a transformers
+    attention function over the eager additive mask).
+
+    Queries go in blocks of `ATTENTION_BLOCK` key slots aligned to slot 0; a query in block m attends over
+    exactly slots [0, (m + 1) x block) (the key axis zero-padded and masked up to whole blocks), so its
+    softmax and value sum always run over the same length in the same order, whatever the batch's width or
+    a prefix split: with every row's keys at their own positions (the right-padded layout) the result is
+    the same bits. Plain eager attention computes the full square, twice the work; SDPA's CPU kernel
+    is faster but blocks the key axis by its length (not invariant). One-query calls (decoding steps) use
+    the plain eager computation over the whole row.
+    """
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    q_len, kv_len = query.shape[2], key.shape[2]
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        weights = torch.matmul(q, k.transpose(2, 3)) * scaling
+        if mask is not None:
+            weights = weights + mask
+        return torch.matmul(torch.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+    if q_len == 1 or attention_mask is None:
+        out = attend(query, key, value, None if attention_mask is None else attention_mask[:, :, :, :kv_len])
+        return out.transpose(1, 2).contiguous(), None
+    block = ATTENTION_BLOCK
+    padded = -(-kv_len // block) * block
+    mask = attention_mask[:, :, :, :kv_len]
+    if padded > kv_len:
+        extra = padded - kv_len
+        key = torch.nn.functional.pad(key, (0, 0, 0, extra))
+        value = torch.nn.functional.pad(value, (0, 0, 0, extra))
+        mask = torch.nn.functional.pad(mask, (0, extra), value=torch.finfo(mask.dtype).min)
+    offset = kv_len - q_len  # the queries are the last q_len key slots
+    out = query.new_empty(query.shape)
+    for end in range(block, padded + 1, block):
+        lo, hi = max(offset, end - block), min(kv_len, end)
+        if lo >= hi:
+            continue
+        rows = slice(lo - offset, hi - offset)
+        out[:, :, rows] = attend(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> str:
+    """Registers `blocked_causal_attention` with transformers (once) and returns its name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    name = "debate_audit_blocked"
+    if name not in AttentionInterface._global_mapping:
+        AttentionInterface.register(name, blocked_causal_attention)
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, eager_mask)
+    return name
 
 
 @dataclass(frozen=True)
@@ -92,6 +164,109 @@ def _past_cache(model: Any, pasts: Sequence[tuple[int, KV] | None], device: str)
     return DynamicCache(ddp_cache_data=layers, config=model.config), mask, lengths
 
 
+def start_groups(starts: Sequence[int], slack: int = 32) -> list[list[int]]:
+    """Rows grouped by the length of the stored prefix they start from, longest first: a group runs from
+    its shortest member's start, so members lose at most `slack` reusable tokens."""
+    groups: list[list[int]] = []
+    for row in sorted(range(len(starts)), key=lambda r: -starts[r]):
+        if groups and starts[groups[-1][0]] - starts[row] <= slack:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+# Architectures whose logits are lm_head(final hidden state), nothing after it (no soft-capping or scaling).
+PLAIN_HEAD = {"llama", "mistral", "qwen2", "qwen3"}
+
+
+@torch.inference_mode()
+def forward_right_padded(
+    model: Any,
+    suffixes: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    start: int = 0,
+    past: KV | None = None,
+    row_pasts: Sequence[KV] | None = None,
+    cache_kwarg: str = "past_key_values",
+) -> tuple[torch.Tensor, Any]:
+    """Logits at each row's last token and the cache, for rows that continue from the states of their
+    first `start` tokens: one `past` shared by all rows (1-row tensors) or one per row in `row_pasts`
+    (each at least `start` tokens, cut to it). Suffixes are right-padded, so row r's states are the cache
+    slots [0, start + len(suffixes[r])): the batch-invariant layout (module docstring)."""
+    from transformers import DynamicCache
+
+    device = str(next(model.parameters()).device)
+    rows = len(suffixes)
+    width = max(len(s) for s in suffixes)
+    ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((rows, start + width), dtype=torch.long)
+    mask[:, :start] = 1
+    for row, seq in enumerate(suffixes):
+        ids[row, : len(seq)] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, start : start + len(seq)] = 1
+    cache = DynamicCache(config=model.config)
+    if start and past is not None:
+        cache = DynamicCache(ddp_cache_data=[(k[:, :, :start].expand(rows, -1, -1, -1), v[:, :, :start].expand(rows, -1, -1, -1))
+                                             for k, v in past], config=model.config)
+    elif start and row_pasts is not None:
+        cache = DynamicCache(ddp_cache_data=[(torch.cat([p[layer][0][:, :, :start] for p in row_pasts]),
+                                              torch.cat([p[layer][1][:, :, :start] for p in row_pasts]))
+                                             for layer in range(len(row_pasts[0]))], config=model.config)
+    positions = (start + torch.arange(width)).expand(rows, -1)
+    last = [len(s) - 1 for s in suffixes]
+    inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                  use_cache=True, **{cache_kwarg: cache})
+    if getattr(model.config, "model_type", None) in PLAIN_HEAD and hasattr(model, "model"):
+        # The vocabulary projection only at each row's last token (logits_to_keep would give rows x ends).
+        hidden = model.model(**inputs).last_hidden_state
+        index = torch.tensor(last, device=device)
+        return model.lm_head(hidden[torch.arange(rows, device=device), index]), cache
+    keep = sorted(set(last))  # logits only where some row ends
+    out = model(**inputs, logits_to_keep=torch.tensor(keep, device=device))
+    where = torch.tensor([keep.index(j) for j in last], device=device)
+    return out.logits[torch.arange(rows, device=device), where], cache
+
+
+@torch.inference_mode()
+def prefill_rows(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    pasts: Sequence[tuple[int, KV] | None] | None = None,
+    store: PrefixStore | None = None,
+    cache_kwarg: str = "past_key_values",
+) -> tuple[torch.Tensor, list[KV]]:
+    """Batch-invariant prompt pass: logits at each prompt's last token and each prompt's states (1-row
+    tensors over its tokens). `pasts` / `store` as in `prefill`; repeated prompts are run once."""
+    unique = list(dict.fromkeys(tuple(p) for p in prompts))
+    if pasts is None:
+        found = {u: store.longest(u) if store is not None else None for u in unique}
+    else:
+        found = {}
+        for prompt, past in zip(prompts, pasts):
+            found.setdefault(tuple(prompt), past)
+    starts = [0 if found[u] is None else found[u][0] for u in unique]
+    logits: dict[tuple[int, ...], torch.Tensor] = {}
+    states: dict[tuple[int, ...], KV] = {}
+    for group in start_groups(starts):
+        start = min(starts[g] for g in group)
+        members = [unique[g] for g in group]
+        row_pasts = [found[u][1] for u in members] if start else None
+        out, cache = forward_right_padded(model, [u[start:] for u in members], pad_id=pad_id, start=start,
+                                          row_pasts=row_pasts, cache_kwarg=cache_kwarg)
+        for row, u in enumerate(members):
+            logits[u] = out[row]
+            # a copy, so a stored prompt does not keep its whole batch's cache alive
+            states[u] = [(layer.keys[row : row + 1, :, : len(u)].clone(), layer.values[row : row + 1, :, : len(u)].clone())
+                         for layer in cache.layers]
+            if store is not None:
+                store.put(u, states[u])
+    return torch.stack([logits[tuple(p)] for p in prompts]), [states[tuple(p)] for p in prompts]
+
+
 @torch.inference_mode()
 def prefill(
     model: Any,
@@ -101,11 +276,17 @@ def prefill(
     pasts: Sequence[tuple[int, KV] | None] | None = None,
     store: PrefixStore | None = None,
     cache_kwarg: str = "past_key_values",
+    invariant: bool = False,
 ) -> Prefill:
     """One forward pass over what is not cached of each prompt: `pasts[r]` = (n, states of
     prompts[r][:n]) or None. With a `store`, its longest stored prefixes are used (when `pasts` is not
-    given) and every prompt's states are stored afterwards."""
+    given) and every prompt's states are stored afterwards. `invariant`: the batch-invariant pass
+    (`prefill_rows`), then a left-padded cache of the prompt states for decoding."""
     device = str(next(model.parameters()).device)
+    if invariant:
+        logits, states = prefill_rows(model, prompts, pad_id=pad_id, pasts=pasts, store=store, cache_kwarg=cache_kwarg)
+        cache, mask, lengths = _past_cache(model, [(len(p), s) for p, s in zip(prompts, states)], device)
+        return Prefill(logits, cache, mask, torch.tensor(lengths, device=device))
     if pasts is None:
         pasts = [store.longest(p) for p in prompts] if store is not None else [None] * len(prompts)
     cache, past_mask, done = _past_cache(model, pasts, device)
@@ -141,11 +322,13 @@ def decode(
     sampling: Sampling | None = None,
     cache_kwarg: str = "past_key_values",
     store: PrefixStore | None = None,
+    invariant: bool = False,
 ) -> list[list[int]]:
     """New token ids of every prompt (end-of-sequence token excluded), greedy or sampled. With a `store`,
-    prompt prefixes computed by earlier calls are reused and these prompts' states are kept for later ones."""
+    prompt prefixes computed by earlier calls are reused and these prompts' states are kept for later ones.
+    `invariant`: the batch-invariant prompt pass (see `prefill`)."""
     device = str(next(model.parameters()).device)
-    start = prefill(model, prompts, pad_id=pad_id, store=store, cache_kwarg=cache_kwarg)
+    start = prefill(model, prompts, pad_id=pad_id, store=store, cache_kwarg=cache_kwarg, invariant=invariant)
     cache, mask, next_pos, logits = start.cache, start.mask, start.next_pos, start.logits
     generators = []
     if sampling is not None:

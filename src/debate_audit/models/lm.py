@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from tqdm.auto import tqdm
 from .batching import Batch, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode, left_pad, prefill
+from .decoding import Sampling, decode, forward_right_padded, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -22,6 +23,15 @@ from .spec import resolve_device, resolve_dtype
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
+
+
+def gemm_rows_invariant() -> bool:
+    """Whether a row of a matrix product comes out the same bits whatever the number of rows (true under
+    MKL's strict CNR mode; MKL's default small-matrix paths differ by ~1 ulp for fewer than 16 rows)."""
+    gen = torch.Generator().manual_seed(0)
+    weight, rows = torch.randn(256, 576, generator=gen), torch.randn(32, 576, generator=gen)
+    full = torch.nn.functional.linear(rows, weight)
+    return all(torch.equal(torch.nn.functional.linear(rows[:m], weight), full[:m]) for m in (1, 3, 8, 15))
 
 
 class LanguageModel:
@@ -47,12 +57,18 @@ class LanguageModel:
         `generation_backend`: optional `serving.OpenAICompatibleBackend` / `serving.VLLMBackend` that computes
         uncached `generate` calls instead of the in-process model (off by default). `prefix_store_mb`: memory
         for the key/value states of recent prompts, reused by later calls on prompts that extend them (see
-        prefix_store.py); 0 turns it off."""
+        prefix_store.py); 0 turns it off.
+
+        On CPU every result is batch-invariant (`self.batch_invariant`): a prompt's scores and greedy text are
+        the same bits whatever else shares its batch, call or stored prefix, so a run resumed from a partly
+        filled cache computes what an uninterrupted one does (see decoding.py). On GPU the kernels are not
+        batch-invariant and the faster batched layout is kept."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_dir = Path(model_dir)
         self.fingerprint = read_fingerprint(self.model_dir)["weights_sha256"]
         self.device = resolve_device(device)
+        self.batch_invariant = self.device == "cpu"
         self.torch_dtype = resolve_dtype(dtype, self.device)
         self._auto_batch = batch_size == "auto"
         if self._auto_batch:
@@ -69,10 +85,22 @@ class LanguageModel:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # Batch invariance needs an attention whose sums do not depend on the key axis's length (SDPA's CPU
+        # kernels block it by its length): decoding.blocked_causal_attention.
+        attn = register_attention() if self.batch_invariant else None
         if model is None:
-            # SDPA where the class has it; transformers falls back to eager otherwise (gpt_oss).
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.torch_dtype, use_safetensors=True)
+            # attn None: SDPA where the class has it, else eager (gpt_oss has no SDPA kernel).
+            model = AutoModelForCausalLM.from_pretrained(
+                self.model_dir, dtype=self.torch_dtype, use_safetensors=True,
+                **({"attn_implementation": attn} if attn else {}),
+            )
+        elif attn and getattr(model.config, "_attn_implementation", attn) != attn and hasattr(model, "set_attn_implementation"):
+            model.set_attn_implementation(attn)
         self.model = model.to(self.device).eval()
+        if self.batch_invariant and not gemm_rows_invariant():
+            log.warning("matrix products on this CPU depend on the number of rows (MKL_CBWR=%s): scores can differ "
+                        "by ~1e-5 with batch composition. Set MKL_CBWR=AUTO,STRICT in the environment (it must be "
+                        "in effect before the process's first matrix product).", os.environ.get("MKL_CBWR"))
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.cache = CallCache(cache, namespace=self.fingerprint)
@@ -149,7 +177,8 @@ class LanguageModel:
         stored = {i: found for i in todo if (found := self.prefix_store.longest(encoded[i])) is not None}
         fresh_prompts = {i: seq for i, seq in encoded.items() if i not in stored}
         plan = plan_batches(
-            fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens
+            fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens,
+            min_fill=0.85 if self.batch_invariant else 0.0,
         ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, max_tokens)]
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
@@ -163,8 +192,13 @@ class LanguageModel:
 
             rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
             for batch in self._batches(list(stored), rest, max_tokens):
-                record(batch, prefill(self.model, [encoded[i] for i in batch], pad_id=self.tokenizer.pad_token_id,
-                                      pasts=[stored[i] for i in batch], cache_kwarg=self._cache_kwarg).logits)
+                seqs, pasts = [encoded[i] for i in batch], [stored[i] for i in batch]
+                pad = self.tokenizer.pad_token_id
+                if self.batch_invariant:
+                    logits = prefill_rows(self.model, seqs, pad_id=pad, pasts=pasts, cache_kwarg=self._cache_kwarg)[0]
+                else:
+                    logits = prefill(self.model, seqs, pad_id=pad, pasts=pasts, cache_kwarg=self._cache_kwarg).logits
+                record(batch, logits)
             for batch in plan:
                 past = None
                 if batch.prefix:
@@ -185,6 +219,10 @@ class LanguageModel:
 
     def _last_logits(self, seqs: list[list[int]], past: list | None) -> torch.Tensor:
         """Logits at the last token of each sequence (the answer slot), one padded forward pass."""
+        if self.batch_invariant:
+            shared = 0 if past is None else past[0][0].shape[-2]
+            return forward_right_padded(self.model, seqs, pad_id=self.tokenizer.pad_token_id, start=shared, past=past,
+                                        cache_kwarg=self._cache_kwarg)[0]
         ids, mask = left_pad(seqs, self.tokenizer.pad_token_id, self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         kwargs: dict[str, Any] = {}
@@ -282,7 +320,7 @@ class LanguageModel:
                     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, seeds=seeds)
                 new = decode(self.model, rows, max_new_tokens=params.max_new_tokens, eos_ids=eos,
                              pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg,
-                             store=self.prefix_store)
+                             store=self.prefix_store, invariant=self.batch_invariant)
                 texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
                 fresh = {keys[i]: [t.strip() for t in texts[j * per : (j + 1) * per]] for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
