@@ -117,3 +117,17 @@ def test_readout_id_changes_with_the_mode():
     assert len(ids) == 3 and all(i.startswith("readout:") for i in ids)
     with pytest.raises(ValueError, match="verifier.readout"):
         readout_id("chatml")
+
+
+def test_a_bad_readout_is_a_config_error_naming_the_key(monkeypatch):
+    import yaml
+
+    from debate_audit.config_check import config_errors
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    assert config["verifier"]["readout"] == "auto" and config_errors(config, REPO / "config/schema.yaml") == []
+    config["verifier"]["readout"] = "chatml"
+    errors = config_errors(config, REPO / "config/schema.yaml")
+    assert any("verifier.readout" in e for e in errors), errors
