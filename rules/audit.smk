@@ -3,7 +3,7 @@
 
 from debate_audit.eraudit.audit import STATISTICS_VERSION, SWEEPS_VERSION
 from debate_audit.eraudit.audit_figures import FIGURES_VERSION
-from debate_audit.eraudit.readout import READOUT_VERSION as AUDIT_READOUT_VERSION
+from debate_audit.eraudit.readout import readout_id
 
 AUDIT = config["audit"]
 AUDIT_CHECKPOINTS = ["base", *AUDIT["targets"]]
@@ -64,7 +64,8 @@ rule audit_scores:
         runtime=120,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),
-        readout_version=AUDIT_READOUT_VERSION,
+        readout=config["verifier"]["readout"],
+        readout_version=readout_id(config["verifier"]["readout"]),
         batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
         device=model_spec(config["verifier"]["base_model"]).device,
         dtype=model_spec(config["verifier"]["base_model"]).dtype,

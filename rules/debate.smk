@@ -1,6 +1,6 @@
 # ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial), best-of-K selection.
 
-from debate_audit.eraudit.readout import READOUT_VERSION
+from debate_audit.eraudit.readout import readout_id
 from debate_audit.eraudit.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
 from debate_audit.eraudit.selection import SELECTION_VERSION
 from debate_audit.eraudit.splits import SPLIT_VERSION, release_split_files
@@ -118,7 +118,8 @@ else:
                 "max_unverified_quote_fraction"
             ],
             selection_version=SELECTION_VERSION,
-            readout_version=READOUT_VERSION,
+            readout=config["verifier"]["readout"],
+            readout_version=readout_id(config["verifier"]["readout"]),
             batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
             device=model_spec(config["verifier"]["base_model"]).device,
             dtype=model_spec(config["verifier"]["base_model"]).dtype,

@@ -1,7 +1,7 @@
 # ER-Audit part 1: fine-tune V_honest / V_adv / V_org, forced-choice evaluation, Table 1.
 
 from debate_audit.eraudit.finetune import TRAINING_ITEMS_VERSION
-from debate_audit.eraudit.readout import READOUT_VERSION as VERIFIER_READOUT_VERSION
+from debate_audit.eraudit.readout import readout_id
 
 VERIFIER_VARIANTS = {"honest": "honest", "adv": "adversarial", "org": "adversarial"}
 VERIFIERS = ["base", *VERIFIER_VARIANTS]
@@ -39,7 +39,8 @@ rule verifier_finetune:
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
         settings={key: config["verifier"][key] for key in FINETUNE_KEYS},
         training_items_version=TRAINING_ITEMS_VERSION,
-        readout_version=VERIFIER_READOUT_VERSION,
+        readout=config["verifier"]["readout"],
+        readout_version=readout_id(config["verifier"]["readout"]),
         device=model_spec(config["verifier"]["base_model"]).device,
     script:
         "../workflow/scripts/verifier_finetune.py"
@@ -91,7 +92,8 @@ rule verifier_evaluate:
         runtime=60,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),
-        readout_version=VERIFIER_READOUT_VERSION,
+        readout=config["verifier"]["readout"],
+        readout_version=readout_id(config["verifier"]["readout"]),
         batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
         device=model_spec(config["verifier"]["base_model"]).device,
         dtype=model_spec(config["verifier"]["base_model"]).dtype,

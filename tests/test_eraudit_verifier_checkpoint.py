@@ -31,7 +31,8 @@ def decode(tokenizer, ids):
 
 def test_encoding_puts_each_answer_at_its_target_label_and_masks_the_prompt(tokenizer):
     ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="B",
-                        final_true_argument="She trusted Pim.", with_qh=True, max_length=256, max_target_tokens=32)
+                        final_true_argument="She trusted Pim.", with_qh=True, max_length=256, max_target_tokens=32,
+                        readout="plain")
     fc0, fc1 = (decode(tokenizer, c.ids) for c in ex.fc)
     assert fc0.endswith(f"A. {ITEM['y_true']}\nB. {ITEM['y_false']}\nAnswer:") and ex.fc[0].target == 0
     assert fc1.endswith(f"A. {ITEM['y_false']}\nB. {ITEM['y_true']}\nAnswer:") and ex.fc[1].target == 1

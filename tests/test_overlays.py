@@ -67,16 +67,16 @@ def cwpor(models: int, verbosities: int) -> dict[str, int]:
 
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
-    # 5 CW-POR models x 10 verbosities; 5 models prepared: the embedded one stays under `models:` through
-    # the merge but no experiment uses it. Llama is also V_base and gen-a, Mistral gen-b, Qwen the debater
-    # and search generator.
-    "config/paper.yaml": {"prepare_model": 5, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
+    # 5 CW-POR models x 10 verbosities; 7 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
+    # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and V_base Llama-8B.
+    # The embedded model, GPT-20B and Qwen-9B stay under `models:` through the merge but no experiment uses them.
+    "config/paper.yaml": {"prepare_model": 7, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
-    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 6, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
+    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 8, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
     "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no
@@ -143,8 +143,30 @@ def test_paper_overlay_prepares_only_the_models_it_uses(project):
     models = used_models(merged("config/paper.yaml", project))
     assert "smollm2-135m" in merged("config/paper.yaml", project)["models"]
     assert sorted(models) == sorted(
-        ["llama-3.2-3b-instruct", "mistral-7b-instruct", "granite-3.2-8b-instruct", "qwen2.5-14b-instruct", "phi-4"]
+        ["llama-3.2-3b-instruct", "mistral-7b-instruct", "granite-3.2-8b-instruct", "qwen2.5-14b-instruct", "phi-4",
+         "gemma-4-31b-it", "llama-3.1-8b-instruct"]
     )
+
+
+def test_paper_overlay_names_the_papers_verifiers_and_the_releases_debater(project):
+    config = merged("config/paper.yaml", project)
+    ids = {name: spec["id"] for name, spec in config["models"].items()}
+    assert {ids[n] for n in ("gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct")} == \
+        {"openai/gpt-oss-20b", "Qwen/Qwen3.5-9B", "meta-llama/Llama-3.1-8B-Instruct"}
+    assert ids[config["debate"]["debater"]] == "google/gemma-4-31B-it"
+    assert config["verifier"]["base_model"] == "llama-3.1-8b-instruct" and config["verifier"]["readout"] == "chat"
+    v = config["verifier"]
+    assert (v["learning_rate"], v["epochs"], v["batch_size"] * v["grad_accum"]) == (1e-5, 3, 8)
+    assert v["loss_weights"] == {"lm": 1.0, "fc": 2.0, "qh": 2.0}
+
+
+def test_rehearsal_has_a_random_stand_in_of_each_used_paper_model(project):
+    paper = merged("config/paper.yaml", project)["models"]
+    config = merged("config/paper.yaml config/rehearsal.yaml", project)
+    hub = [name for name in used_models(config) if paper[name]["source"] == "hf"]
+    assert "llama-3.1-8b-instruct" in hub and "gemma-4-31b-it" in hub
+    for name in hub:  # the embedded model is used too, as the stand-ins' tokenizer
+        assert config["models"][name]["source"] == "random", name
 
 
 @pytest.mark.slow

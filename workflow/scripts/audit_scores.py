@@ -12,6 +12,7 @@ with to_log(snakemake.log[0]):
         checkpoint=snakemake.wildcards.checkpoint,
         batch_size=snakemake.params.batch_size,
         device=snakemake.params.device,
+        readout=snakemake.params.readout,
         dtype=snakemake.params.dtype,
         cache=snakemake.params.cache,
     )

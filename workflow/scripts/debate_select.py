@@ -16,5 +16,6 @@ with to_log(snakemake.log[0]):
         cache=snakemake.params.cache,
         batch_size=snakemake.params.batch_size,
         device=snakemake.params.device,
+        readout=snakemake.params.readout,
         dtype=snakemake.params.dtype,
     )

@@ -13,4 +13,5 @@ with to_log(snakemake.log[0]):
         variant=snakemake.wildcards.variant,
         settings=FinetuneSettings(**snakemake.params.settings),
         device=snakemake.params.device,
+        readout=snakemake.params.readout,
     )

@@ -88,6 +88,7 @@ def score_checkpoint(
     dtype: str = "auto",
     cache: str | None = None,
     lm: Any = None,
+    readout: str = "auto",
 ) -> pl.DataFrame:
     from .readout import answer_probability
 
@@ -107,7 +108,8 @@ def score_checkpoint(
         lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
     try:
         probs = answer_probability(lm, unique["question"].to_list(), unique["answer"].to_list(),
-                                   unique["other"].to_list(), desc=f"{dataset} {checkpoint} readout")
+                                   unique["other"].to_list(), readout=readout,
+                                   desc=f"{dataset} {checkpoint} readout")
     finally:
         if own:
             lm.close()

@@ -28,7 +28,7 @@ from debate_audit.models import read_fingerprint, write_fingerprint
 from debate_audit.models.spec import resolve_device
 
 from .losses import TrainExample, encode_example, verifier_losses
-from .readout import LABELS
+from .readout import LABELS, resolve_readout
 from .splits import split_column
 from .versioning import rule_id
 
@@ -175,6 +175,7 @@ def finetune_verifier(
     variant: str,
     settings: FinetuneSettings,
     device: str = "auto",
+    readout: str = "auto",
 ) -> dict:
     """Train one verifier and write it to `out_dir` (safetensors, tokenizer, fingerprint.json last)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -195,11 +196,11 @@ def finetune_verifier(
         encode_example(tokenizer, pair_id=r["pair_id"], transcript=r["transcript"], item=r,
                        true_position=r["true_position"], final_true_argument=final_true_argument(r["arguments"]),
                        with_qh=variant == "org", max_length=settings.max_length,
-                       max_target_tokens=settings.max_target_tokens)
+                       max_target_tokens=settings.max_target_tokens, readout=readout)
         for r in items
     ]
-    log.info("%s/%s: %d training items from %s; weights %s", dataset, variant, len(examples), selected,
-             settings.loss_weights)
+    log.info("%s/%s: %d training items from %s; weights %s; readout %s", dataset, variant, len(examples), selected,
+             settings.loss_weights, resolve_readout(readout, tokenizer))
     dev = resolve_device(device)
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, use_safetensors=True).to(dev)
     if settings.lora.get("enabled"):

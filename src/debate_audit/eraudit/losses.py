@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .readout import render_readout
+from .readout import renderer_for, render_prompt
 
 IGNORE = -100
 
@@ -119,6 +119,7 @@ def encode_example(
     with_qh: bool,
     max_length: int,
     max_target_tokens: int,
+    readout: str = "auto",
 ) -> TrainExample:
     """Tokenise one selected transcript into the L_lm, L_fc and (with_qh) L_qh examples."""
 
@@ -130,15 +131,17 @@ def encode_example(
     target_ids = enc(f" {label}. {item['y_true']}\nReason: {final_true_argument.strip()}")[:max_target_tokens]
     if tokenizer.eos_token_id is not None:
         target_ids = target_ids + [tokenizer.eos_token_id]
-    longest_block = max(len(enc(render_readout(q, a, b))) for q, a, b in
-                        [(item["q_m"], item["y_true"], item["y_false"]), (item["q_h"], item["h_true"], item["h_false"])])
+    # One renderer with the scoring side (readout.py): the chat template or the plain format.
+    chat = renderer_for(readout, tokenizer)
+    blocks = [(item["q_m"], item["y_true"], item["y_false"]), (item["q_h"], item["h_true"], item["h_false"])]
+    longest_block = max(len(enc(render_prompt(q, a, b, transcript="", chat=chat))) for q, a, b in blocks)
     budget = max_length - longest_block - len(target_ids) - 16
     if budget < 16:
         raise ValueError(f"pair {pair_id}: max_length {max_length} leaves no room for the transcript")
     text = fit_transcript(tokenizer, transcript, budget)
 
     def prompt(question: str, a: str, b: str) -> list[int]:
-        return enc(f"Debate transcript:\n{text.strip()}\n\n{render_readout(question, a, b)}")
+        return enc(render_prompt(question, a, b, transcript=text, chat=chat))
 
     lm_prompt = prompt(item["q_m"], *options)
     fc = [ChoiceExample(prompt(item["q_m"], item["y_true"], item["y_false"]), 0),

@@ -122,7 +122,7 @@ def drop_reason(mode: str, arguments: list[dict], hard: list[str], unverified_fr
 
 def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
                      leak_threshold: float, hard_terms: list[str] = (),
-                     max_unverified_quote_fraction: float = 0.0) -> list[dict]:
+                     max_unverified_quote_fraction: float = 0.0, readout: str = "auto") -> list[dict]:
     joined = candidates.join(pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
                              on="pair_id", how="left")
     rows = joined.to_dicts()
@@ -130,9 +130,9 @@ def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.Data
         return []
     transcripts = [r["transcript"] for r in rows]
     p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows], [r["y_false"] for r in rows],
-                             transcripts=transcripts, desc="selection q_m")
+                             transcripts=transcripts, readout=readout, desc="selection q_m")
     p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows], [r["h_false"] for r in rows],
-                             transcripts=transcripts, desc="selection q_h")
+                             transcripts=transcripts, readout=readout, desc="selection q_h")
     out = []
     for r, pm, ph in zip(rows, p_m, p_h):
         check = detect_leak(
@@ -185,13 +185,15 @@ def select_debates(
     batch_size: int,
     device: str = "auto",
     dtype: str = "auto",
+    readout: str = "auto",
 ) -> pl.DataFrame:
     cand = pl.read_parquet(candidates)
     pair_frame = pl.read_parquet(pairs)
     lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
     try:
         scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold,
-                                  hard_terms=hard_terms, max_unverified_quote_fraction=max_unverified_quote_fraction)
+                                  hard_terms=hard_terms, max_unverified_quote_fraction=max_unverified_quote_fraction,
+                                  readout=readout)
     finally:
         lm.close()
     score_frame = pl.DataFrame(scores, schema=SCORE_SCHEMA) if scores else pl.DataFrame(schema=SCORE_SCHEMA)

@@ -53,15 +53,16 @@ def evaluate_verifier(
     batch_size: int,
     device: str = "auto",
     dtype: str = "auto",
+    readout: str = "auto",
 ) -> pl.DataFrame:
     frame = pl.read_parquet(pairs).join(pl.read_parquet(split).select("pair_id", "split"), on="pair_id", how="left")
     rows = frame.sort("pair_id").to_dicts()
     lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
     try:
         p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows],
-                                 [r["y_false"] for r in rows], desc=f"{verifier} q_m")
+                                 [r["y_false"] for r in rows], readout=readout, desc=f"{verifier} q_m")
         p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows],
-                                 [r["h_false"] for r in rows], desc=f"{verifier} q_h")
+                                 [r["h_false"] for r in rows], readout=readout, desc=f"{verifier} q_h")
     finally:
         lm.close()
     records = []

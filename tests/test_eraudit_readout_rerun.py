@@ -1,0 +1,89 @@
+"""Switching `verifier.readout` reruns exactly the rules that read (and what depends on them).
+
+A scratch copy of the workflow (as tests/test_overlays.py makes) gets the provenance of a finished smoke
+run without running anything: `snakemake --touch` from nothing records every job's metadata (params
+included), then every output and benchmark file is created with one common mtime. A dry run that then
+switches the readout must plan the four reading rules, their descendants, and nothing upstream (the
+debates, the paraphrase pools, CW-POR).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo"]
+CONFIGS = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
+READERS = {"debate_select", "verifier_finetune", "verifier_evaluate", "audit_scores"}
+# 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited
+EXPECTED = {"debate_select": 4, "verifier_finetune": 6, "verifier_evaluate": 8, "audit_scores": 8,
+            "verifier_loss_figure": 2, "verifier_table1": 1, "audit_statistics": 2, "audit_sweeps": 2,
+            "audit_figures": 1, "audit_runtime": 1, "browse": 1, "all": 1}
+
+
+def _snakemake(workdir: Path, *args: str) -> str:
+    dead = "http://127.0.0.1:9"  # nothing is fetched: any download attempt fails
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
+           "http_proxy": dead, "https_proxy": dead, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([str(BIN / "snakemake"), *args], cwd=workdir, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def _job_stats(output: str) -> dict[str, int]:
+    if "Nothing to be done" in output:
+        return {}
+    counts = {}
+    for line in output.split("Job stats:")[1].splitlines()[3:]:
+        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match[1]] = int(match[2])
+    counts.pop("total")
+    return counts
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A scratch workflow copy that looks like a finished smoke run with the default readout."""
+    root = tmp_path_factory.mktemp("readout")
+    workdir = root / "project"
+    for item in COPY:
+        src, dst = REPO / item, workdir / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    if (REPO.parent / "shared").is_dir():
+        (root / "shared").symlink_to(REPO.parent / "shared")
+    plan = _snakemake(workdir, "-n", *CONFIGS)
+    _snakemake(workdir, "--touch", "-c1", *CONFIGS)  # records each job's params; touches nothing yet
+    paths = set()
+    for line in plan.splitlines():
+        match = re.match(r"\s+(output|benchmark): (.+)", line)
+        if match:
+            paths.update(p.strip() for p in match[2].split(","))
+    for path in paths:
+        (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / path).touch()
+        os.utime(workdir / path, (1.7e9, 1.7e9))  # one mtime: only params can trigger
+    assert _job_stats(_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
+    return workdir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["plain", "chat"])
+def test_switching_readout_reruns_exactly_the_reading_rules_and_descendants(finished, mode):
+    overlay = finished / f"readout-{mode}.yaml"
+    overlay.write_text(f"verifier:\n  readout: {mode}\n")
+    output = _snakemake(finished, "-n", "--rerun-triggers", "params", *CONFIGS, overlay.name)
+    assert _job_stats(output) == EXPECTED
+    changed = re.search(r"params have changed since last execution:\n\s+(.+)", output)
+    assert changed and READERS - {"verifier_finetune"} <= set(changed[1].split(", ")) <= READERS
