@@ -23,14 +23,14 @@ from tqdm.auto import tqdm
 
 from debate_audit.data.io import write_parquet
 
-from . import stats
+from . import stats, verifiers
 from .paraphrase import SEARCH_POOL
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
-BASE = "base"
-TARGETS = ("honest", "adv", "org")
+BASE = verifiers.BASE.name
+TARGETS = tuple(verifiers.VARIANTS)
 
 # ------------------------------------------------------------------------------------ 1. scores
 SCORE_SCHEMA = {
