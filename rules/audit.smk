@@ -176,6 +176,11 @@ rule audit_figures:
             subcategory="3. Audit",
             labels={"item": "summary per dataset and verifier"},
         ),
+        # the SVG twin of each figure (the PNGs are in the report)
+        cr_svg="results/audit/figures/cr.svg",
+        confidence_svg="results/audit/figures/bound_vs_confidence.svg",
+        scatter_svg="results/audit/figures/p_qh_vs_delta_max.svg",
+        epsilon_svg="results/audit/figures/bound_vs_epsilon.svg",
     log:
         "logs/audit/figures.log",
     conda:
@@ -200,11 +205,13 @@ rule audit_runtime:
             subcategory="4. Runtime",
             labels={"table": "Table 3"},
         ),
+        parquet="results/audit/table3_runtime.parquet",
     log:
         "logs/audit/runtime.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
+        # only the folder the benchmark inputs lie under (it names each job's stage); nothing is read from it
         benchmarks="benchmarks/rules",
     script:
         "../workflow/scripts/audit_runtime.py"

@@ -222,7 +222,8 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     audit_figures(summaries=[out["summary"]], records=[out["r"]], confidence=[out["c"]], epsilon=[out["e"]],
                   pool_reports=[pools], cr_png=tmp_path / "cr.png", confidence_png=tmp_path / "conf.png",
                   scatter_png=tmp_path / "sc.png", epsilon_png=tmp_path / "eps.png", report_md=md,
-                  summary_csv=tmp_path / "s.csv")
+                  summary_csv=tmp_path / "s.csv", cr_svg=tmp_path / "cr.svg", confidence_svg=tmp_path / "conf.svg",
+                  scatter_svg=tmp_path / "sc.svg", epsilon_svg=tmp_path / "eps.svg")
     text = md.read_text()
     assert "p50 of per-q_h max search Delta of V_org (2 q_h)" in text
     assert "mean_lower_bound_survivors" in text and "over the Stage-1 survivors only" in text
@@ -232,6 +233,10 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     assert summary["mean_lower_bound"] == pytest.approx(0.25)
     assert summary["mean_lower_bound_survivors"] == pytest.approx(0.5)
     assert (tmp_path / "conf.png").stat().st_size > 0
+    # each figure goes exactly where the rule declared it, PNG and SVG, and nowhere else
+    assert sorted(p.name for p in tmp_path.glob("*.[ps][nv]g")) == sorted(
+        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps") for x in ("png", "svg"))
+    assert (tmp_path / "eps.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tmp_path):
