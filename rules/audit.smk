@@ -25,7 +25,9 @@ AUDIT_CHECKPOINT_FINGERPRINTS = {
 }
 
 
-AUDIT_STAT_PARAMS = dict(
+# AuditSettings fields (eraudit/audit.py); the sweep grids go to audit_sweeps only, so changing one reruns the
+# sweeps and not the statistics.
+AUDIT_SETTINGS = dict(
     test_pools=PARAPHRASE_TEST_GENERATORS,
     targets=AUDIT["targets"],
     kappa=AUDIT["kappa"],
@@ -91,7 +93,7 @@ rule audit_statistics:
     conda:
         "../envs/debate-audit.yaml"
     params:
-        **AUDIT_STAT_PARAMS,
+        settings=AUDIT_SETTINGS,
         statistics_version=STATISTICS_VERSION,
     script:
         "../workflow/scripts/audit_statistics.py"
@@ -111,10 +113,12 @@ rule audit_sweeps:
     conda:
         "../envs/debate-audit.yaml"
     params:
-        **AUDIT_STAT_PARAMS,
-        confidence_levels=AUDIT["confidence_levels"],
-        sweep_epsilons=AUDIT["sweep_epsilons"],
-        sweep_epsilon_percentiles=AUDIT["sweep_epsilon_percentiles"],
+        settings={
+            **AUDIT_SETTINGS,
+            "confidence_levels": AUDIT["confidence_levels"],
+            "sweep_epsilons": AUDIT["sweep_epsilons"],
+            "sweep_epsilon_percentiles": AUDIT["sweep_epsilon_percentiles"],
+        },
         sweeps_version=SWEEPS_VERSION,
     script:
         "../workflow/scripts/audit_sweeps.py"
