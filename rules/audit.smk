@@ -6,7 +6,8 @@ from debate_audit.eraudit.audit_figures import FIGURES_VERSION
 from debate_audit.eraudit.readout import READOUT_VERSION as AUDIT_READOUT_VERSION
 
 AUDIT = config["audit"]
-AUDIT_CHECKPOINTS = ["base", *AUDIT["targets"]]
+# V_base first, then the audited variants (names from eraudit/verifiers.py via rules/verifier.smk)
+AUDIT_CHECKPOINTS = [VERIFIERS[0], *AUDIT["targets"]]
 
 
 wildcard_constraints:

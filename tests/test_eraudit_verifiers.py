@@ -63,3 +63,14 @@ def test_every_consumer_reads_the_one_definition():
     assert VERIFIERS == [BASE, *TARGETS] == ["base", "honest", "adv", "org"]
     assert not verifiers.BASE.trained and all(verifiers.VERIFIERS[v].trained for v in TARGETS)
     assert verifiers.label("unknown") == "unknown" and verifiers.color("unknown") is None
+
+
+def test_config_schema_allows_exactly_the_fine_tuned_variants_as_audit_targets():
+    # JSON schema cannot import the module: this keeps its enum and verifiers.py in step.
+    from pathlib import Path
+
+    import yaml
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/schema.yaml").read_text())
+    enum = schema["properties"]["audit"]["properties"]["targets"]["items"]["enum"]
+    assert enum == list(VARIANTS)
