@@ -6,7 +6,8 @@ from debate_audit.eraudit.audit_figures import FIGURES_VERSION
 from debate_audit.eraudit.readout import readout_id
 
 AUDIT = config["audit"]
-AUDIT_CHECKPOINTS = ["base", *AUDIT["targets"]]
+# V_base first, then the audited variants (names from eraudit/verifiers.py via rules/verifier.smk)
+AUDIT_CHECKPOINTS = [VERIFIERS[0], *AUDIT["targets"]]
 
 
 wildcard_constraints:
@@ -25,7 +26,9 @@ AUDIT_CHECKPOINT_FINGERPRINTS = {
 }
 
 
-AUDIT_STAT_PARAMS = dict(
+# AuditSettings fields (eraudit/audit.py); the sweep grids go to audit_sweeps only, so changing one reruns the
+# sweeps and not the statistics.
+AUDIT_SETTINGS = dict(
     test_pools=PARAPHRASE_TEST_GENERATORS,
     targets=AUDIT["targets"],
     kappa=AUDIT["kappa"],
@@ -92,7 +95,7 @@ rule audit_statistics:
     conda:
         "../envs/debate-audit.yaml"
     params:
-        **AUDIT_STAT_PARAMS,
+        settings=AUDIT_SETTINGS,
         statistics_version=STATISTICS_VERSION,
     script:
         "../workflow/scripts/audit_statistics.py"
@@ -112,10 +115,12 @@ rule audit_sweeps:
     conda:
         "../envs/debate-audit.yaml"
     params:
-        **AUDIT_STAT_PARAMS,
-        confidence_levels=AUDIT["confidence_levels"],
-        sweep_epsilons=AUDIT["sweep_epsilons"],
-        sweep_epsilon_percentiles=AUDIT["sweep_epsilon_percentiles"],
+        settings={
+            **AUDIT_SETTINGS,
+            "confidence_levels": AUDIT["confidence_levels"],
+            "sweep_epsilons": AUDIT["sweep_epsilons"],
+            "sweep_epsilon_percentiles": AUDIT["sweep_epsilon_percentiles"],
+        },
         sweeps_version=SWEEPS_VERSION,
     script:
         "../workflow/scripts/audit_sweeps.py"
@@ -177,6 +182,11 @@ rule audit_figures:
             subcategory="3. Audit",
             labels={"item": "summary per dataset and verifier"},
         ),
+        # the SVG twin of each figure (the PNGs are in the report)
+        cr_svg="results/audit/figures/cr.svg",
+        confidence_svg="results/audit/figures/bound_vs_confidence.svg",
+        scatter_svg="results/audit/figures/p_qh_vs_delta_max.svg",
+        epsilon_svg="results/audit/figures/bound_vs_epsilon.svg",
     log:
         "logs/audit/figures.log",
     conda:
@@ -201,11 +211,13 @@ rule audit_runtime:
             subcategory="4. Runtime",
             labels={"table": "Table 3"},
         ),
+        parquet="results/audit/table3_runtime.parquet",
     log:
         "logs/audit/runtime.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
+        # only the folder the benchmark inputs lie under (it names each job's stage); nothing is read from it
         benchmarks="benchmarks/rules",
     script:
         "../workflow/scripts/audit_runtime.py"

@@ -2,9 +2,11 @@
 
 from debate_audit.eraudit.finetune import TRAINING_ITEMS_VERSION
 from debate_audit.eraudit.readout import readout_id
+from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
+from debate_audit.eraudit.verifiers import VERIFIERS as VERIFIER_DEFS
 
-VERIFIER_VARIANTS = {"honest": "honest", "adv": "adversarial", "org": "adversarial"}
-VERIFIERS = ["base", *VERIFIER_VARIANTS]
+# variant -> transcript mode, and every verifier name (base first): one definition in the library.
+VERIFIERS = list(VERIFIER_DEFS)
 # FinetuneSettings fields, passed as params so a changed setting retrains.
 FINETUNE_KEYS = ["loss_weights", "epochs", "max_steps", "learning_rate", "batch_size"]
 FINETUNE_KEYS += ["grad_accum", "max_length", "max_target_tokens", "seed", "lora"]

@@ -207,7 +207,7 @@ def test_runtime_table_reads_only_the_given_benchmark_files(tmp_path):
         (bench / job).parent.mkdir(parents=True, exist_ok=True)
         (bench / f"{job}.tsv").write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t100\n")
     jobs = runtime_table(benchmarks=bench, markdown=tmp_path / "t.md", csv=tmp_path / "t.csv",
-                         files=[bench / "audit/scores_x_base.tsv"])
+                         parquet=tmp_path / "t.parquet", files=[bench / "audit/scores_x_base.tsv"])
     assert jobs["job"].to_list() == ["audit/scores_x_base"]
     assert "stale" not in (tmp_path / "t.md").read_text()
 

@@ -93,14 +93,27 @@ def test_epsilon_from_percentile_of_org_search_deltas():
         audit.resolve_epsilon(deltas, epsilon=0.1, percentile=50)
 
 
+def test_audit_settings_fail_naming_the_key_before_any_work():
+    common = dict(test_pools=["g1"], kappa=0.01, eta=0.05, tv_r=0.0)
+    with pytest.raises(ValueError, match="exactly one of audit.epsilon and audit.epsilon_percentile"):
+        audit.AuditSettings(**common)
+    with pytest.raises(ValueError, match=r"audit.targets: unknown verifier\(s\) \['base'\]"):
+        audit.AuditSettings(**common, epsilon=1.0, targets=["org", "base"])
+    settings = audit.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=[0.1, 1.0])
+    # lists from the config become tuples: the settings are hashable and cannot be changed in place
+    assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(audit.AuditSettings(
+        **common, epsilon_percentile=50, sweep_epsilons=(0.1, 1.0)))
+
+
 def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
     audit.audit_sweeps(
         scores=[scores], confidence_out=tmp_path / "c.parquet", epsilon_out=tmp_path / "e.parquet",
-        test_pools=["g1", "g2"], kappa=0.01, epsilon=5.0, epsilon_percentile=None, eta=0.05, tau=None, tv_r=0.0,
-        confidence_levels=[0.8, 0.9, 0.99], sweep_epsilons=[0.1, 5.0], sweep_epsilon_percentiles=[50],
-        targets=["org"],
+        settings=audit.AuditSettings(
+            test_pools=["g1", "g2"], kappa=0.01, epsilon=5.0, epsilon_percentile=None, eta=0.05, tau=None, tv_r=0.0,
+            confidence_levels=[0.8, 0.9, 0.99], sweep_epsilons=[0.1, 5.0], sweep_epsilon_percentiles=[50],
+            targets=["org"]),
     )
     conf = pl.read_parquet(tmp_path / "c.parquet").sort("confidence")
     assert conf["mean_lower_bound"].to_list() == pytest.approx([0.2 ** (1 / 3), 0.1 ** (1 / 3), 0.01 ** (1 / 3)])
@@ -206,14 +219,13 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
     out = {k: tmp_path / f"{k}.parquet" for k in ("d", "r", "g", "s", "summary", "c", "e")}
+    settings = audit.AuditSettings(test_pools=["g1", "g2"], kappa=0.01, epsilon=None, epsilon_percentile=50,
+                                   eta=0.125, tau=None, tv_r=0.0, confidence_levels=[0.875, 0.9],
+                                   sweep_epsilons=[0.1], sweep_epsilon_percentiles=[50], targets=["org"])
     audit.audit_statistics(scores=[scores], split=None, deltas_out=out["d"], records_out=out["r"],
                            generators_out=out["g"], steps_out=out["s"], summary_out=out["summary"],
-                           test_pools=["g1", "g2"], kappa=0.01, epsilon=None, epsilon_percentile=50, eta=0.125,
-                           tau=None, tv_r=0.0, targets=["org"])
-    audit.audit_sweeps(scores=[scores], confidence_out=out["c"], epsilon_out=out["e"], test_pools=["g1", "g2"],
-                       kappa=0.01, epsilon=None, epsilon_percentile=50, eta=0.125, tau=None, tv_r=0.0,
-                       confidence_levels=[0.875, 0.9], sweep_epsilons=[0.1], sweep_epsilon_percentiles=[50],
-                       targets=["org"])
+                           settings=settings)
+    audit.audit_sweeps(scores=[scores], confidence_out=out["c"], epsilon_out=out["e"], settings=settings)
     pools = tmp_path / "pool.parquet"
     pl.DataFrame({"dataset": ["quality_h"], "pair_id": [1], "pool": ["g1"], "generator": ["m"], "size": [3],
                   "rounds": [1], "generated": [3], "kept": [3], "duplicates_kept": [1], "rejected_empty": [0],
@@ -222,7 +234,8 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     audit_figures(summaries=[out["summary"]], records=[out["r"]], confidence=[out["c"]], epsilon=[out["e"]],
                   pool_reports=[pools], cr_png=tmp_path / "cr.png", confidence_png=tmp_path / "conf.png",
                   scatter_png=tmp_path / "sc.png", epsilon_png=tmp_path / "eps.png", report_md=md,
-                  summary_csv=tmp_path / "s.csv")
+                  summary_csv=tmp_path / "s.csv", cr_svg=tmp_path / "cr.svg", confidence_svg=tmp_path / "conf.svg",
+                  scatter_svg=tmp_path / "sc.svg", epsilon_svg=tmp_path / "eps.svg")
     text = md.read_text()
     assert "p50 of per-q_h max search Delta of V_org (2 q_h)" in text
     assert "mean_lower_bound_survivors" in text and "over the Stage-1 survivors only" in text
@@ -232,6 +245,10 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     assert summary["mean_lower_bound"] == pytest.approx(0.25)
     assert summary["mean_lower_bound_survivors"] == pytest.approx(0.5)
     assert (tmp_path / "conf.png").stat().st_size > 0
+    # each figure goes exactly where the rule declared it, PNG and SVG, and nowhere else
+    assert sorted(p.name for p in tmp_path.glob("*.[ps][nv]g")) == sorted(
+        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps") for x in ("png", "svg"))
+    assert (tmp_path / "eps.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tmp_path):

@@ -1,10 +1,11 @@
 import math
+import re
 from collections import Counter
 
 import pytest
 
 from debate_audit.eraudit.leaks import detect_leak
-from debate_audit.eraudit.quotes import check_quotes, enforce_word_limit, mark_quotes
+from debate_audit.eraudit.quotes import enforce_word_limit, mark_quotes
 from debate_audit.eraudit.readout import answer_probability, render_readout
 from debate_audit.eraudit.selection import choose, drop_reason, find_hard_terms, score_candidates
 from debate_audit.eraudit.splits import assign_splits
@@ -21,16 +22,22 @@ CONTEXT = "The keeper lit the lamp at dusk.\nShe  never let it go   out, even in
 
 
 # ------------------------------------------------------------------ quotes
+def verified(argument: str, context: str, mode: str = "normalised") -> list[bool]:
+    """Per quote of `argument`, in order: did mark_quotes mark it verified (<v_quote>)?"""
+    marked, n, ok = mark_quotes(argument, context, mode)
+    tags = [tag == "v" for tag in re.findall(r"<([vu])_quote>", marked)]
+    assert (len(tags), sum(tags)) == (n, ok)  # the counts agree with the marks
+    return tags
+
+
 def test_quote_matching_ignores_whitespace_runs_and_newlines():
     arg = "See <quote>never let it go out, even in the storm</quote> and <quote>lit the\nlamp at   dusk</quote>."
-    checks = check_quotes(arg, CONTEXT)
-    assert [c.verified for c in checks] == [True, True]
+    assert verified(arg, CONTEXT) == [True, True]
 
 
 def test_invented_or_altered_quote_is_unverified():
     for mode in ("normalised", "exact"):
-        checks = check_quotes("<quote>She let it go out in the storm</quote>", CONTEXT, mode)
-        assert [c.verified for c in checks] == [False]
+        assert verified("<quote>She let it go out in the storm</quote>", CONTEXT, mode) == [False]
 
 
 # A quote that differs from the text only in case and punctuation, and one with a changed word.
@@ -40,14 +47,14 @@ PUNCTUATED = ("<quote>the keeper lit the lamp at dusk she never let it go out</q
 
 
 def test_normalised_quote_check_ignores_case_and_punctuation_as_the_release_does():
-    assert [c.verified for c in check_quotes(PUNCTUATED, CONTEXT, "normalised")] == [True, True, False, False]
+    assert verified(PUNCTUATED, CONTEXT, "normalised") == [True, True, False, False]
     # "go-out" loses its hyphen and becomes "goout": the release's rule removes punctuation, it does not
     # turn it into a space, so this one stays unverified in both modes.
 
 
 def test_exact_quote_check_keeps_case_and_punctuation():
-    assert [c.verified for c in check_quotes(PUNCTUATED, CONTEXT, "exact")] == [False, False, False, False]
-    assert [c.verified for c in check_quotes("<quote>She  never let it go out,</quote>", CONTEXT, "exact")] == [True]
+    assert verified(PUNCTUATED, CONTEXT, "exact") == [False, False, False, False]
+    assert verified("<quote>She  never let it go out,</quote>", CONTEXT, "exact") == [True]
 
 
 def test_quote_mode_is_checked_before_any_model_work():

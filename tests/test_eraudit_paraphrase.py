@@ -212,8 +212,10 @@ def test_build_pool_dedupes_the_search_pool_only(tmp_path, pool, kept, duplicate
     pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
     paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool, generator_name="m",
                           generator_dir=tmp_path, generator_spec={}, out=tmp_path / "o.parquet",
-                          rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet", size=3, temperature=1.0,
-                          top_p=1.0, seed=0, max_new_tokens=8, min_similarity=0.5, max_topup_rounds=1,
+                          rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet",
+                          settings=paraphrase.PoolSettings.from_config(
+                              {"size": 3, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
+                               "max_topup_rounds": 1, "model": "m"}, min_similarity=0.5),
                           generator=RepeatingGenerator(), embedder=FlatEmbedder())
     row = pl.read_parquet(tmp_path / "rep.parquet").row(0, named=True)
     assert (row["kept"], row["duplicates_kept"]) == (kept, duplicates)

@@ -49,6 +49,35 @@ def test_every_target_of_rule_all_exists(smoke_run):
     assert not missing, missing
 
 
+def undeclared_files(workdir: Path, listing: str) -> list[str]:
+    """Files the run wrote under results/, logs/ and resources/ that no rule declares (from the output of
+    `snakemake --list-untracked`, which walks the folder and subtracts every job's inputs, outputs and logs).
+    By design not declared: the model-call cache (config `cache`, written by every model job: a shared
+    store, not one rule's output) and the files of a model folder, whose declared handle is the
+    fingerprint.json beside them (written last, after the weights)."""
+    files = []
+    for line in listing.splitlines():
+        path = workdir / line
+        if not line.startswith(("results/", "logs/", "resources/")) or line.startswith("results/cache/"):
+            continue
+        if (path.parent / "fingerprint.json").is_file() and path.name != "fingerprint.json":
+            continue
+        files.append(line)
+    return files
+
+
+@pytest.mark.slow
+def test_every_file_the_run_wrote_is_declared_by_a_rule(smoke_run):
+    workdir, _ = smoke_run
+    probe = workdir / "results/audit/undeclared_probe.txt"  # shows the check sees an undeclared file
+    probe.write_text("not an output of any rule\n")
+    try:
+        listing = snakemake(workdir, "--list-untracked").stdout
+    finally:
+        probe.unlink()
+    assert undeclared_files(workdir, listing) == ["results/audit/undeclared_probe.txt"], listing
+
+
 def test_lint_is_clean():
     result = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .markdown import markdown_table
 from .models.size import params_b
 from .models.spec import ModelSpec
 
@@ -281,7 +282,7 @@ def _fmt(value: float) -> str:
 def render(plan: Plan) -> str:
     header = ["rule", "jobs (whole rule)", "model", "generations", "scorings", "prompt tokens",
               "new tokens (max)", "train tokens", "GPU-h H200", "GPU-h H100"]
-    rows = [header, ["---"] * len(header)]
+    rows = []
     for rp in plan.rules:
         rows.append([rp.rule, str(rp.jobs), rp.model or "(cpu)", _fmt(rp.generations), _fmt(rp.scorings),
                      _fmt(rp.prompt_tokens), _fmt(rp.new_tokens), _fmt(rp.train_tokens),
@@ -293,7 +294,7 @@ def render(plan: Plan) -> str:
                  _fmt(sum(rp.scorings for rp in plan.rules)), _fmt(sum(rp.prompt_tokens for rp in plan.rules)),
                  _fmt(sum(rp.new_tokens for rp in plan.rules)), _fmt(sum(rp.train_tokens for rp in plan.rules)),
                  f"{total_h200:.1f}", f"{total_h100:.1f}"])
-    lines = ["| " + " | ".join(r) + " |" for r in rows]
+    lines = [markdown_table(header, rows).rstrip("\n")]
     lines += ["", "Datasets: " + "; ".join(plan.notes),
               f"Throughput (H200, Llama-8B shape, scaled by parameters): prefill {THROUGHPUT['prefill_tokens_per_s']} "
               f"tokens/s, greedy {THROUGHPUT['greedy_tokens_per_s']} and sampled {THROUGHPUT['sampled_tokens_per_s']} "

@@ -14,4 +14,8 @@ with to_log(snakemake.log[0]):
         epsilon_png=snakemake.output.epsilon,
         report_md=snakemake.output.report,
         summary_csv=snakemake.output.summary_csv,
+        cr_svg=snakemake.output.cr_svg,
+        confidence_svg=snakemake.output.confidence_svg,
+        scatter_svg=snakemake.output.scatter_svg,
+        epsilon_svg=snakemake.output.epsilon_svg,
     )

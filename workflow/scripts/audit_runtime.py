@@ -7,4 +7,5 @@ with to_log(snakemake.log[0]):
         files=snakemake.input.benchmarks,
         markdown=snakemake.output.markdown,
         csv=snakemake.output.csv,
+        parquet=snakemake.output.parquet,
     )

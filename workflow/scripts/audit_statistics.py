@@ -1,4 +1,4 @@
-from debate_audit.eraudit.audit import audit_statistics
+from debate_audit.eraudit.audit import AuditSettings, audit_statistics
 from debate_audit.logging import to_log
 
 with to_log(snakemake.log[0]):
@@ -10,12 +10,5 @@ with to_log(snakemake.log[0]):
         generators_out=snakemake.output.generators,
         steps_out=snakemake.output.steps,
         summary_out=snakemake.output.summary,
-        test_pools=snakemake.params.test_pools,
-        targets=snakemake.params.targets,
-        kappa=snakemake.params.kappa,
-        epsilon=snakemake.params.epsilon,
-        epsilon_percentile=snakemake.params.epsilon_percentile,
-        eta=snakemake.params.eta,
-        tau=snakemake.params.tau,
-        tv_r=snakemake.params.tv_r,
+        settings=AuditSettings(**snakemake.params.settings),
     )

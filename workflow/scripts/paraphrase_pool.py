@@ -1,7 +1,6 @@
-from debate_audit.eraudit.paraphrase import build_pool
+from debate_audit.eraudit.paraphrase import PoolSettings, build_pool
 from debate_audit.logging import to_log
 
-settings = snakemake.params.settings
 with to_log(snakemake.log[0]):
     build_pool(
         pairs=snakemake.input.pairs,
@@ -14,14 +13,7 @@ with to_log(snakemake.log[0]):
         out=snakemake.output.paraphrases,
         rejected=snakemake.output.rejected,
         report=snakemake.output.report,
-        size=settings["size"],
-        temperature=settings["temperature"],
-        top_p=settings["top_p"],
-        seed=settings["seed"],
-        max_new_tokens=settings["max_new_tokens"],
-        max_topup_rounds=settings["max_topup_rounds"],
-        search_samples=settings.get("samples", 1),
-        min_similarity=snakemake.params.min_similarity,
+        settings=PoolSettings.from_config(snakemake.params.settings, snakemake.params.min_similarity),
         splits=snakemake.params.splits,
         max_pairs=snakemake.params.max_pairs,
         cache=snakemake.params.cache,

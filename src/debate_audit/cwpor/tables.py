@@ -9,6 +9,8 @@ from pathlib import Path
 
 import polars as pl
 
+from debate_audit.markdown import markdown_table
+
 log = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = [
@@ -47,16 +49,6 @@ def _with_ci(value, low, high) -> str:
     if low is None or math.isnan(low):
         return _fmt(value)
     return f"{value:.3f} [{low:.2f}, {high:.2f}]"
-
-
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def summary_table(metrics: pl.DataFrame, level: float) -> tuple[pl.DataFrame, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,14 @@ from tqdm.auto import tqdm
 
 from debate_audit.data.io import write_parquet
 
-from . import stats
+from . import stats, verifiers
 from .paraphrase import SEARCH_POOL
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
-BASE = "base"
-TARGETS = ("honest", "adv", "org")
+BASE = verifiers.BASE.name
+TARGETS = tuple(verifiers.VARIANTS)
 
 # ------------------------------------------------------------------------------------ 1. scores
 SCORE_SCHEMA = {
@@ -367,6 +368,34 @@ def _read_scores(scores: Sequence[str | Path]) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(s) for s in scores], how="diagonal_relaxed")
 
 
+@dataclass(frozen=True)
+class AuditSettings:
+    """The audit's statistics settings (config `audit`, documented in config/README.md). audit_statistics
+    reads the first group; the sweep grids matter to audit_sweeps only, and the statistics rule leaves them
+    out of its params so a changed grid reruns the sweeps alone."""
+
+    test_pools: tuple[str, ...]  # the test generators' pools (Stage 2), in order
+    kappa: float  # floor of P(a_h | q_h) in Delta
+    eta: float  # 1 - confidence of the sequential test
+    tv_r: float  # the TV relaxation radius r
+    epsilon: float | None = None  # Delta threshold; exactly one of epsilon / epsilon_percentile
+    epsilon_percentile: float | None = None  # ... or the percentile of V_org's per-q_h search maxima
+    tau: float | None = None  # the test's sample budget; None: no budget
+    targets: tuple[str, ...] = TARGETS
+    confidence_levels: tuple[float, ...] = ()  # sweeps only
+    sweep_epsilons: tuple[float, ...] = ()
+    sweep_epsilon_percentiles: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("test_pools", "targets", "confidence_levels", "sweep_epsilons", "sweep_epsilon_percentiles"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if (self.epsilon is None) == (self.epsilon_percentile is None):
+            raise ValueError("set exactly one of audit.epsilon and audit.epsilon_percentile")
+        unknown = sorted(set(self.targets) - set(TARGETS))
+        if unknown:
+            raise ValueError(f"audit.targets: unknown verifier(s) {unknown}; known: {list(TARGETS)}")
+
+
 def audit_statistics(
     *,
     scores: Sequence[str | Path],
@@ -376,21 +405,15 @@ def audit_statistics(
     generators_out: str | Path,
     steps_out: str | Path,
     summary_out: str | Path,
-    test_pools: Sequence[str],
-    kappa: float,
-    epsilon: float | None,
-    epsilon_percentile: float | None,
-    eta: float,
-    tau: float | None,
-    tv_r: float,
-    targets: Sequence[str] = TARGETS,
+    settings: AuditSettings,
 ) -> None:
     """Stage 1 + Stage 2 from cached scores (no model call)."""
-    deltas = compute_deltas(_read_scores(scores), kappa=kappa, targets=targets)
-    eps, source = resolve_epsilon(deltas, epsilon=epsilon, percentile=epsilon_percentile)
-    log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, eta, tau, tv_r)
-    records, generators, steps = run_audit(deltas, test_pools=test_pools, epsilon=eps, eta=eta, tau=tau,
-                                           tv_r=tv_r, epsilon_source=source)
+    s = settings
+    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
+    eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
+    log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, s.eta, s.tau, s.tv_r)
+    records, generators, steps = run_audit(deltas, test_pools=s.test_pools, epsilon=eps, eta=s.eta, tau=s.tau,
+                                           tv_r=s.tv_r, epsilon_source=source)
     if split is not None:
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
@@ -442,24 +465,15 @@ def audit_sweeps(
     scores: Sequence[str | Path],
     confidence_out: str | Path,
     epsilon_out: str | Path,
-    test_pools: Sequence[str],
-    kappa: float,
-    epsilon: float | None,
-    epsilon_percentile: float | None,
-    eta: float,
-    tau: float | None,
-    tv_r: float,
-    confidence_levels: Sequence[float],
-    sweep_epsilons: Sequence[float],
-    sweep_epsilon_percentiles: Sequence[float],
-    targets: Sequence[str] = TARGETS,
+    settings: AuditSettings,
 ) -> None:
     """Average bounds over confidence levels (epsilon fixed) and over an epsilon grid (eta fixed)."""
-    deltas = compute_deltas(_read_scores(scores), kappa=kappa, targets=targets)
-    eps, _ = resolve_epsilon(deltas, epsilon=epsilon, percentile=epsilon_percentile)
-    common = {"test_pools": test_pools, "tau": tau, "tv_r": tv_r}
+    s = settings
+    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
+    eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
+    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r}
     conf_rows = []
-    for level in tqdm(confidence_levels, desc="confidence sweep"):
+    for level in tqdm(s.confidence_levels, desc="confidence sweep"):
         records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)
         conf_rows.append(
             summarize(records).select(
@@ -468,15 +482,15 @@ def audit_sweeps(
                 "n_certified",
             )
         )
-    grid = [(float(v), "value") for v in sweep_epsilons]
-    for p in sweep_epsilon_percentiles:
+    grid = [(float(v), "value") for v in s.sweep_epsilons]
+    for p in s.sweep_epsilon_percentiles:
         if per_question_maxima(deltas).size == 0:
             log.warning("epsilon sweep: no search-pool Delta of V_org, percentile %g left out", p)
             continue
         grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p))
     eps_rows = []
     for value, source in tqdm(grid, desc="epsilon sweep"):
-        records, _, _ = run_audit(deltas, epsilon=value, eta=eta, epsilon_source=source, **common)
+        records, _, _ = run_audit(deltas, epsilon=value, eta=s.eta, epsilon_source=source, **common)
         eps_rows.append(
             summarize(records).select("dataset", "target", "epsilon", "epsilon_source", "eta", "n_qh", "cr",
                                       "mean_lower_bound", "mean_lower_bound_survivors", "n_degraded")
@@ -493,6 +507,6 @@ def audit_sweeps(
 _STATS = (stats.degradation, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
           stats.common_bound, stats.combined_status, stats.epsilon_from_percentile)
 STATISTICS_VERSION = rule_id("audit-statistics", compute_deltas, per_question_maxima, resolve_epsilon, run_audit,
-                             summarize, audit_statistics, *_STATS)
+                             summarize, AuditSettings, audit_statistics, *_STATS)
 SWEEPS_VERSION = rule_id("audit-sweeps", compute_deltas, per_question_maxima, resolve_epsilon, run_audit, summarize,
-                         audit_sweeps, *_STATS)
+                         AuditSettings, audit_sweeps, *_STATS)

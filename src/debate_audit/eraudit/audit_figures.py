@@ -14,33 +14,27 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
 from debate_audit.data.io import write_parquet  # noqa: E402
+from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
 
+from .verifiers import VERIFIERS, color, label  # noqa: E402
 from .versioning import rule_id  # noqa: E402
 
 log = logging.getLogger(__name__)
-
-TARGET_LABELS = {"honest": "V_honest", "adv": "V_adv", "org": "V_org"}
-TARGET_COLORS = {"honest": "tab:blue", "adv": "tab:red", "org": "tab:purple"}
-
 
 def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(p) for p in paths], how="vertical_relaxed")
 
 
-def _save(fig, png: str | Path) -> None:
-    png = Path(png)
-    png.parent.mkdir(parents=True, exist_ok=True)
+def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
+    """Save `fig` to every path of `outs` (the format follows the suffix: the rule declares each file)."""
     fig.tight_layout()
-    fig.savefig(png, dpi=150)
-    fig.savefig(png.with_suffix(".svg"))
+    for out in [outs] if isinstance(outs, (str, Path)) else outs:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=150)
     plt.close(fig)
 
 
-def _label(target: str) -> str:
-    return TARGET_LABELS.get(target, target)
-
-
-def plot_cr(summary: pl.DataFrame, out: str | Path) -> None:
+def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
     """Fig. 2 left: counterexample ratio of each target per dataset."""
     datasets = summary["dataset"].unique(maintain_order=True).to_list()
     targets = summary["target"].unique(maintain_order=True).to_list()
@@ -50,7 +44,7 @@ def plot_cr(summary: pl.DataFrame, out: str | Path) -> None:
         rows = summary.filter(pl.col("target") == target)
         values = [rows.filter(pl.col("dataset") == d)["cr"].first() or 0.0 for d in datasets]
         xs = [i + (k - (len(targets) - 1) / 2) * width for i in range(len(datasets))]
-        ax.bar(xs, values, width, label=_label(target), color=TARGET_COLORS.get(target))
+        ax.bar(xs, values, width, label=label(target), color=color(target))
     ax.set_xticks(range(len(datasets)), datasets)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("dataset")
@@ -59,7 +53,8 @@ def plot_cr(summary: pl.DataFrame, out: str | Path) -> None:
     _save(fig, out)
 
 
-def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel: str, out: str | Path,
+def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel: str,
+                       out: str | Path | Sequence[str | Path],
                        logx: bool = False, y_dashed: str | None = None, labels: tuple[str, str] = ("", "")) -> None:
     """One panel per dataset, one line per target; `y_dashed`: a second column drawn dashed in the same
     colour (labels: suffixes that tell the two lines apart in the legend)."""
@@ -69,11 +64,11 @@ def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel:
         sub = frame.filter(pl.col("dataset") == dataset)
         for target in sub["target"].unique(maintain_order=True).to_list():
             rows = sub.filter(pl.col("target") == target).sort(x)
-            ax.plot(rows[x].to_list(), rows[y].to_list(), marker="o", label=_label(target) + labels[0],
-                    color=TARGET_COLORS.get(target))
+            ax.plot(rows[x].to_list(), rows[y].to_list(), marker="o", label=label(target) + labels[0],
+                    color=color(target))
             if y_dashed is not None and y_dashed in rows.columns:
                 ax.plot(rows[x].to_list(), rows[y_dashed].to_list(), marker="x", linestyle="--",
-                        label=_label(target) + labels[1], color=TARGET_COLORS.get(target))
+                        label=label(target) + labels[1], color=color(target))
         if logx:
             ax.set_xscale("symlog", linthresh=1.0)
         ax.set_title(dataset)
@@ -88,7 +83,7 @@ def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel:
 AVERAGE_LABELS = (", all q_h (counterexample = 0)", ", Stage-1 survivors only")
 
 
-def plot_scatter(records: pl.DataFrame, out: str | Path) -> None:
+def plot_scatter(records: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
     """Fig. 3: per q_h, the target's P(a_h | q_h) against the largest Delta over the search pool."""
     datasets = records["dataset"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
@@ -96,8 +91,8 @@ def plot_scatter(records: pl.DataFrame, out: str | Path) -> None:
         sub = records.filter((pl.col("dataset") == dataset) & pl.col("delta_max").is_not_null())
         for target in sub["target"].unique(maintain_order=True).to_list():
             rows = sub.filter(pl.col("target") == target)
-            ax.scatter(rows["p_target_qh"].to_list(), rows["delta_max"].to_list(), label=_label(target),
-                       color=TARGET_COLORS.get(target), alpha=0.75, s=22)
+            ax.scatter(rows["p_target_qh"].to_list(), rows["delta_max"].to_list(), label=label(target),
+                       color=color(target), alpha=0.75, s=22)
         eps = sub["epsilon"].first()
         if eps is not None:
             ax.axhline(eps, color="grey", linestyle="--", linewidth=1, label=f"epsilon = {eps:.3g}")
@@ -107,15 +102,6 @@ def plot_scatter(records: pl.DataFrame, out: str | Path) -> None:
         ax.set_ylabel("max Delta over search pool")
         ax.legend(frameon=False, fontsize=8)
     _save(fig, out)
-
-
-def _markdown(frame: pl.DataFrame, floats: int = 3) -> str:
-    cols = frame.columns
-    lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
-    for row in frame.iter_rows():
-        cells = [f"{v:.{floats}f}" if isinstance(v, float) else ("" if v is None else str(v)) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def audit_figures(
@@ -131,20 +117,25 @@ def audit_figures(
     epsilon_png: str | Path,
     report_md: str | Path,
     summary_csv: str | Path,
+    cr_svg: str | Path,
+    confidence_svg: str | Path,
+    scatter_svg: str | Path,
+    epsilon_svg: str | Path,
 ) -> None:
+    """The four figures (each as PNG and SVG), summary.md and summary.csv: every path is a declared output."""
     summary = _read(summaries)
     rec = _read(records)
     conf = _read(confidence)
     eps = _read(epsilon)
     pools = _read(pool_reports)
-    plot_cr(summary, cr_png)
+    plot_cr(summary, [cr_png, cr_svg])
     # Fig. 2 right and Fig. 4: solid = average over all q_h, dashed = over the Stage-1 survivors.
     _per_dataset_lines(conf, "confidence", "mean_lower_bound", "confidence level 1 - eta",
-                       "average lower bound", confidence_png, y_dashed="mean_lower_bound_survivors",
+                       "average lower bound", [confidence_png, confidence_svg], y_dashed="mean_lower_bound_survivors",
                        labels=AVERAGE_LABELS)
-    plot_scatter(rec, scatter_png)
-    _per_dataset_lines(eps, "epsilon", "mean_lower_bound", "epsilon", "average lower bound", epsilon_png, logx=True,
-                       y_dashed="mean_lower_bound_survivors", labels=AVERAGE_LABELS)
+    plot_scatter(rec, [scatter_png, scatter_svg])
+    _per_dataset_lines(eps, "epsilon", "mean_lower_bound", "epsilon", "average lower bound",
+                       [epsilon_png, epsilon_svg], logx=True, y_dashed="mean_lower_bound_survivors", labels=AVERAGE_LABELS)
     Path(summary_csv).parent.mkdir(parents=True, exist_ok=True)
     summary.write_csv(summary_csv)
 
@@ -176,7 +167,7 @@ def audit_figures(
         "## Threshold epsilon per dataset (`epsilon_source`: a configured value, or the percentile of the",
         "per-q_h maxima s_h = max over the search pool of V_org's Delta, as in the paper's App. D.2)",
         "",
-        _markdown(sources, floats=4),
+        frame_table(sources, floats=4),
         "",
         "## Counterexample ratio, statuses and average lower bound",
         "",
@@ -184,35 +175,35 @@ def audit_figures(
         "counterexample counts as bound 0) and `mean_lower_bound_survivors` over the `n_stage1_survivors` q_h",
         "without a search-pool counterexample only (the release's number). They differ whenever CR > 0.",
         "",
-        _markdown(summary.select("dataset", "target", "n_qh", "cr", "n_degraded", "n_certified",
+        frame_table(summary.select("dataset", "target", "n_qh", "cr", "n_degraded", "n_certified",
                                  "n_budget_exhausted", "n_stage1_survivors", "mean_lower_bound",
                                  "mean_lower_bound_survivors", "mean_lower_bound_tv", "epsilon",
                                  "epsilon_source", "eta", "tau", "tv_r")),
         "",
         "## By split (train: the pair's debates were in fine-tuning; eval: held out)",
         "",
-        _markdown(by_split) if by_split.height else "(no split information)",
+        frame_table(by_split) if by_split.height else "(no split information)",
         "",
         "## Statuses",
         "",
-        _markdown(status),
+        frame_table(status),
         "",
         "## Average lower bound by confidence level (epsilon fixed), over all q_h (counterexample = 0)",
         "",
-        _markdown(conf_wide),
+        frame_table(conf_wide),
         "",
         "## Average lower bound by confidence level (epsilon fixed), over the Stage-1 survivors only",
         "",
-        _markdown(conf_survivors),
+        frame_table(conf_survivors),
         "",
         "## Average lower bound and CR by epsilon (eta fixed)",
         "",
-        _markdown(eps.select("dataset", "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound",
+        frame_table(eps.select("dataset", "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound",
                              "mean_lower_bound_survivors")),
         "",
         "## Paraphrase pools (generated / kept / rejected by reason / shortfall, summed over q_h)",
         "",
-        _markdown(pool_table),
+        frame_table(pool_table),
         "",
         "Figures: `figures/cr.png` (Fig. 2 left), `figures/bound_vs_confidence.png` (Fig. 2 right; solid: all",
         "q_h, dashed: Stage-1 survivors only, also in Fig. 4),",
@@ -224,8 +215,8 @@ def audit_figures(
 
 
 # Content id of the figures and summary.md (rule params carry it).
-FIGURES_VERSION = rule_id("audit-figures", plot_cr, _per_dataset_lines, plot_scatter, _markdown, audit_figures,
-                          AVERAGE_LABELS)
+FIGURES_VERSION = rule_id("audit-figures", plot_cr, _per_dataset_lines, plot_scatter, frame_table, markdown_table,
+                          cell, audit_figures, AVERAGE_LABELS, VERIFIERS)
 
 
 # ------------------------------------------------------------------------------------ Table 3
@@ -268,10 +259,12 @@ def read_benchmarks(root: str | Path, files: Sequence[str | Path] | None = None)
 
 
 def runtime_table(
-    *, benchmarks: str | Path, markdown: str | Path, csv: str | Path, files: Sequence[str | Path] | None = None
+    *, benchmarks: str | Path, markdown: str | Path, csv: str | Path, parquet: str | Path,
+    files: Sequence[str | Path],
 ) -> pl.DataFrame:
-    """Table 3: wall time per job and per stage from Snakemake benchmark files (last run of each);
-    `files`: the current run's benchmark files, so stale records of other configurations stay out."""
+    """Table 3: wall time per job and per stage from Snakemake benchmark files (last run of each).
+    `files`: the current run's benchmark files (the rule's inputs), so stale records of other configurations
+    stay out; `benchmarks`: the folder they lie under, which only names each job's stage."""
     jobs = read_benchmarks(benchmarks, files).sort("stage", "job")
     per_stage = jobs.group_by("stage", maintain_order=True).agg(
         pl.len().alias("jobs"), pl.col("wall_s").sum().alias("wall_s"), pl.col("max_rss_mb").max().alias("max_rss_mb")
@@ -283,13 +276,13 @@ def runtime_table(
         "",
         f"From the Snakemake benchmark files under `{benchmarks}` (the latest run of each job).",
         "",
-        _markdown(per_stage, floats=1),
+        frame_table(per_stage, floats=1),
         "",
         "## Per job",
         "",
-        _markdown(jobs, floats=1),
+        frame_table(jobs, floats=1),
         "",
     ]
     Path(markdown).write_text("\n".join(text))
-    write_parquet(jobs, RUNTIME_SCHEMA, Path(csv).with_suffix(".parquet"))
+    write_parquet(jobs, RUNTIME_SCHEMA, parquet)
     return jobs

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-
-COLORS = {"honest": "tab:blue", "adv": "tab:orange", "org": "tab:red"}
+from .verifiers import VARIANTS, color, label
 
 
 def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path, *, dataset: str) -> None:
@@ -20,10 +19,10 @@ def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path,
     terms = [("loss", "total (weighted)"), ("loss_lm", "L_lm"), ("loss_fc", "L_fc"), ("loss_qh", "L_qh")]
     fig, axes = plt.subplots(1, len(terms), figsize=(4 * len(terms), 3.2), sharex=True)
     for ax, (column, title) in zip(axes, terms):
-        for variant, color in COLORS.items():  # one colour per verifier across panels
+        for variant in VARIANTS:  # one colour per verifier across panels and figures
             data = frame.filter(pl.col("variant") == variant).drop_nulls(column).sort("step")
             if data.height:
-                ax.plot(data["step"], data[column], marker="o", color=color, label=f"V_{variant}")
+                ax.plot(data["step"], data[column], marker="o", color=color(variant), label=label(variant))
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(title)
         ax.set_xlabel("optimizer step")

@@ -30,11 +30,10 @@ from debate_audit.models.spec import resolve_device
 from .losses import TrainExample, encode_example, verifier_losses
 from .readout import LABELS, resolve_readout
 from .splits import split_column
+from .verifiers import VARIANTS  # variant -> transcript mode
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)
-
-VARIANTS = {"honest": "honest", "adv": "adversarial", "org": "adversarial"}  # variant -> transcript mode
 
 CURVE_SCHEMA = {
     "dataset": pl.Utf8,

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from debate_audit.models.decoding import left_pad
+
 from .readout import renderer_for, render_prompt
 
 IGNORE = -100
@@ -54,23 +56,13 @@ def choice_loss(slot_logits: torch.Tensor, label_ids: Sequence[int], targets: to
     return F.binary_cross_entropy_with_logits(margin, (targets == 0).float())
 
 
-def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-        mask[row, width - len(seq) :] = 1
-    return ids.to(device), mask.to(device)
-
-
 def _forward(model, ids: torch.Tensor, mask: torch.Tensor, keep: int) -> torch.Tensor:
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     return model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
 
 
 def _choice_term(model, examples: list[ChoiceExample], label_ids, pad_id, device) -> torch.Tensor:
-    ids, mask = _left_pad([e.ids for e in examples], pad_id, device)
+    ids, mask = left_pad([e.ids for e in examples], pad_id, device)
     logits = _forward(model, ids, mask, 1)[:, -1, :]
     targets = torch.tensor([e.target for e in examples], device=device)
     return choice_loss(logits, label_ids, targets)
@@ -82,7 +74,7 @@ def verifier_losses(
     """Loss terms for one micro-batch: keys lm, fc, qh (only when the batch has q_h examples), total."""
     device = next(model.parameters()).device
     terms: dict[str, torch.Tensor] = {}
-    ids, mask = _left_pad([e.lm_ids for e in batch], pad_id, device)
+    ids, mask = left_pad([e.lm_ids for e in batch], pad_id, device)
     labels = torch.full_like(ids, IGNORE)
     for row, e in enumerate(batch):
         labels[row, ids.shape[1] - len(e.lm_labels) :] = torch.tensor(e.lm_labels, device=device)

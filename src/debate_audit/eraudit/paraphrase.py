@@ -237,6 +237,27 @@ def _write(frames: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], out: str | P
     )
 
 
+@dataclass(frozen=True)
+class PoolSettings:
+    """How one pool is drawn and filtered (config `paraphrase:`, checked by config/schema.yaml)."""
+
+    size: int  # paraphrases kept per q_h
+    temperature: float
+    top_p: float
+    seed: int  # round r draws with seed + 1000 r
+    max_new_tokens: int
+    min_similarity: float  # embedding similarity to q_h a paraphrase needs (`paraphrase.min_similarity`)
+    max_topup_rounds: int  # extra rounds for pools still short
+    search_samples: int = 1  # search pool only (config `samples`): sampled replies per q_h and round
+
+    @classmethod
+    def from_config(cls, settings: dict[str, Any], min_similarity: float) -> PoolSettings:
+        """From one pool's entry of `pool_settings` (its other keys, e.g. the model, are not drawing settings)."""
+        return cls(size=settings["size"], temperature=settings["temperature"], top_p=settings["top_p"],
+                   seed=settings["seed"], max_new_tokens=settings["max_new_tokens"], min_similarity=min_similarity,
+                   max_topup_rounds=settings["max_topup_rounds"], search_samples=settings.get("samples", 1))
+
+
 def build_pool(
     *,
     pairs: str | Path,
@@ -249,14 +270,7 @@ def build_pool(
     out: str | Path,
     rejected: str | Path,
     report: str | Path,
-    size: int,
-    temperature: float,
-    top_p: float,
-    seed: int,
-    max_new_tokens: int,
-    min_similarity: float,
-    max_topup_rounds: int,
-    search_samples: int = 1,
+    settings: PoolSettings,
     splits: Sequence[str] | None = None,
     max_pairs: int | None = None,
     cache: str | None = None,
@@ -265,9 +279,11 @@ def build_pool(
 ) -> None:
     """Search pool (`pool == "search"`: batch prompt, numbered list) or a test pool (single prompt, seeded).
 
-    `search_samples`: sampled replies of the batch prompt per q_h and round (search pool only); small models
-    list only a few distinct rewrites per reply.
+    `settings.search_samples`: sampled replies of the batch prompt per q_h and round (search pool only);
+    small models list only a few distinct rewrites per reply.
     """
+    size, temperature, top_p = settings.size, settings.temperature, settings.top_p
+    seed, max_new_tokens, search_samples = settings.seed, settings.max_new_tokens, settings.search_samples
     from .embeddings import SentenceEmbedder
 
     frame = select_pairs(pairs, split, splits, max_pairs)
@@ -302,15 +318,15 @@ def build_pool(
         return result
 
     try:
-        pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=min_similarity,
-                           max_topup_rounds=max_topup_rounds, dedupe=search)
+        pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=settings.min_similarity,
+                           max_topup_rounds=settings.max_topup_rounds, dedupe=search)
     finally:
         if own_generator:
             generator.close()
     _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator_name, size=size), out, rejected, report)
 
 
-__all__ = ["cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "select_pairs"]
+__all__ = ["PoolSettings", "cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "select_pairs"]
 
 
 def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -328,7 +344,7 @@ def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> t
 
 
 # Content id of the prompts, the parsing and the filters of every pool (rule params carry it).
-PROMPT_VERSION = rule_id("paraphrase", SYSTEM, search_messages, single_messages, fill_pools, build_pool,
-                         validation.cheap_reason, validation.check, validation.normalize, validation.numbers,
+PROMPT_VERSION = rule_id("paraphrase", SYSTEM, search_messages, single_messages, fill_pools, PoolSettings,
+                         build_pool, validation.cheap_reason, validation.check, validation.normalize, validation.numbers,
                          validation.symbols, validation.strip_wrapping, validation.parse_numbered_list,
                          validation.parse_single, "".join(sorted(validation._PLAIN_PUNCTUATION)))

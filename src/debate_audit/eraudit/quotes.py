@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from dataclasses import dataclass
 
 QUOTE = re.compile(r"<quote>(.*?)</quote>", re.DOTALL | re.IGNORECASE)
 _FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
@@ -48,22 +47,6 @@ def quote_key(text: str, mode: str = "normalised") -> str:
     if mode == "exact":
         return normalise_whitespace(text).strip(" \"'")
     raise ValueError(f"debate.quote_match must be one of {QUOTE_MATCH_MODES}, got {mode!r}")
-
-
-@dataclass(frozen=True)
-class QuoteCheck:
-    text: str
-    verified: bool
-
-
-def check_quotes(argument: str, context: str, mode: str = "normalised") -> list[QuoteCheck]:
-    """Every <quote>...</quote> in `argument`, verified when it occurs in `context` (both normalised by `mode`)."""
-    haystack = quote_key(context, mode)
-    checks = []
-    for match in QUOTE.finditer(argument):
-        needle = quote_key(match.group(1), mode)
-        checks.append(QuoteCheck(match.group(1), bool(needle) and needle in haystack))
-    return checks
 
 
 def mark_quotes(argument: str, context: str, mode: str = "normalised") -> tuple[str, int, int]:

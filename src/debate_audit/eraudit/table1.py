@@ -13,13 +13,15 @@ from pathlib import Path
 import polars as pl
 
 from debate_audit.data.io import write_parquet
+from debate_audit.markdown import markdown_table as render_markdown
 from debate_audit.models import LanguageModel
 
+from . import verifiers
 from .readout import answer_probability
 
 log = logging.getLogger(__name__)
 
-VERIFIERS = ["base", "honest", "adv", "org"]
+VERIFIERS = list(verifiers.VERIFIERS)
 
 EVAL_SCHEMA = {
     "dataset": pl.Utf8,
@@ -91,7 +93,7 @@ def summarise(evals: pl.DataFrame, split: str = "eval") -> pl.DataFrame:
 
 def markdown_table(table: pl.DataFrame) -> str:
     """The paper's layout: one row per dataset x verifier, Acc / MTP for q_m and q_h side by side."""
-    lines = ["| dataset | verifier | q_m Acc | q_m MTP | q_h Acc | q_h MTP | n |", "|---|---|---|---|---|---|---|"]
+    rows = []
     for (dataset, verifier), group in table.group_by("dataset", "verifier", maintain_order=True):
         cells = {r["question"]: r for r in group.iter_rows(named=True)}
 
@@ -99,9 +101,8 @@ def markdown_table(table: pl.DataFrame) -> str:
             return f"{cells[q][key]:.3f}" if q in cells and cells[q][key] is not None else "-"
 
         n = cells.get("q_m", cells.get("q_h"))["n"]
-        lines.append(f"| {dataset} | {verifier} | {fmt('q_m', 'acc')} | {fmt('q_m', 'mtp')} | "
-                     f"{fmt('q_h', 'acc')} | {fmt('q_h', 'mtp')} | {n} |")
-    return "\n".join(lines) + "\n"
+        rows.append([dataset, verifier, *(fmt(q, key) for q in ("q_m", "q_h") for key in ("acc", "mtp")), n])
+    return render_markdown(["dataset", "verifier", "q_m Acc", "q_m MTP", "q_h Acc", "q_h MTP", "n"], rows)
 
 
 def build_table1(evals: list[str | Path], out: str | Path, markdown: str | Path, csv: str | Path,

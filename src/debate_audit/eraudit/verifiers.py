@@ -1,0 +1,40 @@
+"""The verifiers of ER-Audit, defined once: V_base (the prepared base model, not trained) and the three
+fine-tuned variants V_honest / V_adv / V_org. Rules (wildcards, targets), the fine-tuning code, Table 1
+and every figure read names, labels, colours and transcript modes from here, so a figure's V_adv is the
+same colour in the loss curves and in the audit figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verifier:
+    name: str  # the wildcard / column value: base, honest, adv, org
+    label: str  # how figures and tables show it
+    color: str  # matplotlib colour, the same in every figure
+    mode: str | None  # transcript mode it is trained on ("honest" / "adversarial"); None: not trained
+
+    @property
+    def trained(self) -> bool:
+        return self.mode is not None
+
+
+BASE = Verifier("base", "V_base", "tab:gray", None)
+HONEST = Verifier("honest", "V_honest", "tab:blue", "honest")
+ADV = Verifier("adv", "V_adv", "tab:red", "adversarial")
+ORG = Verifier("org", "V_org", "tab:purple", "adversarial")
+
+VERIFIERS: dict[str, Verifier] = {v.name: v for v in (BASE, HONEST, ADV, ORG)}
+# The fine-tuned variants, in order: variant name -> transcript mode it is trained on.
+VARIANTS: dict[str, str] = {v.name: v.mode for v in VERIFIERS.values() if v.mode is not None}
+
+
+def label(name: str) -> str:
+    """Display label of a verifier; an unknown name is shown as is."""
+    return VERIFIERS[name].label if name in VERIFIERS else name
+
+
+def color(name: str) -> str | None:
+    """Figure colour of a verifier; None (matplotlib's cycle) for an unknown name."""
+    return VERIFIERS[name].color if name in VERIFIERS else None
