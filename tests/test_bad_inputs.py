@@ -252,7 +252,7 @@ CONFIG_ERRORS = [
     ("batch size 0", {f"{M}/batch_size": 0}, "models.smollm2-135m.batch_size: 0 must be a positive integer or 'auto'"),
     ("batch size text", {f"{M}/batch_size": "big"}, "models.smollm2-135m.batch_size: 'big' must be a positive integer or 'auto'"),
     ("batch size float", {f"{M}/batch_size": 2.5}, "models.smollm2-135m.batch_size: 2.5 must be a positive integer or 'auto'"),
-    ("schema alternatives explained", {"cwpor/resources/mem_mb": "lots"}, "cwpor.resources.mem_mb: 'lots' is not of type 'integer'"),
+    ("schema type named", {"cwpor/resources/runtime": "lots"}, "cwpor.resources.runtime: 'lots' is not of type 'integer'"),
     ("openai without base_url", {"models/srv": OPENAI, "cwpor/judge_model": "srv"}, "models.srv.base_url: source 'openai' needs the server's URL"),
     ("openai without key variable", {"models/srv": OPENAI, "cwpor/judge_model": "srv"}, "models.srv.api_key_env: source 'openai' needs the name of the variable"),
     ("openai base_url not http", {"models/srv": {**OPENAI, "base_url": "ftp://h/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"},

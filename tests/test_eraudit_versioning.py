@@ -49,8 +49,9 @@ def _rule_blocks():
     blocks = {}
     for path in (REPO / "rules").glob("*.smk"):
         text = path.read_text()
-        for match in re.finditer(r"^rule (\w+):\n(.*?)(?=^\S|\Z)", text, re.S | re.M):
-            blocks[match.group(1)] = match.group(2)
+        # rules may sit inside an if/else (rules/debate.smk): a block ends at the next line as far left
+        for match in re.finditer(r"^( *)rule (\w+):\n(.*?)(?=^\1\S|\Z)", text, re.S | re.M):
+            blocks[match.group(2)] = match.group(3)
     return blocks
 
 

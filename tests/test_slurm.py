@@ -44,10 +44,11 @@ def rules_declaring_gpu() -> set[str]:
     """Rules of the workflow whose resources include `gpu` (the model-bound rules)."""
     found = set()
     for path in (REPO / "rules").glob("*.smk"):
-        for block in re.split(r"^(?=rule \w+:)", path.read_text(), flags=re.M):
-            name = re.match(r"rule (\w+):", block)
-            resources = re.search(r"^    resources:\n((?:        .*\n)+)", block, flags=re.M)
-            if name and resources and re.search(r"^        gpu=", resources.group(1), flags=re.M):
+        # rules may sit inside an if/else (rules/debate.smk), indented
+        for block in re.split(r"^(?= *rule \w+:)", path.read_text(), flags=re.M):
+            name = re.match(r" *rule (\w+):", block)
+            resources = re.search(r"^( +)resources:\n((?:\1    .*\n)+)", block, flags=re.M)
+            if name and resources and re.search(r"^ +gpu=", resources.group(2), flags=re.M):
                 found.add(name.group(1))
     return found
 
