@@ -73,6 +73,7 @@ rule audit_scores:
         device=model_spec(config["verifier"]["base_model"]).device,
         dtype=model_spec(config["verifier"]["base_model"]).dtype,
         cache=config["cache"],
+        library=library_code("audit_scores"),
     script:
         "../workflow/scripts/audit_scores.py"
 
@@ -97,6 +98,7 @@ rule audit_statistics:
     params:
         settings=AUDIT_SETTINGS,
         statistics_version=STATISTICS_VERSION,
+        library=library_code("audit_statistics"),
     script:
         "../workflow/scripts/audit_statistics.py"
 
@@ -122,6 +124,7 @@ rule audit_sweeps:
             "sweep_epsilon_percentiles": AUDIT["sweep_epsilon_percentiles"],
         },
         sweeps_version=SWEEPS_VERSION,
+        library=library_code("audit_sweeps"),
     script:
         "../workflow/scripts/audit_sweeps.py"
 
@@ -193,6 +196,7 @@ rule audit_figures:
         "../envs/debate-audit.yaml"
     params:
         figures_version=FIGURES_VERSION,
+        library=library_code("audit_figures"),
     script:
         "../workflow/scripts/audit_figures.py"
 
@@ -219,6 +223,7 @@ rule audit_runtime:
     params:
         # only the folder the benchmark inputs lie under (it names each job's stage); nothing is read from it
         benchmarks="benchmarks/rules",
+        library=library_code("audit_runtime"),
     script:
         "../workflow/scripts/audit_runtime.py"
 

@@ -50,6 +50,7 @@ rule browse:
         eraudit=BROWSE_AUDIT_FILES,
         # hash of the page template: editing the page rebuilds it
         page=page_version(),
+        library=library_code("browse"),
     script:
         "../workflow/scripts/browse.py"
 

@@ -2,6 +2,7 @@ from pathlib import Path
 
 from debate_audit.config_check import check_output_paths, dataset_source, used_models
 from debate_audit.models.spec import ModelSpec
+from debate_audit.provenance import code_fingerprint
 
 # Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
 ALL_TARGETS = []
@@ -146,3 +147,11 @@ def model_mem_mb(*names, training=False):
             weights_mb += model_params(name) * DTYPE_BYTES.get(spec.dtype, 4) / 1e6
     headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
     return JOB_BASE_MB + math.ceil(headroom * weights_mb)
+
+
+def library_code(script):
+    """Hash of the library modules `workflow/scripts/<script>.py` reaches: an edited prompt or function
+    body reruns exactly the rules whose output can change (their descendants follow)."""
+    return code_fingerprint(
+        Path(workflow.basedir) / "workflow" / "scripts" / f"{script}.py"
+    )

@@ -39,6 +39,7 @@ rule cwpor_questions:
     params:
         subset=CWPOR["subset"],
         seed=CWPOR["seed"],
+        library=library_code("cwpor_questions"),
     script:
         "../workflow/scripts/cwpor_questions.py"
 
@@ -80,6 +81,7 @@ rule cwpor_debate:
             int(wc.verbosity), CWPOR["tokens_per_word"], CWPOR["extra_tokens"]
         ),
         cache=config["cache"],
+        library=library_code("cwpor_debate"),
     script:
         "../workflow/scripts/cwpor_debate.py"
 
@@ -111,6 +113,7 @@ rule cwpor_judge:
         template_id=template_id("judge", CWPOR["judge_template"]),
         max_new_tokens=CWPOR["judge_max_new_tokens"],
         cache=config["cache"],
+        library=library_code("cwpor_judge"),
     script:
         "../workflow/scripts/cwpor_judge.py"
 
@@ -129,6 +132,7 @@ rule cwpor_metrics:
         resamples=CWPOR["bootstrap"],
         level=CWPOR["ci_level"],
         seed=CWPOR["seed"],
+        library=library_code("cwpor_metrics"),
     script:
         "../workflow/scripts/cwpor_metrics.py"
 
@@ -163,6 +167,7 @@ rule cwpor_tables:
         level=CWPOR["ci_level"],
         example_categories=CWPOR["example_categories"],
         examples_per_category=CWPOR["examples_per_category"],
+        library=library_code("cwpor_tables"),
     script:
         "../workflow/scripts/cwpor_tables.py"
 
@@ -190,6 +195,7 @@ rule cwpor_figures:
     params:
         out_dir=lambda wc, output: str(Path(output[0]).parent),
         level=CWPOR["ci_level"],
+        library=library_code("cwpor_figures"),
     script:
         "../workflow/scripts/cwpor_figures.py"
 

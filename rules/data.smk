@@ -14,6 +14,7 @@ rule prepare_truthfulqa:
         source=dataset_source(config, "truthfulqa", "path"),
         hf_id=config["datasets"]["truthfulqa"].get("hf_id"),
         revision=config["datasets"]["truthfulqa"].get("revision"),
+        library=library_code("prepare_truthfulqa"),
     script:
         "../workflow/scripts/prepare_truthfulqa.py"
 
@@ -36,6 +37,7 @@ rule prepare_quality_h:
             key: dataset_source(config, "quality_h", key)
             for key in ("pairs", "stories")
         },
+        library=library_code("prepare_quality_h"),
     script:
         "../workflow/scripts/prepare_quality_h.py"
 
@@ -57,6 +59,7 @@ rule prepare_gpqa_h:
         source={
             key: dataset_source(config, "gpqa_h", key) for key in ("pairs", "contexts")
         },
+        library=library_code("prepare_gpqa_h"),
     script:
         "../workflow/scripts/prepare_gpqa_h.py"
 

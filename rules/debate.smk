@@ -37,6 +37,7 @@ rule debate_split:
         release=lambda wc: release_split_files(DEBATE_SPLIT, wc.dataset),
         overlap=DEBATE_SPLIT.get("overlap", "exclude"),
         split_version=SPLIT_VERSION,
+        library=library_code("debate_split"),
     script:
         "../workflow/scripts/debate_split.py"
 
@@ -58,6 +59,7 @@ if DEBATE_TRANSCRIPTS["source"] == "release":
         params:
             rows=lambda wc: release_transcripts(wc.dataset, wc.debate_mode),
             import_version=RELEASE_IMPORT_VERSION,
+            library=library_code("debate_import"),
         script:
             "../workflow/scripts/debate_import.py"
 
@@ -88,6 +90,7 @@ else:
             prompt_version=DEBATE_PROMPT_VERSION,
             spec=model_spec(config["debate"]["debater"]).__dict__,
             cache=config["cache"],
+            library=library_code("debate_generate"),
         script:
             "../workflow/scripts/debate_generate.py"
 
@@ -124,6 +127,7 @@ else:
             device=model_spec(config["verifier"]["base_model"]).device,
             dtype=model_spec(config["verifier"]["base_model"]).dtype,
             cache=config["cache"],
+            library=library_code("debate_select"),
         script:
             "../workflow/scripts/debate_select.py"
 

@@ -18,5 +18,6 @@ rule prepare_model:
         tokenizer_dir=lambda wc, input: (
             str(Path(input.tokenizer[0]).parent) if input.tokenizer else None
         ),
+        library=library_code("prepare_model"),
     script:
         "../workflow/scripts/prepare_model.py"

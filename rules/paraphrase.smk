@@ -53,6 +53,7 @@ rule paraphrase_search:
         runtime=240,
     params:
         **PARAPHRASE_PARAMS,
+        library=library_code("paraphrase_pool"),
     script:
         "../workflow/scripts/paraphrase_pool.py"
 
@@ -80,6 +81,7 @@ rule paraphrase_test:
         runtime=240,
     params:
         **PARAPHRASE_PARAMS,
+        library=library_code("paraphrase_pool"),
     script:
         "../workflow/scripts/paraphrase_pool.py"
 

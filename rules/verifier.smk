@@ -44,6 +44,7 @@ rule verifier_finetune:
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
         device=model_spec(config["verifier"]["base_model"]).device,
+        library=library_code("verifier_finetune"),
     script:
         "../workflow/scripts/verifier_finetune.py"
 
@@ -67,6 +68,8 @@ rule verifier_loss_figure:
         "logs/verifier/loss_figure_{dataset}.log",
     conda:
         "../envs/debate-audit.yaml"
+    params:
+        library=library_code("verifier_loss_figure"),
     script:
         "../workflow/scripts/verifier_loss_figure.py"
 
@@ -100,6 +103,7 @@ rule verifier_evaluate:
         device=model_spec(config["verifier"]["base_model"]).device,
         dtype=model_spec(config["verifier"]["base_model"]).dtype,
         cache=config["cache"],
+        library=library_code("verifier_evaluate"),
     script:
         "../workflow/scripts/verifier_evaluate.py"
 
@@ -125,6 +129,8 @@ rule verifier_table1:
         "logs/verifier/table1.log",
     conda:
         "../envs/debate-audit.yaml"
+    params:
+        library=library_code("verifier_table1"),
     script:
         "../workflow/scripts/verifier_table1.py"
 

@@ -87,3 +87,44 @@ def test_switching_readout_reruns_exactly_the_reading_rules_and_descendants(fini
     assert _job_stats(output) == EXPECTED
     changed = re.search(r"params have changed since last execution:\n\s+(.+)", output)
     assert changed and READERS - {"verifier_finetune"} <= set(changed[1].split(", ")) <= READERS
+
+
+def _edited_library(tmp_path: Path, module: str, old: str, new: str) -> dict[str, str]:
+    """PYTHONPATH of a copy of the library with one edit in `module`."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    path = src / "debate_audit" / module
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return {"PYTHONPATH": str(src)}
+
+
+def _dry_run_with(workdir: Path, env_extra: dict[str, str]) -> set[str]:
+    env = {**os.environ, **env_extra, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([str(BIN / "snakemake"), "-n", "--rerun-triggers", "params", *CONFIGS], cwd=workdir,
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return set(_job_stats(result.stdout + result.stderr)) - {"all"}
+
+
+@pytest.mark.slow
+def test_an_er_debate_prompt_edit_in_the_library_reruns_the_debates_and_what_follows(finished, tmp_path):
+    rerun = _dry_run_with(finished, _edited_library(tmp_path, "eraudit/transcripts.py", "You are Debater", "You are debater"))
+    assert {"debate_generate", "debate_select", "verifier_finetune", "audit_scores", "audit_statistics"} <= rerun
+    assert not {r for r in rerun if r.startswith(("cwpor", "prepare", "paraphrase"))} | ({"debate_split"} & rerun)
+
+
+@pytest.mark.slow
+def test_a_judge_prompt_edit_in_the_library_reruns_cwpor_only(finished, tmp_path):
+    rerun = _dry_run_with(finished, _edited_library(tmp_path, "cwpor/prompts.py", "judge", "Judge"))
+    # prompts.py holds the debate and the judge templates; Table 3 (audit_runtime) reads every model job's
+    # benchmark file, CW-POR's included, so it follows too.
+    assert {"cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_figures", "browse", "audit_runtime"} <= rerun
+    assert not {r for r in rerun - {"audit_runtime"} if r.startswith(("debate", "verifier", "audit", "paraphrase",
+                                                                        "prepare"))}
+
+
+@pytest.mark.slow
+def test_an_unchanged_library_copy_reruns_nothing(finished, tmp_path):
+    assert _dry_run_with(finished, _edited_library(tmp_path, "cwpor/prompts.py", "", "")) == set()

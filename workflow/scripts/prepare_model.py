@@ -1,5 +1,6 @@
 from debate_audit.logging import to_log
-from debate_audit.models import ModelSpec, prepare_model
+from debate_audit.models.prepare import prepare_model
+from debate_audit.models.spec import ModelSpec
 
 with to_log(snakemake.log[0]):
     spec = dict(snakemake.params.spec)
