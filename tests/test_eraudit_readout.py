@@ -123,7 +123,7 @@ def test_a_bad_readout_is_a_config_error_naming_the_key(monkeypatch):
     import yaml
 
     from debate_audit.config_check import config_errors
-    from tests.conftest import REPO
+    from conftest import REPO
 
     monkeypatch.chdir(REPO)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())

@@ -12,7 +12,7 @@ import yaml
 from debate_audit.eraudit import splits
 from debate_audit.eraudit.finetune import training_items
 from debate_audit.eraudit.selection import SELECTED_SCHEMA
-from tests.conftest import REPO
+from conftest import REPO
 
 
 def _pairs(tmp_path, titles):

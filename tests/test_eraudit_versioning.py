@@ -5,7 +5,7 @@ import re
 
 from debate_audit.eraudit import audit, finetune, paraphrase, selection, splits, transcripts
 from debate_audit.eraudit.versioning import rule_id
-from tests.conftest import REPO
+from conftest import REPO
 
 
 def _f(x):
