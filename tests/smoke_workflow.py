@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -39,3 +40,30 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
     return result
+
+
+def project_copy(root: Path) -> Path:
+    """A scratch copy of the workflow (no model) at <root>/project, with <root>/shared -> ../shared when it
+    exists, so overlays that read ../shared/data resolve as they do in a checkout (for dry runs)."""
+    workdir = root / "project"
+    for item in COPY:
+        src, dst = REPO / item, workdir / item
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    if (REPO.parent / "shared").is_dir():
+        (root / "shared").symlink_to(REPO.parent / "shared")
+    return workdir
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The 'Job stats' table of `snakemake -n` as {rule: count}, without the total ({} when nothing to do)."""
+    if "Job stats:" not in output and "Nothing to be done" in output:
+        return {}
+    counts = {}
+    for line in output.split("Job stats:")[1].splitlines()[3:]:
+        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
+        if not match:
+            break
+        counts[match[1]] = int(match[2])
+    counts.pop("total")
+    return counts

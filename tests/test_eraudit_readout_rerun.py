@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo"]
 CONFIGS = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
 READERS = {"debate_select", "verifier_finetune", "verifier_evaluate", "audit_scores"}
 # 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited
@@ -39,30 +39,10 @@ def _snakemake(workdir: Path, *args: str) -> str:
     return result.stdout + result.stderr
 
 
-def _job_stats(output: str) -> dict[str, int]:
-    if "Nothing to be done" in output:
-        return {}
-    counts = {}
-    for line in output.split("Job stats:")[1].splitlines()[3:]:
-        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        counts[match[1]] = int(match[2])
-    counts.pop("total")
-    return counts
-
-
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A scratch workflow copy that looks like a finished smoke run with the default readout."""
-    root = tmp_path_factory.mktemp("readout")
-    workdir = root / "project"
-    for item in COPY:
-        src, dst = REPO / item, workdir / item
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
-    if (REPO.parent / "shared").is_dir():
-        (root / "shared").symlink_to(REPO.parent / "shared")
+    workdir = project_copy(tmp_path_factory.mktemp("readout"))
     plan = _snakemake(workdir, "-n", *CONFIGS)
     _snakemake(workdir, "--touch", "-c1", *CONFIGS)  # records each job's params; touches nothing yet
     paths = set()
@@ -74,7 +54,7 @@ def finished(tmp_path_factory) -> Path:
         (workdir / path).parent.mkdir(parents=True, exist_ok=True)
         (workdir / path).touch()
         os.utime(workdir / path, (1.7e9, 1.7e9))  # one mtime: only params can trigger
-    assert _job_stats(_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
+    assert job_stats(_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
     return workdir
 
 
@@ -84,7 +64,7 @@ def test_switching_readout_reruns_exactly_the_reading_rules_and_descendants(fini
     overlay = finished / f"readout-{mode}.yaml"
     overlay.write_text(f"verifier:\n  readout: {mode}\n")
     output = _snakemake(finished, "-n", "--rerun-triggers", "params", *CONFIGS, overlay.name)
-    assert _job_stats(output) == EXPECTED
+    assert job_stats(output) == EXPECTED
     changed = re.search(r"params have changed since last execution:\n\s+(.+)", output)
     assert changed and READERS - {"verifier_finetune"} <= set(changed[1].split(", ")) <= READERS
 
@@ -105,7 +85,7 @@ def _dry_run_with(workdir: Path, env_extra: dict[str, str]) -> set[str]:
     result = subprocess.run([str(BIN / "snakemake"), "-n", "--rerun-triggers", "params", *CONFIGS], cwd=workdir,
                             capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return set(_job_stats(result.stdout + result.stderr)) - {"all"}
+    return set(job_stats(result.stdout + result.stderr)) - {"all"}
 
 
 @pytest.mark.slow

@@ -7,8 +7,6 @@ The dry runs are offline: URLs and hub ids are only planned, never fetched (prox
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +16,10 @@ import yaml
 from snakemake.utils import update_config
 
 from debate_audit.config_check import config_errors, used_models
+from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COPY = ["Snakefile", "rules", "workflow", "config", "profiles", "envs", "tests/smoke", "data/demo"]
 
 # ER-Audit on its two datasets (quality_h, gpqa_h) with the default roles: 2 debate modes, 3 fine-tuned
 # variants (honest, adv, org), 4 checkpoints (base + 3), 2 test generators (gen-a, gen-b).
@@ -94,30 +92,7 @@ NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.y
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """A scratch copy of the workflow at <tmp>/project, with <tmp>/shared -> ../shared when it exists,
-    so overlays that read ../shared/data resolve as they do in a checkout."""
-    root = tmp_path_factory.mktemp("overlays")
-    workdir = root / "project"
-    for item in COPY:
-        src, dst = REPO / item, workdir / item
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
-    if (REPO.parent / "shared").is_dir():
-        (root / "shared").symlink_to(REPO.parent / "shared")
-    return workdir
-
-
-def job_stats(output: str) -> dict[str, int]:
-    """The 'Job stats' table of `snakemake -n` as {rule: count}, without the total."""
-    table = output.split("Job stats:")[1]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        match = re.fullmatch(r"(\S+)\s+(\d+)", line.strip())
-        if not match:
-            break
-        counts[match[1]] = int(match[2])
-    counts.pop("total")
-    return counts
+    return project_copy(tmp_path_factory.mktemp("overlays"))
 
 
 def merged(overlay: str, workdir: Path) -> dict:

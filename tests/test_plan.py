@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from debate_audit.models.size import params_b, params_from_config
 from debate_audit.models.spec import ModelSpec
