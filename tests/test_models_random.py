@@ -8,7 +8,7 @@ import pytest
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelSpec, prepare_model
 
-ARCHITECTURES = ["llama", "mistral", "granite", "qwen2", "phi3", "qwen3", "gpt_oss"]
+ARCHITECTURES = ["llama", "mistral", "granite", "qwen2", "phi3", "qwen3", "gpt_oss", "gemma4_text"]
 
 
 def random_spec(name: str, arch: str, **extra) -> ModelSpec:
@@ -66,3 +66,30 @@ def test_unknown_architecture_names_the_model(tmp_path, embedded_model_dir):
 def test_missing_tokenizer_model_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="'smollm2-135m', which is not prepared"):
         prepare_model(random_spec("r", "llama"), tmp_path / "out", tmp_path / "nowhere")
+
+
+@pytest.mark.slow
+def test_sliding_window_model_generates_long_prompts_without_prefix_reuse(tmp_path, embedded_model_dir):
+    """A Gemma-style stand-in (sliding-window layers with a 64-token window) on prompts longer than the
+    window: states cannot be stored and extended, so the model layer turns prefix reuse off for it."""
+    from debate_audit.models.lm import has_sliding_window
+
+    prepare_model(random_spec("slide", "gemma4_text", init={"sliding_window": 64}), tmp_path, embedded_model_dir)
+    lm = LanguageModel(tmp_path, batch_size=2, cache=None)
+    assert has_sliding_window(lm.model.config) and not lm.batch_invariant and not lm.prefix_sharing
+    long = " ".join(["word"] * 150)
+    conversations = [[{"role": "user", "content": long + f" {i}"}] for i in range(3)]
+    for _ in range(2):  # the second call would extend stored states if they were kept
+        replies = lm.generate(conversations, GenerationParams(max_new_tokens=4))
+        assert len(replies) == 3
+    assert len(lm.choice_logprobs([long + " A or B?"] * 2, [" A", " B"])) == 2
+
+
+def test_full_attention_models_keep_prefix_reuse(embedded_model_dir):
+    from transformers import AutoConfig
+
+    from debate_audit.models.lm import has_sliding_window
+
+    assert not has_sliding_window(AutoConfig.from_pretrained(embedded_model_dir))
+    assert not has_sliding_window(AutoConfig.for_model("qwen2", sliding_window=4096, use_sliding_window=False))
+    assert has_sliding_window(AutoConfig.for_model("mistral", sliding_window=4096))

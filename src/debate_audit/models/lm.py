@@ -34,6 +34,15 @@ def gemm_rows_invariant() -> bool:
     return all(torch.equal(torch.nn.functional.linear(rows[:m], weight), full[:m]) for m in (1, 3, 8, 15))
 
 
+def has_sliding_window(config) -> bool:
+    """Whether some attention layer of the model sees only a window of recent keys."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if not getattr(config, "sliding_window", None) or getattr(config, "use_sliding_window", True) is False:
+        return False
+    layer_types = getattr(config, "layer_types", None)
+    return "sliding_attention" in layer_types if layer_types else True
+
+
 class LanguageModel:
     """A prepared model directory loaded for inference, with its call cache."""
 
@@ -63,7 +72,7 @@ class LanguageModel:
         the same bits whatever else shares its batch, call or stored prefix, so a run resumed from a partly
         filled cache computes what an uninterrupted one does (see decoding.py). On GPU the kernels are not
         batch-invariant and the faster batched layout is kept."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         self.model_dir = Path(model_dir)
         self.fingerprint = read_fingerprint(self.model_dir)["weights_sha256"]
@@ -77,6 +86,13 @@ class LanguageModel:
         # Scoring batches are bounded by tokens; on GPU "auto" lets the probe raise the prompt count too.
         self._max_batch = 4096 if self._auto_batch and self.device.startswith("cuda") else self.batch_size
         self._token_budget: int | None = None
+        if has_sliding_window(model.config if model is not None else AutoConfig.from_pretrained(self.model_dir)):
+            # A sliding-window layer keeps only its window of keys, so stored prompt states cannot be extended
+            # or copied row by row: no prefix reuse, and the batch-invariant path (which copies states) is off.
+            log.warning("%s has sliding-window attention layers: prompt-prefix reuse and the batch-invariant CPU "
+                        "path are off for it (its scores can differ by ~1e-6 with batch composition)", self.model_dir)
+            self.batch_invariant = False
+            prefix_sharing, prefix_store_mb = False, 0
         self.prefix_sharing = prefix_sharing
         self.prefix_min_tokens = 16
         self.generation_backend = generation_backend
@@ -320,7 +336,8 @@ class LanguageModel:
                     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, seeds=seeds)
                 new = decode(self.model, rows, max_new_tokens=params.max_new_tokens, eos_ids=eos,
                              pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg,
-                             store=self.prefix_store, invariant=self.batch_invariant)
+                             store=self.prefix_store if self.prefix_store.max_bytes else None,
+                             invariant=self.batch_invariant)
                 texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
                 fresh = {keys[i]: [t.strip() for t in texts[j * per : (j + 1) * per]] for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
