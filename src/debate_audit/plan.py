@@ -157,8 +157,8 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
     tqa = stats["truthfulqa"]
     tpl = judge_template(cw["judge_template"])
     slots = max(1, len(tpl.reply_labels))
-    debate, judge = RulePlan("cwpor_debate"), RulePlan("cwpor_judge")
-    for model in cw["models"]:
+    for model in cw["models"]:  # each CW-POR cell runs its own model
+        debate, judge = RulePlan("cwpor_debate", model=model), RulePlan("cwpor_judge", model=model)
         for v in cw["verbosity"]:
             budget = max_new_tokens_for(v, cw["tokens_per_word"], cw["extra_tokens"])
             debate.generations += 2 * n_q
@@ -169,7 +169,7 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
             judge.scorings += n_q
             judge.prompt_tokens += (slots + 1) * n_q * judge_prompt
             judge.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
-    plans += [debate, judge]  # split per model below
+        plans += [debate, judge]
 
     db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
     for dataset in ver["datasets"]:
@@ -215,16 +215,7 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
         scores.scorings += (1 + len(aud["targets"])) * pairs * per_pair * 2
         scores.prompt_tokens += scores.scorings * (60 + _tokens(st["question_words"]))
         plans.append(scores)
-    # CW-POR cells use their own model each: split the two rules per model for the GPU time.
-    per_model = []
-    for rp in plans[:2]:
-        share = 1 / len(cw["models"])
-        for model in cw["models"]:
-            per_model.append(
-                RulePlan(rp.rule, model=model, generations=rp.generations * share, scorings=rp.scorings * share,
-                         prompt_tokens=rp.prompt_tokens * share, new_tokens=rp.new_tokens * share)
-            )
-    return per_model + plans[2:]
+    return plans
 
 
 def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
