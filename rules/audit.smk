@@ -6,24 +6,22 @@ from debate_audit.eraudit.audit_figures import FIGURES_VERSION
 from debate_audit.eraudit.readout import readout_id
 
 AUDIT = config["audit"]
-# V_base first, then the audited variants (names from eraudit/verifiers.py via rules/verifier.smk)
-AUDIT_CHECKPOINTS = [VERIFIERS[0], *AUDIT["targets"]]
-
-
-wildcard_constraints:
-    checkpoint="|".join(AUDIT_CHECKPOINTS),
-
-
-# Checkpoint directories: V_base is the prepared base model, the targets are part 1's fine-tuned verifiers.
-AUDIT_CHECKPOINT_FINGERPRINTS = {
-    "base": lambda wc: model_fingerprint(config["verifier"]["base_model"]),
-    **{
-        target: (
-            lambda wc, t=target: f"resources/verifiers/{wc.dataset}/{t}/fingerprint.json"
-        )
-        for target in AUDIT["targets"]
-    },
-}
+AUDIT_OUT = "results/er_audit/audit"
+# The checkpoints audit_scores reads: V_base and the audited targets of every setting (names from
+# eraudit/verifiers.py, path ids from eraudit/grid.py).
+AUDIT_CHECKPOINTS = list(
+    dict.fromkeys(
+        cp.path_id
+        for setting in AUDIT_SETTINGS_GRID.values()
+        for cp in setting.checkpoints(AUDIT["targets"])
+    )
+)
+# One audit per architecture x dataset x setting (length, L_qh weight).
+AUDIT_CELLS = dict(
+    architecture=ARCHITECTURES,
+    dataset=AUDIT_DATASETS,
+    setting=list(AUDIT_SETTINGS_GRID),
+)
 
 
 # AuditSettings fields (eraudit/audit.py); the sweep grids go to audit_sweeps only, so changing one reruns the
@@ -44,34 +42,40 @@ rule audit_scores:
     input:
         pairs="data/{dataset}.parquet",
         pools=expand(
-            "results/paraphrase/{{dataset}}/{pool}.parquet",
+            f"{PARAPHRASE_OUT}/{{{{dataset}}}}/{{pool}}.parquet",
             pool=PARAPHRASE_POOLS,
         ),
         # every pair the paraphrase stage selected, also those whose pools came out empty
         reports=expand(
-            "results/paraphrase/{{dataset}}/{pool}.report.parquet",
+            f"{PARAPHRASE_OUT}/{{{{dataset}}}}/{{pool}}.report.parquet",
             pool=PARAPHRASE_POOLS,
         ),
-        model=lambda wc: AUDIT_CHECKPOINT_FINGERPRINTS[wc.checkpoint](wc),
+        model=lambda wc: (
+            model_fingerprint(wc.architecture)
+            if wc.verifier == "base"
+            else f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
+        ),
     output:
-        scores="results/audit/{dataset}/scores_{checkpoint}.parquet",
+        scores=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/scores.parquet",
     log:
-        "logs/audit/scores_{dataset}_{checkpoint}.log",
+        "logs/audit/scores_{architecture}_{dataset}_{verifier}.log",
     benchmark:
-        "benchmarks/rules/audit/scores_{dataset}_{checkpoint}.tsv"
+        "benchmarks/rules/audit/scores_{architecture}_{dataset}_{verifier}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
+        mem_mb=lambda wc: model_mem_mb(wc.architecture),
         runtime=120,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),
+        verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
+        labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-        device=model_spec(config["verifier"]["base_model"]).device,
-        dtype=model_spec(config["verifier"]["base_model"]).dtype,
+        batch_size=lambda wc: model_spec(wc.architecture).batch_size,
+        device=lambda wc: model_spec(wc.architecture).device,
+        dtype=lambda wc: model_spec(wc.architecture).dtype,
         cache=config["cache"],
         library=library_code("audit_scores"),
     script:
@@ -80,23 +84,21 @@ rule audit_scores:
 
 rule audit_statistics:
     input:
-        scores=expand(
-            "results/audit/{{dataset}}/scores_{checkpoint}.parquet",
-            checkpoint=AUDIT_CHECKPOINTS,
-        ),
-        split="results/er_audit/{dataset}/split.parquet",
+        scores=audit_setting_scores,
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
     output:
-        deltas="results/audit/{dataset}/deltas.parquet",
-        records="results/audit/{dataset}/records.parquet",
-        generators="results/audit/{dataset}/generators.parquet",
-        steps="results/audit/{dataset}/steps.parquet",
-        summary="results/audit/{dataset}/summary.parquet",
+        deltas=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/deltas.parquet",
+        records=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
+        generators=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/generators.parquet",
+        steps=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/steps.parquet",
+        summary=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
     log:
-        "logs/audit/statistics_{dataset}.log",
+        "logs/audit/statistics_{architecture}_{dataset}_{setting}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
         settings=AUDIT_SETTINGS,
+        labels=lambda wc: AUDIT_SETTINGS_GRID[wc.setting].labels(wc.architecture),
         statistics_version=STATISTICS_VERSION,
         library=library_code("audit_statistics"),
     script:
@@ -105,15 +107,12 @@ rule audit_statistics:
 
 rule audit_sweeps:
     input:
-        scores=expand(
-            "results/audit/{{dataset}}/scores_{checkpoint}.parquet",
-            checkpoint=AUDIT_CHECKPOINTS,
-        ),
+        scores=audit_setting_scores,
     output:
-        confidence="results/audit/{dataset}/sweep_confidence.parquet",
-        epsilon="results/audit/{dataset}/sweep_epsilon.parquet",
+        confidence=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
+        epsilon=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
     log:
-        "logs/audit/sweeps_{dataset}.log",
+        "logs/audit/sweeps_{architecture}_{dataset}_{setting}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -123,6 +122,7 @@ rule audit_sweeps:
             "sweep_epsilons": AUDIT["sweep_epsilons"],
             "sweep_epsilon_percentiles": AUDIT["sweep_epsilon_percentiles"],
         },
+        labels=lambda wc: AUDIT_SETTINGS_GRID[wc.setting].labels(wc.architecture),
         sweeps_version=SWEEPS_VERSION,
         library=library_code("audit_sweeps"),
     script:
@@ -132,64 +132,68 @@ rule audit_sweeps:
 rule audit_figures:
     input:
         summaries=expand(
-            "results/audit/{dataset}/summary.parquet", dataset=AUDIT_DATASETS
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
+            **AUDIT_CELLS,
         ),
         records=expand(
-            "results/audit/{dataset}/records.parquet", dataset=AUDIT_DATASETS
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
+            **AUDIT_CELLS,
         ),
         confidence=expand(
-            "results/audit/{dataset}/sweep_confidence.parquet", dataset=AUDIT_DATASETS
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
+            **AUDIT_CELLS,
         ),
         epsilon=expand(
-            "results/audit/{dataset}/sweep_epsilon.parquet", dataset=AUDIT_DATASETS
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
+            **AUDIT_CELLS,
         ),
         pool_reports=expand(
-            "results/paraphrase/{dataset}/{pool}.report.parquet",
+            f"{PARAPHRASE_OUT}/{{dataset}}/{{pool}}.report.parquet",
             dataset=AUDIT_DATASETS,
             pool=PARAPHRASE_POOLS,
         ),
     output:
         cr=report(
-            "results/audit/figures/cr.png",
+            f"{AUDIT_OUT}/figures/cr.png",
             caption="../report/captions/audit_cr.rst",
             category="ER-Audit",
             subcategory="3. Audit",
             labels={"item": "counterexample ratio"},
         ),
         confidence=report(
-            "results/audit/figures/bound_vs_confidence.png",
+            f"{AUDIT_OUT}/figures/bound_vs_confidence.png",
             caption="../report/captions/audit_bound_vs_confidence.rst",
             category="ER-Audit",
             subcategory="3. Audit",
             labels={"item": "bound vs. confidence"},
         ),
         scatter=report(
-            "results/audit/figures/p_qh_vs_delta_max.png",
+            f"{AUDIT_OUT}/figures/p_qh_vs_delta_max.png",
             caption="../report/captions/audit_p_qh_vs_delta_max.rst",
             category="ER-Audit",
             subcategory="3. Audit",
             labels={"item": "P(q_h) vs. max Delta"},
         ),
         epsilon=report(
-            "results/audit/figures/bound_vs_epsilon.png",
+            f"{AUDIT_OUT}/figures/bound_vs_epsilon.png",
             caption="../report/captions/audit_bound_vs_epsilon.rst",
             category="ER-Audit",
             subcategory="3. Audit",
             labels={"item": "bound vs. epsilon"},
         ),
-        report="results/audit/summary.md",
+        report=f"{AUDIT_OUT}/summary.md",
         summary_csv=report(
-            "results/audit/summary.csv",
+            f"{AUDIT_OUT}/summary.csv",
             caption="../report/captions/audit_summary.rst",
             category="ER-Audit",
             subcategory="3. Audit",
             labels={"item": "summary per dataset and verifier"},
         ),
         # the SVG twin of each figure (the PNGs are in the report)
-        cr_svg="results/audit/figures/cr.svg",
-        confidence_svg="results/audit/figures/bound_vs_confidence.svg",
-        scatter_svg="results/audit/figures/p_qh_vs_delta_max.svg",
-        epsilon_svg="results/audit/figures/bound_vs_epsilon.svg",
+        cr_svg=f"{AUDIT_OUT}/figures/cr.svg",
+        confidence_svg=f"{AUDIT_OUT}/figures/bound_vs_confidence.svg",
+        scatter_svg=f"{AUDIT_OUT}/figures/p_qh_vs_delta_max.svg",
+        epsilon_svg=f"{AUDIT_OUT}/figures/bound_vs_epsilon.svg",
     log:
         "logs/audit/figures.log",
     conda:
@@ -204,18 +208,18 @@ rule audit_figures:
 # Table 3 reads only this run's benchmark records (runtime_benchmarks in rules/common.smk).
 rule audit_runtime:
     input:
-        report="results/audit/summary.md",
+        report=f"{AUDIT_OUT}/summary.md",
         benchmarks=runtime_benchmarks,
     output:
-        markdown="results/audit/table3_runtime.md",
+        markdown=f"{AUDIT_OUT}/table3_runtime.md",
         csv=report(
-            "results/audit/table3_runtime.csv",
+            f"{AUDIT_OUT}/table3_runtime.csv",
             caption="../report/captions/audit_runtime.rst",
             category="ER-Audit",
             subcategory="4. Runtime",
             labels={"table": "Table 3"},
         ),
-        parquet="results/audit/table3_runtime.parquet",
+        parquet=f"{AUDIT_OUT}/table3_runtime.parquet",
     log:
         "logs/audit/runtime.log",
     conda:
@@ -228,4 +232,4 @@ rule audit_runtime:
         "../workflow/scripts/audit_runtime.py"
 
 
-ALL_TARGETS.extend(["results/audit/summary.md", "results/audit/table3_runtime.md"])
+ALL_TARGETS.extend([f"{AUDIT_OUT}/summary.md", f"{AUDIT_OUT}/table3_runtime.md"])

@@ -2,19 +2,22 @@
 # It reads the stages' Parquet outputs only, so it reruns when any of them changes and calls no model.
 from debate_audit.browse import page_version
 
+# One browser section per audit (dataset, and architecture / setting when the run has several).
 BROWSE_AUDIT_FILES = {
-    dataset: dict(
+    browse_section(dataset, arch, setting): dict(
         pairs=f"data/{dataset}.parquet",
         debates={
-            mode: f"results/er_audit/{dataset}/debates_{mode}.parquet"
+            mode: f"{DEBATE_OUT}/{dataset}/{AUDIT_SETTINGS_GRID[setting].length}/debates_{mode}.parquet"
             for mode in DEBATE_MODES
         },
-        deltas=f"results/audit/{dataset}/deltas.parquet",
-        records=f"results/audit/{dataset}/records.parquet",
-        steps=f"results/audit/{dataset}/steps.parquet",
-        generators=f"results/audit/{dataset}/generators.parquet",
+        **{
+            stem: f"{AUDIT_OUT}/{arch}/{dataset}/{setting}/{stem}.parquet"
+            for stem in ("deltas", "records", "steps", "generators")
+        },
     )
     for dataset in AUDIT_DATASETS
+    for arch in ARCHITECTURES
+    for setting in AUDIT_SETTINGS_GRID
 }
 
 

@@ -1,6 +1,9 @@
 from pathlib import Path
 
+import re
+
 from debate_audit.config_check import check_output_paths, dataset_source, used_models
+from debate_audit.eraudit import grid
 from debate_audit.models.spec import ModelSpec
 from debate_audit.provenance import code_fingerprint
 
@@ -15,10 +18,32 @@ MODEL_SPECS = {
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
 
+# The ER-Audit grid (eraudit/grid.py): verifier architectures x debate lengths x V_org's L_qh weights.
+ARCHITECTURES = grid.base_models(config["verifier"])
+LENGTHS = grid.lengths(config["debate"])
+QH_WEIGHTS = grid.qh_weights(config["verifier"])
+VARIANT_IDS = grid.variant_ids(QH_WEIGHTS)
+AUDIT_SETTINGS_GRID = {s.path_id: s for s in grid.settings(LENGTHS, QH_WEIGHTS)}
+# base, then <length>/<variant> of every fine-tuned verifier
+CHECKPOINT_IDS = ["base", *(f"{l}/{v}" for l in LENGTHS for v in VARIANT_IDS)]
+# Best-of-K selection scores candidates with one model, so every architecture trains on the same transcripts
+# (as the release's verifiers did).
+DEBATE_SELECTOR = config["debate"].get("selector") or ARCHITECTURES[0]
+
+
+def one_of(values):
+    """A wildcard constraint matching exactly one of `values` (model names hold dots)."""
+    return "|".join(re.escape(v) for v in values)
+
 
 wildcard_constraints:
-    model="|".join(MODEL_SPECS),
-    dataset="|".join(DATASETS),
+    model=one_of(MODEL_SPECS),
+    dataset=one_of(DATASETS),
+    architecture=one_of(ARCHITECTURES),
+    length=one_of(LENGTHS),
+    variant=one_of(VARIANT_IDS),
+    setting=one_of(AUDIT_SETTINGS_GRID),
+    verifier=one_of(CHECKPOINT_IDS),
 
 
 def model_spec(name):
@@ -61,15 +86,29 @@ def runtime_benchmarks(wildcards):
             [
                 (
                     rules.debate_generate,
-                    dict(dataset=datasets, debate_mode=DEBATE_MODES),
+                    dict(dataset=datasets, length=LENGTHS, debate_mode=DEBATE_MODES),
                 ),
-                (rules.debate_select, dict(dataset=datasets, debate_mode=DEBATE_MODES)),
+                (
+                    rules.debate_select,
+                    dict(dataset=datasets, length=LENGTHS, debate_mode=DEBATE_MODES),
+                ),
             ]
             if DEBATE_TRANSCRIPTS["source"] == "generate"
             else []
         ),
-        (rules.verifier_finetune, dict(dataset=datasets, variant=VERIFIER_VARIANTS)),
-        (rules.verifier_evaluate, dict(dataset=datasets, verifier=VERIFIERS)),
+        (
+            rules.verifier_finetune,
+            dict(
+                architecture=ARCHITECTURES,
+                dataset=datasets,
+                length=LENGTHS,
+                variant=VARIANT_IDS,
+            ),
+        ),
+        (
+            rules.verifier_evaluate,
+            dict(architecture=ARCHITECTURES, dataset=datasets, verifier=CHECKPOINT_IDS),
+        ),
         (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),
         (
             rules.paraphrase_test,
@@ -77,7 +116,11 @@ def runtime_benchmarks(wildcards):
         ),
         (
             rules.audit_scores,
-            dict(dataset=AUDIT_DATASETS, checkpoint=AUDIT_CHECKPOINTS),
+            dict(
+                architecture=ARCHITECTURES,
+                dataset=AUDIT_DATASETS,
+                verifier=AUDIT_CHECKPOINTS,
+            ),
         ),
     ]
     return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
@@ -155,3 +198,36 @@ def library_code(script):
     return code_fingerprint(
         Path(workflow.basedir) / "workflow" / "scripts" / f"{script}.py"
     )
+
+
+# ---------------------------------------------- ER-Audit verifiers (rules/verifier.smk)
+def finetune_transcripts(wc):
+    """The selected transcripts a fine-tuned variant trains on (honest or adversarial, at its length)."""
+    mode = VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]
+    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/debates_{mode}.parquet"
+
+
+def finetune_settings(wc):
+    """The FinetuneSettings of one checkpoint: only V_org carries its L_qh weight, so sweeping the weight
+    retrains V_org alone."""
+    cp = grid.Checkpoint.of(wc.length, wc.variant)
+    weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
+    return {key: config["verifier"][key] for key in FINETUNE_KEYS} | {
+        "loss_weights": weights
+    }
+
+
+# ---------------------------------------------- ER-Audit audit (rules/audit.smk)
+def audit_setting_scores(wc):
+    """The score files of one audit: V_base, then each target at the setting's length and L_qh weight."""
+    setting = AUDIT_SETTINGS_GRID[wc.setting]
+    return [
+        f"{AUDIT_OUT}/{wc.architecture}/{wc.dataset}/{cp.path_id}/scores.parquet"
+        for cp in setting.checkpoints(AUDIT["targets"])
+    ]
+
+
+def browse_section(dataset, architecture, setting):
+    """A browser section's name: the dataset, with the grid cell when the run has more than one."""
+    cells = len(ARCHITECTURES) * len(AUDIT_SETTINGS_GRID)
+    return dataset if cells == 1 else f"{dataset} · {architecture} · {setting}"

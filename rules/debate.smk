@@ -1,4 +1,5 @@
-# ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial), best-of-K selection.
+# ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial) per length, best-of-K selection.
+# Outputs: results/er_audit/debate/<dataset>/split.parquet and <dataset>/<length>/debates_<mode>.parquet.
 
 from debate_audit.eraudit.readout import readout_id
 from debate_audit.eraudit.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
@@ -7,11 +8,12 @@ from debate_audit.eraudit.splits import SPLIT_VERSION, release_split_files
 from debate_audit.eraudit.transcripts import PROMPT_VERSION as DEBATE_PROMPT_VERSION
 
 DEBATE_MODES = ["honest", "adversarial"]
-# DebateSettings fields, passed as params so a changed setting reruns the debates.
-DEBATE_SETTING_KEYS = ["rounds", "word_limit", "candidates", "temperature", "top_p"]
+# DebateSettings fields, passed as params so a changed setting reruns the debates (word_limit: the length).
+DEBATE_SETTING_KEYS = ["rounds", "candidates", "temperature", "top_p"]
 DEBATE_SETTING_KEYS += ["seed", "max_context_words", "quote_match", "round_reminder"]
 DEBATE_SPLIT = config["debate"]["split"]
 DEBATE_TRANSCRIPTS = config["debate"].get("transcripts") or {"source": "generate"}
+DEBATE_OUT = "results/er_audit/debate"
 
 
 wildcard_constraints:
@@ -25,7 +27,7 @@ rule debate_split:
             p for p in release_split_files(DEBATE_SPLIT, wc.dataset).values() if p
         ],
     output:
-        split="results/er_audit/{dataset}/split.parquet",
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
     log:
         "logs/debate/split_{dataset}.log",
     conda:
@@ -44,16 +46,16 @@ rule debate_split:
 
 if DEBATE_TRANSCRIPTS["source"] == "release":
 
-    # The release's own selected transcripts replace generation and best-of-K selection.
+    # The release's own selected transcripts replace generation and best-of-K selection (length "release").
     rule debate_import:
         input:
             pairs="data/{dataset}.parquet",
             rows=lambda wc: release_transcript_inputs(wc.dataset, wc.debate_mode),
         output:
-            selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
-            rejected="results/er_audit/{dataset}/debates_{debate_mode}.rejected.parquet",
+            selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
+            rejected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.rejected.parquet",
         log:
-            "logs/debate/import_{dataset}_{debate_mode}.log",
+            "logs/debate/import_{dataset}_{length}_{debate_mode}.log",
         conda:
             "../envs/debate-audit.yaml"
         params:
@@ -68,14 +70,14 @@ else:
     rule debate_generate:
         input:
             pairs="data/{dataset}.parquet",
-            split="results/er_audit/{dataset}/split.parquet",
+            split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
             model=model_fingerprint(config["debate"]["debater"]),
         output:
-            candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
+            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
         log:
-            "logs/debate/generate_{dataset}_{debate_mode}.log",
+            "logs/debate/generate_{dataset}_{length}_{debate_mode}.log",
         benchmark:
-            "benchmarks/rules/debate/generate_{dataset}_{debate_mode}.tsv"
+            "benchmarks/rules/debate/generate_{dataset}_{length}_{debate_mode}.tsv"
         conda:
             "../envs/debate-audit.yaml"
         resources:
@@ -84,7 +86,10 @@ else:
             runtime=240,
         params:
             model_dir=lambda wc, input: str(Path(input.model).parent),
-            settings={key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
+            settings=lambda wc: {
+                **{key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
+                "word_limit": grid.word_limit(wc.length),
+            },
             splits=config["debate"]["splits"],
             max_items=config["debate"].get("max_items"),
             prompt_version=DEBATE_PROMPT_VERSION,
@@ -96,21 +101,21 @@ else:
 
     rule debate_select:
         input:
-            candidates="results/er_audit/{dataset}/debate_candidates_{debate_mode}.parquet",
+            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
             pairs="data/{dataset}.parquet",
-            model=model_fingerprint(config["verifier"]["base_model"]),
+            model=model_fingerprint(DEBATE_SELECTOR),
         output:
-            scores="results/er_audit/{dataset}/debate_scores_{debate_mode}.parquet",
-            selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+            scores=f"{DEBATE_OUT}/{{dataset}}/{{length}}/scores_{{debate_mode}}.parquet",
+            selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
         log:
-            "logs/debate/select_{dataset}_{debate_mode}.log",
+            "logs/debate/select_{dataset}_{length}_{debate_mode}.log",
         benchmark:
-            "benchmarks/rules/debate/select_{dataset}_{debate_mode}.tsv"
+            "benchmarks/rules/debate/select_{dataset}_{length}_{debate_mode}.tsv"
         conda:
             "../envs/debate-audit.yaml"
         resources:
             gpu=1,
-            mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
+            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
             runtime=60,
         params:
             model_dir=lambda wc, input: str(Path(input.model).parent),
@@ -123,9 +128,9 @@ else:
             selection_version=SELECTION_VERSION,
             readout=config["verifier"]["readout"],
             readout_version=readout_id(config["verifier"]["readout"]),
-            batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-            device=model_spec(config["verifier"]["base_model"]).device,
-            dtype=model_spec(config["verifier"]["base_model"]).dtype,
+            batch_size=model_spec(DEBATE_SELECTOR).batch_size,
+            device=model_spec(DEBATE_SELECTOR).device,
+            dtype=model_spec(DEBATE_SELECTOR).dtype,
             cache=config["cache"],
             library=library_code("debate_select"),
         script:
@@ -134,8 +139,9 @@ else:
 
 ALL_TARGETS.extend(
     expand(
-        "results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+        f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
         dataset=config["verifier"]["datasets"],
+        length=LENGTHS,
         debate_mode=DEBATE_MODES,
     )
 )

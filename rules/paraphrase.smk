@@ -7,6 +7,7 @@ PARAPHRASE = config["paraphrase"]
 PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])
 AUDIT_DATASETS = config["verifier"]["datasets"]
 PARAPHRASE_POOLS = ["search", *(f"test_{g}" for g in PARAPHRASE_TEST_GENERATORS)]
+PARAPHRASE_OUT = "results/er_audit/paraphrase"
 
 
 wildcard_constraints:
@@ -33,12 +34,12 @@ PARAPHRASE_PARAMS = dict(
 rule paraphrase_search:
     input:
         pairs="data/{dataset}.parquet",
-        split="results/er_audit/{dataset}/split.parquet",
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         model=model_fingerprint(PARAPHRASE["search"]["generator"]),
     output:
-        paraphrases="results/paraphrase/{dataset}/search.parquet",
-        rejected="results/paraphrase/{dataset}/search.rejected.parquet",
-        report="results/paraphrase/{dataset}/search.report.parquet",
+        paraphrases=f"{PARAPHRASE_OUT}/{{dataset}}/search.parquet",
+        rejected=f"{PARAPHRASE_OUT}/{{dataset}}/search.rejected.parquet",
+        report=f"{PARAPHRASE_OUT}/{{dataset}}/search.report.parquet",
     log:
         "logs/paraphrase/search_{dataset}.log",
     benchmark:
@@ -61,12 +62,12 @@ rule paraphrase_search:
 rule paraphrase_test:
     input:
         pairs="data/{dataset}.parquet",
-        split="results/er_audit/{dataset}/split.parquet",
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         model=lambda wc: model_fingerprint(pool_settings(PARAPHRASE, wc.generator)[1]),
     output:
-        paraphrases="results/paraphrase/{dataset}/test_{generator}.parquet",
-        rejected="results/paraphrase/{dataset}/test_{generator}.rejected.parquet",
-        report="results/paraphrase/{dataset}/test_{generator}.report.parquet",
+        paraphrases=f"{PARAPHRASE_OUT}/{{dataset}}/test_{{generator}}.parquet",
+        rejected=f"{PARAPHRASE_OUT}/{{dataset}}/test_{{generator}}.rejected.parquet",
+        report=f"{PARAPHRASE_OUT}/{{dataset}}/test_{{generator}}.report.parquet",
     log:
         "logs/paraphrase/test_{dataset}_{generator}.log",
     benchmark:
@@ -88,7 +89,7 @@ rule paraphrase_test:
 
 ALL_TARGETS.extend(
     expand(
-        "results/paraphrase/{dataset}/{pool}.report.parquet",
+        f"{PARAPHRASE_OUT}/{{dataset}}/{{pool}}.report.parquet",
         dataset=AUDIT_DATASETS,
         pool=PARAPHRASE_POOLS,
     )

@@ -1,4 +1,5 @@
-# ER-Audit part 1: fine-tune V_honest / V_adv / V_org, forced-choice evaluation, Table 1.
+# ER-Audit part 1: fine-tune V_honest / V_adv / V_org per architecture and length (V_org per L_qh weight),
+# forced-choice evaluation of every checkpoint, Table 1. Outputs under results/er_audit/verifier/.
 
 from debate_audit.eraudit.finetune import TRAINING_ITEMS_VERSION
 from debate_audit.eraudit.readout import readout_id
@@ -7,43 +8,43 @@ from debate_audit.eraudit.verifiers import VERIFIERS as VERIFIER_DEFS
 
 # variant -> transcript mode, and every verifier name (base first): one definition in the library.
 VERIFIERS = list(VERIFIER_DEFS)
-# FinetuneSettings fields, passed as params so a changed setting retrains.
-FINETUNE_KEYS = ["loss_weights", "epochs", "max_steps", "learning_rate", "batch_size"]
-FINETUNE_KEYS += ["grad_accum", "max_length", "max_target_tokens", "seed", "lora"]
-
-
-wildcard_constraints:
-    variant="|".join(VERIFIER_VARIANTS),
-    verifier="|".join(VERIFIERS),
+# FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights: per checkpoint).
+FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
+FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lora"]
+VERIFIER_OUT = "results/er_audit/verifier"
 
 
 rule verifier_finetune:
     input:
-        selected=lambda wc: f"results/er_audit/{wc.dataset}/debates_{VERIFIER_VARIANTS[wc.variant]}.parquet",
+        selected=finetune_transcripts,
         pairs="data/{dataset}.parquet",
-        split="results/er_audit/{dataset}/split.parquet",
-        base=model_fingerprint(config["verifier"]["base_model"]),
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
+        base=lambda wc: model_fingerprint(wc.architecture),
     output:
-        fingerprint="resources/verifiers/{dataset}/{variant}/fingerprint.json",
-        curve="results/er_audit/{dataset}/loss_curve_{variant}.parquet",
+        fingerprint="resources/verifiers/{architecture}/{dataset}/{length}/{variant}/fingerprint.json",
+        curve=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/{{variant}}/loss_curve.parquet",
     log:
-        "logs/verifier/finetune_{dataset}_{variant}.log",
+        "logs/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.log",
     benchmark:
-        "benchmarks/rules/verifier/finetune_{dataset}_{variant}.tsv"
+        "benchmarks/rules/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"], training=True),
+        mem_mb=lambda wc: model_mem_mb(wc.architecture, training=True),
         runtime=720,
     params:
         base_dir=lambda wc, input: str(Path(input.base).parent),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
-        settings={key: config["verifier"][key] for key in FINETUNE_KEYS},
+        verifier_name=lambda wc: grid.Checkpoint.of(wc.length, wc.variant).verifier,
+        labels=lambda wc: grid.Checkpoint.of(wc.length, wc.variant).labels(
+            wc.architecture
+        ),
+        settings=finetune_settings,
         training_items_version=TRAINING_ITEMS_VERSION,
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        device=model_spec(config["verifier"]["base_model"]).device,
+        device=lambda wc: model_spec(wc.architecture).device,
         library=library_code("verifier_finetune"),
     script:
         "../workflow/scripts/verifier_finetune.py"
@@ -52,23 +53,29 @@ rule verifier_finetune:
 rule verifier_loss_figure:
     input:
         curves=expand(
-            "results/er_audit/{{dataset}}/loss_curve_{variant}.parquet",
-            variant=VERIFIER_VARIANTS,
+            f"{VERIFIER_OUT}/{{{{architecture}}}}/{{{{dataset}}}}/{{{{length}}}}/{{variant}}/loss_curve.parquet",
+            variant=VARIANT_IDS,
         ),
     output:
         png=report(
-            "results/er_audit/{dataset}/loss_curves.png",
+            f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/loss_curves.png",
             caption="../report/captions/eraudit_loss_curves.rst",
             category="ER-Audit",
             subcategory="1. Verifier fine-tuning",
-            labels={"dataset": "{dataset}", "figure": "loss curves"},
+            labels={
+                "architecture": "{architecture}",
+                "dataset": "{dataset}",
+                "length": "{length}",
+                "figure": "loss curves",
+            },
         ),
-        svg="results/er_audit/{dataset}/loss_curves.svg",
+        svg=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/loss_curves.svg",
     log:
-        "logs/verifier/loss_figure_{dataset}.log",
+        "logs/verifier/loss_figure_{architecture}_{dataset}_{length}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
+        title=lambda wc: f"{wc.dataset} · {wc.architecture} · {wc.length}",
         library=library_code("verifier_loss_figure"),
     script:
         "../workflow/scripts/verifier_loss_figure.py"
@@ -77,31 +84,33 @@ rule verifier_loss_figure:
 rule verifier_evaluate:
     input:
         pairs="data/{dataset}.parquet",
-        split="results/er_audit/{dataset}/split.parquet",
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         model=lambda wc: (
-            model_fingerprint(config["verifier"]["base_model"])
+            model_fingerprint(wc.architecture)
             if wc.verifier == "base"
-            else f"resources/verifiers/{wc.dataset}/{wc.verifier}/fingerprint.json"
+            else f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
         ),
     output:
-        scores="results/er_audit/{dataset}/eval_{verifier}.parquet",
+        scores=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
     log:
-        "logs/verifier/evaluate_{dataset}_{verifier}.log",
+        "logs/verifier/evaluate_{architecture}_{dataset}_{verifier}.log",
     benchmark:
-        "benchmarks/rules/verifier/evaluate_{dataset}_{verifier}.tsv"
+        "benchmarks/rules/verifier/evaluate_{architecture}_{dataset}_{verifier}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
+        mem_mb=lambda wc: model_mem_mb(wc.architecture),
         runtime=60,
     params:
         model_dir=lambda wc, input: str(Path(input.model).parent),
+        verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
+        labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-        device=model_spec(config["verifier"]["base_model"]).device,
-        dtype=model_spec(config["verifier"]["base_model"]).dtype,
+        batch_size=lambda wc: model_spec(wc.architecture).batch_size,
+        device=lambda wc: model_spec(wc.architecture).device,
+        dtype=lambda wc: model_spec(wc.architecture).dtype,
         cache=config["cache"],
         library=library_code("verifier_evaluate"),
     script:
@@ -111,15 +120,16 @@ rule verifier_evaluate:
 rule verifier_table1:
     input:
         scores=expand(
-            "results/er_audit/{dataset}/eval_{verifier}.parquet",
+            f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
+            architecture=ARCHITECTURES,
             dataset=config["verifier"]["datasets"],
-            verifier=VERIFIERS,
+            verifier=CHECKPOINT_IDS,
         ),
     output:
-        table="results/er_audit/table1.parquet",
-        markdown="results/er_audit/table1.md",
+        table=f"{VERIFIER_OUT}/table1.parquet",
+        markdown=f"{VERIFIER_OUT}/table1.md",
         csv=report(
-            "results/er_audit/table1.csv",
+            f"{VERIFIER_OUT}/table1.csv",
             caption="../report/captions/eraudit_table1.rst",
             category="ER-Audit",
             subcategory="2. Verifier evaluation",
@@ -135,10 +145,12 @@ rule verifier_table1:
         "../workflow/scripts/verifier_table1.py"
 
 
-ALL_TARGETS.extend(["results/er_audit/table1.md"])
+ALL_TARGETS.extend([f"{VERIFIER_OUT}/table1.md"])
 ALL_TARGETS.extend(
     expand(
-        "results/er_audit/{dataset}/loss_curves.png",
+        f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/loss_curves.png",
+        architecture=ARCHITECTURES,
         dataset=config["verifier"]["datasets"],
+        length=LENGTHS,
     )
 )

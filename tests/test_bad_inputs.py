@@ -413,7 +413,7 @@ def test_runtime_table_depends_on_this_runs_benchmark_files_only(workflow):
     stale = workflow / "benchmarks/rules/cwpor/judge/old-model_v999.tsv"
     stale.parent.mkdir(parents=True)
     stale.write_text("s\n1\n")
-    result = snakemake(workflow, "-n", "results/audit/table3_runtime.md")
+    result = snakemake(workflow, "-n", "results/er_audit/audit/table3_runtime.md")
     job = result.stdout.split("rule audit_runtime:")[1].split("\n\n")[0]
     inputs = job.split("input: ")[1].split("\n")[0]
     assert "benchmarks/rules/audit/scores_quality_h_base.tsv" in inputs

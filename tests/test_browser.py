@@ -358,11 +358,14 @@ def js_number(x: float) -> str:
 
 def smoke_audit_files(workdir: Path) -> dict[str, AuditFiles]:
     out = {}
-    for records in sorted((workdir / "results/audit").glob("*/records.parquet")):
-        dataset, base = records.parent.name, records.parent
+    for records in sorted((workdir / "results/er_audit/audit").glob("*/*/*/records.parquet")):
+        # results/er_audit/audit/<architecture>/<dataset>/<length>_qh<weight>/records.parquet
+        base = records.parent
+        dataset, length = base.parent.name, base.name.split("_qh")[0]
         out[dataset] = AuditFiles(
             pairs=workdir / f"data/{dataset}.parquet",
-            debates={m: workdir / f"results/er_audit/{dataset}/debates_{m}.parquet" for m in ("honest", "adversarial")},
+            debates={m: workdir / f"results/er_audit/debate/{dataset}/{length}/debates_{m}.parquet"
+                     for m in ("honest", "adversarial")},
             deltas=base / "deltas.parquet", records=records, steps=base / "steps.parquet",
             generators=base / "generators.parquet")
     return out
@@ -397,7 +400,7 @@ def check_smoke_page(browser, workdir: Path, artifacts: Path) -> None:
     records = pl.concat([pl.read_parquet(f.records) for f in smoke_audit_files(workdir).values()], how="diagonal_relaxed")
     assert records.height > 0
     rec = records.sort("n_counterexamples", "dataset", "target", "pair_id", descending=[True, False, False, False]).row(0, named=True)
-    deltas = pl.read_parquet(workdir / f"results/audit/{rec['dataset']}/deltas.parquet").filter(
+    deltas = pl.read_parquet(smoke_audit_files(workdir)[rec["dataset"]].deltas).filter(
         (pl.col("target") == rec["target"]) & (pl.col("pair_id") == rec["pair_id"]) & (pl.col("kind") == "paraphrase"))
     over = deltas.filter(pl.col("delta") > rec["epsilon"])
     page.page.click("#tab-eraudit")

@@ -132,7 +132,9 @@ def test_table1_reads_only_the_eval_split_and_computes_acc_and_mtp():
         for pair_id, p in enumerate(probs):
             for question in ("q_m", "q_h"):
                 split = "train" if pair_id == 2 else "eval"
-                rows.append({"dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id, "split": split,
+                rows.append({"architecture": "arch", "length": None if verifier == "base" else "w40",
+                             "qh_weight": None if verifier == "base" else 2.0,
+                             "dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id, "split": split,
                              "question": question, "p_correct": p, "correct": p > 0.5})
     table = summarise(pl.DataFrame(rows, schema=EVAL_SCHEMA))
     assert table.select("verifier", "question").rows() == [("base", "q_m"), ("base", "q_h"), ("org", "q_m"), ("org", "q_h")]
@@ -141,4 +143,7 @@ def test_table1_reads_only_the_eval_split_and_computes_acc_and_mtp():
     org = table.row(2, named=True)
     assert (org["acc"], org["mtp"]) == (0.0, pytest.approx(0.25))
     md = markdown_table(table).splitlines()
-    assert md[2] == "| gpqa_h | base | 0.500 | 0.650 | 0.500 | 0.650 | 2 |"
+    assert md[0] == ("| dataset | architecture | length | question | V_base Acc | V_base MTP | V_org Acc | V_org MTP "
+                     "| n |")
+    assert md[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
+    assert md[3] == "| gpqa_h | arch | w40 | q_h | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"

@@ -8,7 +8,7 @@ import pytest
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelSpec, prepare_model
 
-ARCHITECTURES = ["llama", "mistral", "granite", "qwen2", "phi3", "qwen3", "gpt_oss", "gemma4_text"]
+ARCHITECTURES = ["llama", "mistral", "granite", "qwen2", "phi3", "qwen3", "gpt_oss", "gemma4_text", "qwen3_5_text"]
 
 
 def random_spec(name: str, arch: str, **extra) -> ModelSpec:
@@ -93,3 +93,20 @@ def test_full_attention_models_keep_prefix_reuse(embedded_model_dir):
     assert not has_sliding_window(AutoConfig.from_pretrained(embedded_model_dir))
     assert not has_sliding_window(AutoConfig.for_model("qwen2", sliding_window=4096, use_sliding_window=False))
     assert has_sliding_window(AutoConfig.for_model("mistral", sliding_window=4096))
+
+
+def test_hybrid_linear_attention_model_scores_the_same_in_any_batch(tmp_path, embedded_model_dir):
+    """A Qwen3.5-style stand-in (a linear-attention layer keeps a recurrent state, not keys and values):
+    no prefix reuse, and a prompt scores the same alone and batched with longer ones."""
+    from debate_audit.models.lm import has_linear_attention
+
+    prepare_model(random_spec("hybrid", "qwen3_5_text"), tmp_path, embedded_model_dir)
+    lm = LanguageModel(tmp_path, batch_size=4, cache=None)
+    assert has_linear_attention(lm.model.config) and not lm.prefix_sharing and not lm.batch_invariant
+    prompts = ["A long shared preamble about a story and its question, then: yes or no? Answer:"] * 3
+    prompts.append("Short: yes or no? Answer:")
+    batched = lm.choice_logprobs(prompts, [" A", " B"])
+    alone = LanguageModel(tmp_path, batch_size=1, cache=None).choice_logprobs(prompts[-1:], [" A", " B"])
+    assert batched[-1] == pytest.approx(alone[0], abs=1e-5)
+    (reply,) = lm.generate([[{"role": "user", "content": prompts[0]}]], GenerationParams(max_new_tokens=4))
+    assert isinstance(reply[0], str)

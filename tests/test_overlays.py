@@ -21,41 +21,36 @@ from smoke_workflow import job_stats, project_copy
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
-# ER-Audit on its two datasets (quality_h, gpqa_h) with the default roles: 2 debate modes, 3 fine-tuned
-# variants (honest, adv, org), 4 checkpoints (base + 3), 2 test generators (gen-a, gen-b).
-ER_AUDIT = {
-    "prepare_quality_h": 1,
-    "prepare_gpqa_h": 1,
-    "debate_split": 2,
-    "debate_generate": 2 * 2,
-    "debate_select": 2 * 2,
-    "verifier_finetune": 2 * 3,
-    "verifier_loss_figure": 2,
-    "verifier_evaluate": 2 * 4,
-    "verifier_table1": 1,
-    "paraphrase_search": 2,
-    "paraphrase_test": 2 * 2,
-    "audit_scores": 2 * 4,
-    "audit_statistics": 2,
-    "audit_sweeps": 2,
-    "audit_figures": 1,
-    "audit_runtime": 1,
-}
-# ER_AUDIT on one dataset with imported transcripts (no debate_generate / debate_select)
-ER_AUDIT_ONE_DATASET = {
-    "debate_split": 1,
-    "verifier_finetune": 3,
-    "verifier_loss_figure": 1,
-    "verifier_evaluate": 4,
-    "verifier_table1": 1,
-    "paraphrase_search": 1,
-    "paraphrase_test": 2,
-    "audit_scores": 4,
-    "audit_statistics": 1,
-    "audit_sweeps": 1,
-    "audit_figures": 1,
-    "audit_runtime": 1,
-}
+def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int = 1, *,
+             generate: bool = True) -> dict[str, int]:
+    """ER-Audit jobs with the default roles: 2 debate modes; per architecture x dataset x length the
+    variants honest, adv and one org per L_qh weight; checkpoints: base + those; 2 test generators (gen-a,
+    gen-b); one audit per architecture x dataset x length x weight."""
+    variants = 2 + weights
+    checkpoints = 1 + lengths * variants
+    jobs = {
+        "debate_split": datasets,
+        "verifier_finetune": archs * datasets * lengths * variants,
+        "verifier_loss_figure": archs * datasets * lengths,
+        "verifier_evaluate": archs * datasets * checkpoints,
+        "verifier_table1": 1,
+        "paraphrase_search": datasets,
+        "paraphrase_test": datasets * 2,
+        "audit_scores": archs * datasets * checkpoints,
+        "audit_statistics": archs * datasets * lengths * weights,
+        "audit_sweeps": archs * datasets * lengths * weights,
+        "audit_figures": 1,
+        "audit_runtime": 1,
+    }
+    if generate:
+        jobs |= {"debate_generate": datasets * lengths * 2, "debate_select": datasets * lengths * 2}
+    else:
+        jobs |= {"debate_import": datasets * 2}
+    return jobs
+
+
+PREPARE_DATASETS = {"prepare_quality_h": 1, "prepare_gpqa_h": 1}
+ER_AUDIT = {**PREPARE_DATASETS, **er_audit()}
 CWPOR_FIXED = {"prepare_truthfulqa": 1, "cwpor_questions": 1, "cwpor_metrics": 1, "cwpor_tables": 1, "cwpor_figures": 1}
 
 
@@ -65,23 +60,29 @@ def cwpor(models: int, verbosities: int) -> dict[str, int]:
 
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
-    # 5 CW-POR models x 10 verbosities; 7 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
-    # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and V_base Llama-8B.
-    # The embedded model, GPT-20B and Qwen-9B stay under `models:` through the merge but no experiment uses them.
-    "config/paper.yaml": {"prepare_model": 7, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
+    # 5 CW-POR models x 10 verbosities; 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
+    # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
+    # architectures GPT-20B, Qwen-9B and Llama-8B (also the selector). The embedded model stays under
+    # `models:` through the merge but no experiment uses it.
+    "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3), "browse": 1,
+                          "all": 1},
+    # the release's three debate lengths and three L_qh weights of V_org on the paper's line-up
+    "config/paper.yaml config/ablations.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
+                                                **er_audit(3, lengths=3, weights=3), "browse": 1, "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
-    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 8, **cwpor(5, 10), **ER_AUDIT, "browse": 1, "all": 1},
+    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
+                                                **er_audit(3), "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
     "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no
     # debate generation or selection, 2 imports (honest, adversarial)
     "config/shared-data.yaml config/release-split.yaml config/release-transcripts.yaml": {
-        "prepare_model": 1, **cwpor(1, 2), **ER_AUDIT_ONE_DATASET, "prepare_quality_h": 1, "prepare_gpqa_h": 1,
-        "debate_import": 2, "browse": 1, "all": 1,
+        "prepare_model": 1, **cwpor(1, 2), **er_audit(datasets=1, generate=False), **PREPARE_DATASETS,
+        "browse": 1, "all": 1,
     },
 }
 # overlays (a key of EXPECTED may chain several, applied in order after config/config.yaml)
@@ -119,7 +120,7 @@ def test_paper_overlay_prepares_only_the_models_it_uses(project):
     assert "smollm2-135m" in merged("config/paper.yaml", project)["models"]
     assert sorted(models) == sorted(
         ["llama-3.2-3b-instruct", "mistral-7b-instruct", "granite-3.2-8b-instruct", "qwen2.5-14b-instruct", "phi-4",
-         "gemma-4-31b-it", "llama-3.1-8b-instruct"]
+         "gemma-4-31b-it", "gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"]
     )
 
 
@@ -129,7 +130,7 @@ def test_paper_overlay_names_the_papers_verifiers_and_the_releases_debater(proje
     assert {ids[n] for n in ("gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct")} == \
         {"openai/gpt-oss-20b", "Qwen/Qwen3.5-9B", "meta-llama/Llama-3.1-8B-Instruct"}
     assert ids[config["debate"]["debater"]] == "google/gemma-4-31B-it"
-    assert config["verifier"]["base_model"] == "llama-3.1-8b-instruct" and config["verifier"]["readout"] == "chat"
+    assert config["verifier"]["base_models"] == ["gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"] and config["verifier"]["readout"] == "chat"
     v = config["verifier"]
     assert (v["learning_rate"], v["epochs"], v["batch_size"] * v["grad_accum"]) == (1e-5, 3, 8)
     assert v["loss_weights"] == {"lm": 1.0, "fc": 2.0, "qh": 2.0}

@@ -28,10 +28,10 @@ NODE_GPUS = 2  # fake GPUs of the test node (cluster.sh)
 SLURM_COMMANDS = ["munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "sbatch", "sacct", "sacctmgr"]
 TARGETS = [
     "results/cwpor/metrics.parquet",
-    "results/er_audit/quality_h/debate_candidates_honest.parquet",
-    "results/er_audit/quality_h/debate_candidates_adversarial.parquet",
-    "results/er_audit/quality_h/eval_base.parquet",
-    "results/er_audit/gpqa_h/eval_base.parquet",
+    "results/er_audit/debate/quality_h/w20/candidates_honest.parquet",
+    "results/er_audit/debate/quality_h/w20/candidates_adversarial.parquet",
+    "results/er_audit/verifier/smollm2-135m/quality_h/base/eval.parquet",
+    "results/er_audit/verifier/smollm2-135m/gpqa_h/base/eval.parquet",
 ]
 EXPECTED_JOBS = {
     "prepare_truthfulqa": 1, "prepare_quality_h": 1, "prepare_gpqa_h": 1, "cwpor_questions": 1,
@@ -235,7 +235,7 @@ def test_model_jobs_ran_concurrently_up_to_the_gpus_of_the_node(slurm_run):
 def test_cpu_profile_runs_a_model_job_on_the_cpu_partition_without_a_gpu(slurm_run, slurm_cluster):
     workdir, _, before = slurm_run
     profile = site_profile(workdir, "slurm-cpu")
-    target = "results/er_audit/gpqa_h/eval_base.parquet"
+    target = "results/er_audit/verifier/smollm2-135m/gpqa_h/base/eval.parquet"
     # The target before --forcerun, which would take it as one more rule to force.
     snakemake(workdir, "--workflow-profile", profile, target, "--forcerun", "verifier_evaluate", local=False,
               env=slurm_env(slurm_cluster), timeout=600)

@@ -25,12 +25,12 @@ def test_smoke_run_writes_every_dataset_with_its_rejected_rows(smoke_run):
 def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
     workdir, _ = smoke_run
     assert pl.read_parquet(workdir / "results/cwpor/metrics.parquet").height > 0
-    table1 = pl.read_parquet(workdir / "results/er_audit/table1.parquet")
+    table1 = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
     assert set(table1["verifier"]) == {"base", "honest", "adv", "org"}
     assert set(table1["dataset"]) == {"quality_h", "gpqa_h"}
-    assert "## Counterexample ratio, statuses and average lower bound" in (workdir / "results/audit/summary.md").read_text()
+    assert "## Counterexample ratio, statuses and average lower bound" in (workdir / "results/er_audit/audit/summary.md").read_text()
     for variant in ("honest", "adv", "org"):
-        assert (workdir / f"resources/verifiers/quality_h/{variant}/fingerprint.json").exists()
+        assert (workdir / f"resources/verifiers/smollm2-135m/quality_h/w20/{variant}/fingerprint.json").exists()
 
 
 @pytest.mark.slow
@@ -70,13 +70,13 @@ def undeclared_files(workdir: Path, listing: str) -> list[str]:
 @pytest.mark.slow
 def test_every_file_the_run_wrote_is_declared_by_a_rule(smoke_run):
     workdir, _ = smoke_run
-    probe = workdir / "results/audit/undeclared_probe.txt"  # shows the check sees an undeclared file
+    probe = workdir / "results/er_audit/audit/undeclared_probe.txt"  # shows the check sees an undeclared file
     probe.write_text("not an output of any rule\n")
     try:
         listing = snakemake(workdir, "--list-untracked").stdout
     finally:
         probe.unlink()
-    assert undeclared_files(workdir, listing) == ["results/audit/undeclared_probe.txt"], listing
+    assert undeclared_files(workdir, listing) == ["results/er_audit/audit/undeclared_probe.txt"], listing
 
 
 def test_lint_is_clean():

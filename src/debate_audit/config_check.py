@@ -52,10 +52,13 @@ def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"cwpor.{role}_model", cwpor[f"{role}_model"]
     if (config.get("debate") or {}).get("debater"):
         yield "debate.debater", config["debate"]["debater"]
+    if (config.get("debate") or {}).get("selector"):
+        yield "debate.selector", config["debate"]["selector"]
     verifier = config.get("verifier") or {}
     if verifier.get("base_model"):
         yield "verifier.base_model", verifier["base_model"]
-    for i, name in enumerate(verifier.get("base_models") or []):
+    # base_model, when set, replaces base_models (eraudit/grid.base_models): the list is then unused.
+    for i, name in enumerate([] if verifier.get("base_model") else verifier.get("base_models") or []):
         yield f"verifier.base_models[{i}]", name
     paraphrase = config.get("paraphrase") or {}
     if (paraphrase.get("search") or {}).get("generator"):
@@ -206,6 +209,10 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
             errors.extend(_model_errors(name, models[name]))
     errors.extend(_dataset_errors(config.get("datasets") or {}))
     errors.extend(_transcript_errors(config))
+    verifier = config.get("verifier") or {}
+    if isinstance(verifier, dict) and not verifier.get("base_model") and not verifier.get("base_models"):
+        errors.append("verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
+                      "or set verifier.base_model")
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
     return errors

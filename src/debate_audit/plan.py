@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .eraudit import grid
 from .markdown import markdown_table
 from .models.size import params_b
 from .models.spec import ModelSpec
@@ -172,37 +173,53 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
         plans += [debate, judge]
 
     db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
+    # The ER-Audit grid (eraudit/grid.py): architectures x debate lengths x V_org's L_qh weights.
+    archs = grid.base_models(ver)
+    selector = db.get("selector") or archs[0]
+    generated = ((db.get("transcripts") or {}).get("source") or "generate") == "generate"
+    limits = [grid.word_limit(x) for x in grid.lengths(db)] if generated else [grid.as_list(db["word_limit"])[0]]
+    variants = 2 + len(grid.qh_weights(ver))  # honest, adv, one org per weight
+    targets = sum(len(grid.qh_weights(ver)) if t == "org" else 1 for t in aud["targets"])
     for dataset in ver["datasets"]:
         st = stats[dataset]
         n_items = st["n"] if db["max_items"] is None else min(st["n"], db["max_items"])
         train = n_items * (1 - db["eval_fraction"]) if db["splits"] == ["train"] else n_items
         ctx = _tokens(min(st.get("context_words", 0), db["max_context_words"] or math.inf))
-        arg_tokens = int(db["word_limit"] * 1.5) + 16
-        history = _tokens(db["word_limit"]) * 2 * db["rounds"] / 2
-        gen = RulePlan("debate_generate", model=db["debater"], sampled=db["candidates"] > 1)
-        calls = 2 * train * db["candidates"] * db["rounds"] * 2  # two modes, two debaters
-        gen.generations += calls
-        gen.prompt_tokens += calls * (200 + ctx + _tokens(st["question_words"]) + history)
-        gen.new_tokens += calls * arg_tokens
-        transcript = _tokens(db["word_limit"]) * 2 * db["rounds"] + _tokens(st["question_words"])
-        sel = RulePlan("debate_select", model=ver["base_model"])
-        sel.scorings += 2 * train * db["candidates"] * 2 * 2  # modes x questions q_m/q_h x both orders
-        sel.prompt_tokens += 2 * train * db["candidates"] * 2 * 2 * (transcript + 60)
-        fine = RulePlan("verifier_finetune", model=ver["base_model"])
-        steps_tokens = 3 * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
-        if ver["max_steps"] is not None:
-            steps_tokens = min(steps_tokens, 3 * ver["max_steps"] * ver["batch_size"] * ver["grad_accum"] * ver["max_length"])
-        fine.train_tokens += steps_tokens
-        ev = RulePlan("verifier_evaluate", model=ver["base_model"])
-        ev.scorings += 4 * n_items * 4  # four verifiers x q_m/q_h x both orders
-        ev.prompt_tokens += ev.scorings * (60 + _tokens(st["question_words"]))
+        for words in limits:
+            arg_tokens = int(words * 1.5) + 16
+            history = _tokens(words) * 2 * db["rounds"] / 2
+            transcript = _tokens(words) * 2 * db["rounds"] + _tokens(st["question_words"])
+            if generated:
+                gen = RulePlan("debate_generate", model=db["debater"], sampled=db["candidates"] > 1)
+                calls = 2 * train * db["candidates"] * db["rounds"] * 2  # two modes, two debaters
+                gen.generations += calls
+                gen.prompt_tokens += calls * (200 + ctx + _tokens(st["question_words"]) + history)
+                gen.new_tokens += calls * arg_tokens
+                sel = RulePlan("debate_select", model=selector)
+                sel.scorings += 2 * train * db["candidates"] * 2 * 2  # modes x questions q_m/q_h x both orders
+                sel.prompt_tokens += 2 * train * db["candidates"] * 2 * 2 * (transcript + 60)
+                plans += [gen, sel]
+            for arch in archs:
+                fine = RulePlan("verifier_finetune", model=arch)
+                steps_tokens = variants * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
+                if ver["max_steps"] is not None:
+                    steps_tokens = min(steps_tokens, variants * ver["max_steps"] * ver["batch_size"]
+                                       * ver["grad_accum"] * ver["max_length"])
+                fine.train_tokens += steps_tokens
+                plans.append(fine)
+        checkpoints = 1 + len(limits) * variants
+        for arch in archs:
+            ev = RulePlan("verifier_evaluate", model=arch)
+            ev.scorings += checkpoints * n_items * 4  # checkpoints x q_m/q_h x both orders
+            ev.prompt_tokens += ev.scorings * (60 + _tokens(st["question_words"]))
+            plans.append(ev)
         pairs = n_items if par["max_pairs"] is None else min(n_items, par["max_pairs"])
         search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)
         rounds = 1 + par["search"]["max_topup_rounds"]
         search.generations += pairs * par["search"]["samples"] * rounds
         search.prompt_tokens += search.generations * (120 + _tokens(st["question_words"]))
         search.new_tokens += search.generations * par["search"]["max_new_tokens"]
-        plans += [gen, sel, fine, ev, search]
+        plans.append(search)
         for name, gen_cfg in par["test"]["generators"].items():
             test = RulePlan("paraphrase_test", model=gen_cfg["model"], sampled=True)
             max_new = gen_cfg.get("max_new_tokens", par["test"]["max_new_tokens"])
@@ -210,11 +227,12 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
             test.prompt_tokens += test.generations * (60 + _tokens(st["question_words"]))
             test.new_tokens += test.generations * max_new
             plans.append(test)
-        scores = RulePlan("audit_scores", model=ver["base_model"])
         per_pair = par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"]) + 1
-        scores.scorings += (1 + len(aud["targets"])) * pairs * per_pair * 2
-        scores.prompt_tokens += scores.scorings * (60 + _tokens(st["question_words"]))
-        plans.append(scores)
+        for arch in archs:
+            scores = RulePlan("audit_scores", model=arch)
+            scores.scorings += (1 + len(limits) * targets) * pairs * per_pair * 2
+            scores.prompt_tokens += scores.scorings * (60 + _tokens(st["question_words"]))
+            plans.append(scores)
     return plans
 
 

@@ -9,10 +9,11 @@ with to_log(snakemake.log[0]):
         model_dir=snakemake.params.model_dir,
         out=snakemake.output.scores,
         dataset=snakemake.wildcards.dataset,
-        checkpoint=snakemake.wildcards.checkpoint,
+        checkpoint=snakemake.params.verifier_name,
         batch_size=snakemake.params.batch_size,
         device=snakemake.params.device,
         readout=snakemake.params.readout,
         dtype=snakemake.params.dtype,
         cache=snakemake.params.cache,
+        labels=snakemake.params.labels,
     )

@@ -11,4 +11,5 @@ with to_log(snakemake.log[0]):
         steps_out=snakemake.output.steps,
         summary_out=snakemake.output.summary,
         settings=AuditSettings(**snakemake.params.settings),
+        labels=snakemake.params.labels,
     )

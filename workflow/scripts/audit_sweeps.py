@@ -7,4 +7,5 @@ with to_log(snakemake.log[0]):
         confidence_out=snakemake.output.confidence,
         epsilon_out=snakemake.output.epsilon,
         settings=AuditSettings(**snakemake.params.settings),
+        labels=snakemake.params.labels,
     )

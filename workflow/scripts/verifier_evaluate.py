@@ -8,10 +8,11 @@ with to_log(snakemake.log[0]):
         model_dir=snakemake.params.model_dir,
         out=snakemake.output.scores,
         dataset=snakemake.wildcards.dataset,
-        verifier=snakemake.wildcards.verifier,
+        verifier=snakemake.params.verifier_name,
         cache=snakemake.params.cache,
         batch_size=snakemake.params.batch_size,
         device=snakemake.params.device,
         readout=snakemake.params.readout,
         dtype=snakemake.params.dtype,
+        labels=snakemake.params.labels,
     )

@@ -10,8 +10,9 @@ with to_log(snakemake.log[0]):
         out_dir=snakemake.params.out_dir,
         curve_out=snakemake.output.curve,
         dataset=snakemake.wildcards.dataset,
-        variant=snakemake.wildcards.variant,
+        variant=snakemake.params.verifier_name,
         settings=FinetuneSettings(**snakemake.params.settings),
         device=snakemake.params.device,
         readout=snakemake.params.readout,
+        labels=snakemake.params.labels,
     )

@@ -7,4 +7,5 @@ with to_log(snakemake.log[0]):
         png=snakemake.output.png,
         svg=snakemake.output.svg,
         dataset=snakemake.wildcards.dataset,
+        title=snakemake.params.title,
     )

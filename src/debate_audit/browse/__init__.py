@@ -55,7 +55,7 @@ class AuditFiles:
 
     pairs: str | Path  # data/<dataset>.parquet
     debates: Mapping[str, str | Path] = field(default_factory=dict)  # mode -> selected transcripts
-    deltas: str | Path | None = None  # results/audit/<dataset>/deltas.parquet
+    deltas: str | Path | None = None  # results/er_audit/audit/<architecture>/<dataset>/<setting>/deltas.parquet
     records: str | Path | None = None
     steps: str | Path | None = None
     generators: str | Path | None = None

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from debate_audit.data.io import write_parquet
 
 from . import stats, verifiers
+from .grid import labelled, with_labels
 from .paraphrase import SEARCH_POOL
 from .versioning import rule_id
 
@@ -90,7 +91,10 @@ def score_checkpoint(
     cache: str | None = None,
     lm: Any = None,
     readout: str = "auto",
+    labels: dict | None = None,
 ) -> pl.DataFrame:
+    """Score `checkpoint` (base / honest / adv / org) on every audited question; `labels`: its grid cell
+    (architecture, length, qh_weight; eraudit/grid.py), the leading columns of the output."""
     from .readout import answer_probability
 
     pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
@@ -117,7 +121,8 @@ def score_checkpoint(
     scored = rows.join(unique.with_columns(pl.Series("p_answer", probs, dtype=pl.Float64)),
                        on=["question", "answer", "other"], how="left", nulls_equal=True)
     scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"))
-    write_parquet(scored, SCORE_SCHEMA, out)
+    scored = with_labels(scored, labels)
+    write_parquet(scored, labelled(SCORE_SCHEMA), out)
     log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
     return scored
 
@@ -406,8 +411,10 @@ def audit_statistics(
     steps_out: str | Path,
     summary_out: str | Path,
     settings: AuditSettings,
+    labels: dict | None = None,
 ) -> None:
-    """Stage 1 + Stage 2 from cached scores (no model call)."""
+    """Stage 1 + Stage 2 from cached scores (no model call); `labels`: the grid cell (architecture, length,
+    qh_weight), the leading columns of every output."""
     s = settings
     deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
@@ -418,11 +425,10 @@ def audit_statistics(
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
     summary = summarize(records)
-    write_parquet(deltas, DELTA_SCHEMA, deltas_out)
-    write_parquet(records, RECORD_SCHEMA, records_out)
-    write_parquet(generators, GENERATOR_SCHEMA, generators_out)
-    write_parquet(steps, STEP_SCHEMA, steps_out)
-    write_parquet(summary, SUMMARY_SCHEMA, summary_out)
+    for frame, schema, out in ((deltas, DELTA_SCHEMA, deltas_out), (records, RECORD_SCHEMA, records_out),
+                               (generators, GENERATOR_SCHEMA, generators_out), (steps, STEP_SCHEMA, steps_out),
+                               (summary, SUMMARY_SCHEMA, summary_out)):
+        write_parquet(with_labels(frame.select(list(schema)), labels), labelled(schema), out)
     for row in summary.iter_rows(named=True):
         log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d, mean bound %.3f over all "
                  "q_h, %s over the %d Stage-1 survivors", row["dataset"], row["target"], row["cr"], row["n_degraded"],
@@ -466,6 +472,7 @@ def audit_sweeps(
     confidence_out: str | Path,
     epsilon_out: str | Path,
     settings: AuditSettings,
+    labels: dict | None = None,
 ) -> None:
     """Average bounds over confidence levels (epsilon fixed) and over an epsilon grid (eta fixed)."""
     s = settings
@@ -497,10 +504,11 @@ def audit_sweeps(
         )
     empty_c = pl.DataFrame(schema=SWEEP_CONFIDENCE_SCHEMA)
     empty_e = pl.DataFrame(schema=SWEEP_EPSILON_SCHEMA)
-    write_parquet(pl.concat([r.cast(SWEEP_CONFIDENCE_SCHEMA) for r in conf_rows]) if conf_rows else empty_c,
-                  SWEEP_CONFIDENCE_SCHEMA, confidence_out)
-    write_parquet(pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon")
-                  if eps_rows else empty_e, SWEEP_EPSILON_SCHEMA, epsilon_out)
+    conf = pl.concat([r.cast(SWEEP_CONFIDENCE_SCHEMA) for r in conf_rows]) if conf_rows else empty_c
+    eps_frame = pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon") \
+        if eps_rows else empty_e
+    write_parquet(with_labels(conf, labels), labelled(SWEEP_CONFIDENCE_SCHEMA), confidence_out)
+    write_parquet(with_labels(eps_frame, labels), labelled(SWEEP_EPSILON_SCHEMA), epsilon_out)
 
 
 # Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.

@@ -16,6 +16,7 @@ import polars as pl  # noqa: E402
 from debate_audit.data.io import write_parquet  # noqa: E402
 from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
 
+from .grid import LABEL_SCHEMA, panel  # noqa: E402
 from .verifiers import VERIFIERS, color, label  # noqa: E402
 from .versioning import rule_id  # noqa: E402
 
@@ -23,6 +24,17 @@ log = logging.getLogger(__name__)
 
 def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(p) for p in paths], how="vertical_relaxed")
+
+
+def _panels(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with a `panel` column: the dataset, plus the architecture / length / L_qh weight when the run
+    has several (one bar group or panel per grid cell, as the paper's per-architecture figures)."""
+    return frame.with_columns(panel(frame, "dataset").alias("panel")) if frame.height else \
+        frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("panel"))
+
+
+# Grid labels first in every table of summary.md (eraudit/grid.py).
+KEYS = [*LABEL_SCHEMA, "dataset"]
 
 
 def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
@@ -35,17 +47,17 @@ def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
 
 
 def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
-    """Fig. 2 left: counterexample ratio of each target per dataset."""
-    datasets = summary["dataset"].unique(maintain_order=True).to_list()
+    """Fig. 2 left: counterexample ratio of each target per dataset (and architecture / setting)."""
+    datasets = summary["panel"].unique(maintain_order=True).to_list()
     targets = summary["target"].unique(maintain_order=True).to_list()
     width = 0.8 / max(len(targets), 1)
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(datasets), 3.2))
     for k, target in enumerate(targets):
         rows = summary.filter(pl.col("target") == target)
-        values = [rows.filter(pl.col("dataset") == d)["cr"].first() or 0.0 for d in datasets]
+        values = [rows.filter(pl.col("panel") == d)["cr"].first() or 0.0 for d in datasets]
         xs = [i + (k - (len(targets) - 1) / 2) * width for i in range(len(datasets))]
         ax.bar(xs, values, width, label=label(target), color=color(target))
-    ax.set_xticks(range(len(datasets)), datasets)
+    ax.set_xticks(range(len(datasets)), datasets, rotation=20 if len(datasets) > 2 else 0, fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("dataset")
     ax.set_ylabel("counterexample ratio (CR)")
@@ -56,12 +68,12 @@ def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> No
 def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel: str,
                        out: str | Path | Sequence[str | Path],
                        logx: bool = False, y_dashed: str | None = None, labels: tuple[str, str] = ("", "")) -> None:
-    """One panel per dataset, one line per target; `y_dashed`: a second column drawn dashed in the same
-    colour (labels: suffixes that tell the two lines apart in the legend)."""
-    datasets = frame["dataset"].unique(maintain_order=True).to_list()
+    """One panel per dataset (and grid cell), one line per target; `y_dashed`: a second column drawn dashed
+    in the same colour (labels: suffixes that tell the two lines apart in the legend)."""
+    datasets = frame["panel"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
-        sub = frame.filter(pl.col("dataset") == dataset)
+        sub = frame.filter(pl.col("panel") == dataset)
         for target in sub["target"].unique(maintain_order=True).to_list():
             rows = sub.filter(pl.col("target") == target).sort(x)
             ax.plot(rows[x].to_list(), rows[y].to_list(), marker="o", label=label(target) + labels[0],
@@ -84,11 +96,12 @@ AVERAGE_LABELS = (", all q_h (counterexample = 0)", ", Stage-1 survivors only")
 
 
 def plot_scatter(records: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
-    """Fig. 3: per q_h, the target's P(a_h | q_h) against the largest Delta over the search pool."""
-    datasets = records["dataset"].unique(maintain_order=True).to_list()
+    """Fig. 3: per q_h, the target's P(a_h | q_h) against the largest Delta over the search pool (one panel
+    per dataset and grid cell)."""
+    datasets = records["panel"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
-        sub = records.filter((pl.col("dataset") == dataset) & pl.col("delta_max").is_not_null())
+        sub = records.filter((pl.col("panel") == dataset) & pl.col("delta_max").is_not_null())
         for target in sub["target"].unique(maintain_order=True).to_list():
             rows = sub.filter(pl.col("target") == target)
             ax.scatter(rows["p_target_qh"].to_list(), rows["delta_max"].to_list(), label=label(target),
@@ -123,10 +136,10 @@ def audit_figures(
     epsilon_svg: str | Path,
 ) -> None:
     """The four figures (each as PNG and SVG), summary.md and summary.csv: every path is a declared output."""
-    summary = _read(summaries)
-    rec = _read(records)
-    conf = _read(confidence)
-    eps = _read(epsilon)
+    summary = _panels(_read(summaries))
+    rec = _panels(_read(records))
+    conf = _panels(_read(confidence))
+    eps = _panels(_read(epsilon))
     pools = _read(pool_reports)
     plot_cr(summary, [cr_png, cr_svg])
     # Fig. 2 right and Fig. 4: solid = average over all q_h, dashed = over the Stage-1 survivors.
@@ -137,7 +150,7 @@ def audit_figures(
     _per_dataset_lines(eps, "epsilon", "mean_lower_bound", "epsilon", "average lower bound",
                        [epsilon_png, epsilon_svg], logx=True, y_dashed="mean_lower_bound_survivors", labels=AVERAGE_LABELS)
     Path(summary_csv).parent.mkdir(parents=True, exist_ok=True)
-    summary.write_csv(summary_csv)
+    summary.drop("panel").write_csv(summary_csv)
 
     reject_cols = [c for c in pools.columns if c.startswith("rejected_")]
     pool_table = pools.group_by("dataset", "pool", "generator", maintain_order=True).agg(
@@ -146,17 +159,18 @@ def audit_figures(
         pl.col("duplicates_kept").sum(),
         (pl.col("shortfall") > 0).sum().alias("pools_short"), pl.col("shortfall").sum(),
     )
-    status = rec.group_by("dataset", "target", "status", maintain_order=True).len().sort("dataset", "target", "status")
-    by_split = rec.filter(pl.col("split").is_not_null()).group_by("dataset", "target", "split").agg(
+    status = rec.group_by(*KEYS, "target", "status", maintain_order=True).len().sort(*KEYS, "target", "status",
+                                                                                       nulls_last=True)
+    by_split = rec.filter(pl.col("split").is_not_null()).group_by(*KEYS, "target", "split").agg(
         pl.len().alias("n_qh"), (pl.col("n_counterexamples") > 0).mean().alias("cr"),
         pl.col("lower_bound").mean().alias("mean_lower_bound"),
         pl.col("lower_bound").filter(pl.col("n_counterexamples") == 0).mean().alias("mean_lower_bound_survivors"),
-    ).sort("dataset", "target", "split")
-    conf_wide = conf.select("dataset", "target", "confidence", "mean_lower_bound").sort("confidence").pivot(
-        on="confidence", index=["dataset", "target"], values="mean_lower_bound")
-    conf_survivors = conf.select("dataset", "target", "confidence", "mean_lower_bound_survivors").sort(
-        "confidence").pivot(on="confidence", index=["dataset", "target"], values="mean_lower_bound_survivors")
-    sources = summary.select("dataset", "epsilon", "epsilon_source").unique(maintain_order=True)
+    ).sort(*KEYS, "target", "split", nulls_last=True)
+    conf_wide = conf.select(*KEYS, "target", "confidence", "mean_lower_bound").sort("confidence").pivot(
+        on="confidence", index=[*KEYS, "target"], values="mean_lower_bound")
+    conf_survivors = conf.select(*KEYS, "target", "confidence", "mean_lower_bound_survivors").sort(
+        "confidence").pivot(on="confidence", index=[*KEYS, "target"], values="mean_lower_bound_survivors")
+    sources = summary.select(*KEYS, "epsilon", "epsilon_source").unique(maintain_order=True)
     text = [
         "# ER-Audit summary",
         "",
@@ -175,7 +189,7 @@ def audit_figures(
         "counterexample counts as bound 0) and `mean_lower_bound_survivors` over the `n_stage1_survivors` q_h",
         "without a search-pool counterexample only (the release's number). They differ whenever CR > 0.",
         "",
-        frame_table(summary.select("dataset", "target", "n_qh", "cr", "n_degraded", "n_certified",
+        frame_table(summary.select(*KEYS, "target", "n_qh", "cr", "n_degraded", "n_certified",
                                  "n_budget_exhausted", "n_stage1_survivors", "mean_lower_bound",
                                  "mean_lower_bound_survivors", "mean_lower_bound_tv", "epsilon",
                                  "epsilon_source", "eta", "tau", "tv_r")),
@@ -198,7 +212,7 @@ def audit_figures(
         "",
         "## Average lower bound and CR by epsilon (eta fixed)",
         "",
-        frame_table(eps.select("dataset", "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound",
+        frame_table(eps.select(*KEYS, "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound",
                              "mean_lower_bound_survivors")),
         "",
         "## Paraphrase pools (generated / kept / rejected by reason / shortfall, summed over q_h)",
@@ -216,7 +230,7 @@ def audit_figures(
 
 # Content id of the figures and summary.md (rule params carry it).
 FIGURES_VERSION = rule_id("audit-figures", plot_cr, _per_dataset_lines, plot_scatter, frame_table, markdown_table,
-                          cell, audit_figures, AVERAGE_LABELS, VERIFIERS)
+                          cell, audit_figures, AVERAGE_LABELS, VERIFIERS, _panels, panel, KEYS)
 
 
 # ------------------------------------------------------------------------------------ Table 3

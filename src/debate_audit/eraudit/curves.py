@@ -1,4 +1,5 @@
-"""Training loss curves of the fine-tuned verifiers: one figure per dataset (PNG + SVG)."""
+"""Training loss curves of the fine-tuned verifiers: one figure per architecture, dataset and debate length
+(PNG + SVG); V_org once per L_qh weight when the weight is swept (darker: larger weight)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import polars as pl
 from .verifiers import VARIANTS, color, label
 
 
-def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path, *, dataset: str) -> None:
+def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path, *, dataset: str,
+                     title: str | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -20,16 +22,24 @@ def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path,
     fig, axes = plt.subplots(1, len(terms), figsize=(4 * len(terms), 3.2), sharex=True)
     for ax, (column, title) in zip(axes, terms):
         for variant in VARIANTS:  # one colour per verifier across panels and figures
-            data = frame.filter(pl.col("variant") == variant).drop_nulls(column).sort("step")
-            if data.height:
-                ax.plot(data["step"], data[column], marker="o", color=color(variant), label=label(variant))
+            rows = frame.filter(pl.col("variant") == variant)
+            weights = rows["qh_weight"].unique().sort(nulls_last=True).to_list() if "qh_weight" in rows.columns \
+                else [None]
+            for k, weight in enumerate(weights):
+                data = rows.filter(pl.col("qh_weight").eq_missing(weight)) if "qh_weight" in rows.columns else rows
+                data = data.drop_nulls(column).sort("step")
+                if not data.height:
+                    continue
+                name = label(variant) + (f" (qh={weight:g})" if len(weights) > 1 else "")
+                alpha = 1.0 if len(weights) == 1 else 0.4 + 0.6 * k / (len(weights) - 1)
+                ax.plot(data["step"], data[column], marker="o", color=color(variant), alpha=alpha, label=name)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(title)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("loss")
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-    fig.suptitle(f"{dataset}: verifier fine-tuning")
+    fig.suptitle(f"{title or dataset}: verifier fine-tuning")
     fig.tight_layout()
     for out in (png, svg):
         Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import read_fingerprint, write_fingerprint
 from debate_audit.models.spec import resolve_device
 
+from .grid import labelled, unlabelled, with_labels
 from .losses import TrainExample, encode_example, verifier_losses
 from .readout import LABELS, resolve_readout
 from .splits import split_column
@@ -35,7 +36,7 @@ from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
-CURVE_SCHEMA = {
+CURVE_SCHEMA = labelled({
     "dataset": pl.Utf8,
     "variant": pl.Utf8,  # honest / adv / org
     "step": pl.Int32,  # optimizer step, 1-based
@@ -46,7 +47,7 @@ CURVE_SCHEMA = {
     "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
     "learning_rate": pl.Float64,
     "items": pl.Int32,  # training items seen so far
-}
+})
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ def finetune_verifier(
     settings: FinetuneSettings,
     device: str = "auto",
     readout: str = "auto",
+    labels: dict | None = None,
 ) -> dict:
     """Train one verifier and write it to `out_dir` (safetensors, tokenizer, fingerprint.json last)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -212,8 +214,9 @@ def finetune_verifier(
                     dataset, variant, selected)
     if settings.lora.get("enabled"):
         model = model.merge_and_unload()
-    frame = pl.DataFrame([{"dataset": dataset, "variant": variant, **c} for c in curve], schema=CURVE_SCHEMA) \
-        if curve else pl.DataFrame(schema=CURVE_SCHEMA)
+    rows = [{"dataset": dataset, "variant": variant, **c} for c in curve]
+    frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)),
+                        labels)
     write_parquet(frame, CURVE_SCHEMA, curve_out)
     record = save_verifier(
         model,
@@ -222,6 +225,7 @@ def finetune_verifier(
         name=f"verifier-{dataset}-{variant}",
         dataset=dataset,
         variant=variant,
+        **(labels or {}),
         base_weights_sha256=read_fingerprint(base_dir)["weights_sha256"],
         training_items=len(examples),
         steps=len(curve),

@@ -17,13 +17,14 @@ from debate_audit.markdown import markdown_table as render_markdown
 from debate_audit.models import LanguageModel
 
 from . import verifiers
+from .grid import labelled, unlabelled, with_labels
 from .readout import answer_probability
 
 log = logging.getLogger(__name__)
 
 VERIFIERS = list(verifiers.VERIFIERS)
 
-EVAL_SCHEMA = {
+EVAL_SCHEMA = labelled({
     "dataset": pl.Utf8,
     "verifier": pl.Utf8,  # base / honest / adv / org
     "pair_id": pl.Int64,
@@ -31,16 +32,16 @@ EVAL_SCHEMA = {
     "question": pl.Utf8,  # q_m / q_h
     "p_correct": pl.Float64,  # P[V(q) = Y_true] for q_m, P[V(q) = H_true] for q_h
     "correct": pl.Boolean,  # p_correct > 0.5
-}
+})
 
-TABLE1_SCHEMA = {
+TABLE1_SCHEMA = labelled({
     "dataset": pl.Utf8,
     "verifier": pl.Utf8,  # base / honest / adv / org
     "question": pl.Utf8,  # q_m / q_h
     "acc": pl.Float64,  # share of eval items answered correctly (p_correct > 0.5)
     "mtp": pl.Float64,  # mean probability of the correct answer
     "n": pl.Int64,  # eval items
-}
+})
 
 
 def evaluate_verifier(
@@ -56,7 +57,9 @@ def evaluate_verifier(
     device: str = "auto",
     dtype: str = "auto",
     readout: str = "auto",
+    labels: dict | None = None,
 ) -> pl.DataFrame:
+    """Score `verifier` on q_m and q_h of every pair; `labels`: its grid cell (architecture, length, qh_weight)."""
     frame = pl.read_parquet(pairs).join(pl.read_parquet(split).select("pair_id", "split"), on="pair_id", how="left")
     rows = frame.sort("pair_id").to_dicts()
     lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
@@ -72,37 +75,68 @@ def evaluate_verifier(
         for r, p in zip(rows, probs):
             records.append({"dataset": dataset, "verifier": verifier, "pair_id": r["pair_id"], "split": r["split"],
                             "question": question, "p_correct": p, "correct": p > 0.5})
-    result = pl.DataFrame(records, schema=EVAL_SCHEMA)
+    result = with_labels(pl.DataFrame(records, schema=unlabelled(EVAL_SCHEMA)), labels)
     write_parquet(result, EVAL_SCHEMA, out)
     log.info("%s/%s: scored %d pairs on q_m and q_h", dataset, verifier, len(rows))
     return result
+
+
+GROUP = ["architecture", "length", "qh_weight", "dataset", "verifier", "question"]
 
 
 def summarise(evals: pl.DataFrame, split: str = "eval") -> pl.DataFrame:
     order = {v: i for i, v in enumerate(VERIFIERS)}
     return (
         evals.filter(pl.col("split") == split)
-        .group_by("dataset", "verifier", "question")
+        .group_by(GROUP)
         .agg(acc=pl.col("correct").cast(pl.Float64).mean(), mtp=pl.col("p_correct").mean(), n=pl.len().cast(pl.Int64))
         .with_columns(pl.col("verifier").replace_strict(order, default=len(order)).alias("_order"))
-        .sort("dataset", "_order", "question", descending=[False, False, True])
+        .sort("dataset", "architecture", "length", "_order", "qh_weight", "question",
+              descending=[False, False, False, False, False, True], nulls_last=False)
         .drop("_order")
         .select(list(TABLE1_SCHEMA))
     )
 
 
+def _columns(table: pl.DataFrame) -> list[tuple[str, float | None]]:
+    """(verifier, L_qh weight) of each column pair, in the paper's order; V_org once per weight."""
+    present = set(table["verifier"].to_list())
+    columns: list[tuple[str, float | None]] = []
+    for name in VERIFIERS:
+        if name not in present:
+            continue
+        weights = table.filter(pl.col("verifier") == name)["qh_weight"].unique().sort(nulls_last=True).to_list()
+        columns.extend((name, w) for w in weights)
+    return columns
+
+
 def markdown_table(table: pl.DataFrame) -> str:
-    """The paper's layout: one row per dataset x verifier, Acc / MTP for q_m and q_h side by side."""
+    """The paper's layout: one row per dataset x architecture x (length) x question, Acc / MTP of V_base,
+    V_honest, V_adv and V_org side by side (V_org once per L_qh weight when they are swept). V_base does not
+    depend on the length: its cells repeat on every length's rows."""
+    cells = {(r["dataset"], r["architecture"], r["length"], r["qh_weight"], r["verifier"], r["question"]): r
+             for r in table.iter_rows(named=True)}
+    columns = _columns(table)
+    swept = sum(1 for v, _ in columns if v == "org") > 1
+    lengths = [x for x in table["length"].unique(maintain_order=True).to_list() if x is not None] or [None]
+    header = ["dataset", "architecture", *(["length"] if lengths != [None] else []), "question"]
+    for name, weight in columns:
+        title = verifiers.label(name) + (f" qh={weight:g}" if swept and weight is not None else "")
+        header += [f"{title} Acc", f"{title} MTP"]
     rows = []
-    for (dataset, verifier), group in table.group_by("dataset", "verifier", maintain_order=True):
-        cells = {r["question"]: r for r in group.iter_rows(named=True)}
-
-        def fmt(q: str, key: str) -> str:
-            return f"{cells[q][key]:.3f}" if q in cells and cells[q][key] is not None else "-"
-
-        n = cells.get("q_m", cells.get("q_h"))["n"]
-        rows.append([dataset, verifier, *(fmt(q, key) for q in ("q_m", "q_h") for key in ("acc", "mtp")), n])
-    return render_markdown(["dataset", "verifier", "q_m Acc", "q_m MTP", "q_h Acc", "q_h MTP", "n"], rows)
+    keys = table.select("dataset", "architecture").unique(maintain_order=True).iter_rows()
+    for dataset, architecture in keys:
+        for length in lengths:
+            for question in ("q_m", "q_h"):
+                row: list = [dataset, architecture, *([length] if lengths != [None] else []), question]
+                n = None
+                for name, weight in columns:
+                    cell = cells.get((dataset, architecture, None if name == "base" else length, weight, name,
+                                      question))
+                    row += [f"{cell[k]:.3f}" if cell and cell[k] is not None else "-" for k in ("acc", "mtp")]
+                    n = n if n is not None or cell is None else cell["n"]
+                rows.append([*row, n if n is not None else "-"])
+    return render_markdown([*header, "n"], rows)
 
 
 def build_table1(evals: list[str | Path], out: str | Path, markdown: str | Path, csv: str | Path,

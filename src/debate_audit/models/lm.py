@@ -43,6 +43,12 @@ def has_sliding_window(config) -> bool:
     return "sliding_attention" in layer_types if layer_types else True
 
 
+def has_linear_attention(config) -> bool:
+    """Whether some layer keeps a recurrent state instead of keys and values (Qwen3.5's hybrid layers)."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return "linear_attention" in (getattr(config, "layer_types", None) or [])
+
+
 class LanguageModel:
     """A prepared model directory loaded for inference, with its call cache."""
 
@@ -86,11 +92,14 @@ class LanguageModel:
         # Scoring batches are bounded by tokens; on GPU "auto" lets the probe raise the prompt count too.
         self._max_batch = 4096 if self._auto_batch and self.device.startswith("cuda") else self.batch_size
         self._token_budget: int | None = None
-        if has_sliding_window(model.config if model is not None else AutoConfig.from_pretrained(self.model_dir)):
-            # A sliding-window layer keeps only its window of keys, so stored prompt states cannot be extended
-            # or copied row by row: no prefix reuse, and the batch-invariant path (which copies states) is off.
-            log.warning("%s has sliding-window attention layers: prompt-prefix reuse and the batch-invariant CPU "
-                        "path are off for it (its scores can differ by ~1e-6 with batch composition)", self.model_dir)
+        model_config = model.config if model is not None else AutoConfig.from_pretrained(self.model_dir)
+        if has_sliding_window(model_config) or has_linear_attention(model_config):
+            # A sliding-window layer keeps only its window of keys and a linear-attention layer a recurrent
+            # state, so stored prompt states cannot be extended or copied row by row: no prefix reuse, and the
+            # batch-invariant path (which copies states) is off.
+            log.warning("%s has sliding-window or linear-attention layers: prompt-prefix reuse and the "
+                        "batch-invariant CPU path are off for it (its scores can differ by ~1e-6 with batch "
+                        "composition)", self.model_dir)
             self.batch_invariant = False
             prefix_sharing, prefix_store_mb = False, 0
         self.prefix_sharing = prefix_sharing

@@ -121,6 +121,9 @@ RANDOM_SHAPE: dict[str, Any] = {
 # Architectures whose configs need more than the common shape to stay tiny (mixture-of-experts).
 RANDOM_SHAPE_EXTRA: dict[str, dict[str, Any]] = {
     "gpt_oss": {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128},
+    # Qwen3.5 interleaves linear-attention and full-attention layers (3:1); transformers needs at least one
+    # full-attention layer to build the causal mask, so the two-layer stand-in keeps one of each.
+    "qwen3_5_text": {"layer_types": ["linear_attention", "full_attention"]},
 }
 
 

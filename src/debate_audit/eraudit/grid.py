@@ -1,0 +1,168 @@
+"""The ER-Audit grid: verifier architectures x debate lengths x L_qh weights (the paper's ablations).
+
+Each cell of the grid is named once here and the rules, tables and figures use these names:
+
+- architecture: a base model's name under `models:` (`verifier.base_models`); a path segment and the
+  `architecture` column of every ER-Audit output downstream of a verifier.
+- length: `w<word_limit>` for generated debates (`debate.word_limit`, one value or a list), `release` for
+  the release's imported transcripts (their length is the release's).
+- checkpoint: `base`, or `<length>/<variant>` for a fine-tuned verifier, where the variant is `honest`,
+  `adv` or `org_qh<weight>` (only V_org is trained with L_qh, so only V_org is swept over
+  `verifier.loss_weights.qh`; V_honest and V_adv of a length serve every weight).
+- setting: `<length>_qh<weight>`, one audit (V_base and the targets of that length and weight).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from .verifiers import VARIANTS
+
+RELEASE_LENGTH = "release"
+ORG = "org"
+
+# Leading columns of the outputs of one grid cell; null where a file does not depend on the key (V_base
+# depends on neither length nor weight, V_honest / V_adv not on the weight).
+LABEL_SCHEMA = {
+    "architecture": pl.Utf8,  # the base model's name under `models:`
+    "length": pl.Utf8,  # w<word limit> or release
+    "qh_weight": pl.Float64,  # L_qh weight of V_org
+}
+
+
+def as_list(value: Any) -> list:
+    """A config value that may be one value or a list, as a list."""
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def weight_id(weight: float) -> str:
+    """A weight as a path segment: 2.0 -> "2", 0.5 -> "0.5"."""
+    return f"{float(weight):g}"
+
+
+def base_models(verifier: Mapping[str, Any]) -> list[str]:
+    """`verifier.base_models`, or `[verifier.base_model]` (the one-architecture shorthand wins when set)."""
+    if verifier.get("base_model"):
+        return [verifier["base_model"]]
+    return list(dict.fromkeys(verifier.get("base_models") or []))
+
+
+def lengths(debate: Mapping[str, Any]) -> list[str]:
+    transcripts = debate.get("transcripts") or {}
+    if transcripts.get("source") == "release":
+        return [RELEASE_LENGTH]
+    return [f"w{int(w)}" for w in dict.fromkeys(as_list(debate["word_limit"]))]
+
+
+def word_limit(length: str) -> int:
+    if not re.fullmatch(r"w\d+", length):
+        raise ValueError(f"length {length!r} names no word limit (expected w<words>)")
+    return int(length[1:])
+
+
+def qh_weights(verifier: Mapping[str, Any]) -> list[float]:
+    return [float(w) for w in dict.fromkeys(as_list(verifier["loss_weights"]["qh"]))]
+
+
+def variant_ids(weights: list[float]) -> list[str]:
+    """Fine-tuned variants as path segments: honest, adv, org_qh<weight> per weight."""
+    return [v for v in VARIANTS if v != ORG] + [f"{ORG}_qh{weight_id(w)}" for w in weights]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    verifier: str  # base / honest / adv / org (eraudit/verifiers.py)
+    length: str | None = None  # None for base
+    qh_weight: float | None = None  # V_org only
+
+    @property
+    def path_id(self) -> str:
+        if self.verifier == "base":
+            return "base"
+        return f"{self.length}/{self.variant_id}"
+
+    @property
+    def variant_id(self) -> str:
+        return f"{ORG}_qh{weight_id(self.qh_weight)}" if self.verifier == ORG else self.verifier
+
+    @classmethod
+    def parse(cls, path_id: str) -> Checkpoint:
+        if path_id == "base":
+            return cls("base")
+        length, _, variant = path_id.partition("/")
+        return cls.of(length, variant)
+
+    @classmethod
+    def of(cls, length: str, variant_id: str) -> Checkpoint:
+        """The checkpoint of a fine-tuned variant id (honest, adv, org_qh2) at a length."""
+        match = re.fullmatch(rf"{ORG}_qh([0-9.eE+-]+)", variant_id)
+        if match:
+            return cls(ORG, length, float(match.group(1)))
+        if variant_id not in VARIANTS or variant_id == ORG:
+            raise ValueError(f"checkpoint {length}/{variant_id}: unknown variant {variant_id!r}")
+        return cls(variant_id, length)
+
+    def labels(self, architecture: str) -> dict[str, Any]:
+        return {"architecture": architecture, "length": self.length, "qh_weight": self.qh_weight}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One audit: V_base against the targets fine-tuned at `length` (V_org with L_qh weight `qh_weight`)."""
+
+    length: str
+    qh_weight: float
+
+    @property
+    def path_id(self) -> str:
+        return f"{self.length}_qh{weight_id(self.qh_weight)}"
+
+    def checkpoints(self, targets: list[str]) -> list[Checkpoint]:
+        """V_base first, then each target at this setting."""
+        return [Checkpoint("base")] + [
+            Checkpoint(t, self.length, self.qh_weight if t == ORG else None) for t in targets
+        ]
+
+    def labels(self, architecture: str) -> dict[str, Any]:
+        return {"architecture": architecture, "length": self.length, "qh_weight": self.qh_weight}
+
+
+def settings(length_ids: list[str], weights: list[float]) -> list[Setting]:
+    return [Setting(length, w) for length in length_ids for w in weights]
+
+
+def with_labels(frame: pl.DataFrame, labels: Mapping[str, Any] | None) -> pl.DataFrame:
+    """`frame` with the grid's label columns first (null where `labels` leaves one out)."""
+    labels = labels or {}
+    unknown = set(labels) - set(LABEL_SCHEMA)
+    if unknown:
+        raise ValueError(f"unknown grid label(s) {sorted(unknown)}")
+    columns = [pl.lit(labels.get(k), dtype=t).alias(k) for k, t in LABEL_SCHEMA.items()]
+    return frame.drop([c for c in LABEL_SCHEMA if c in frame.columns]).select(*columns, pl.all())
+
+
+def labelled(schema: Mapping[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """A schema with the grid's label columns first."""
+    return {**LABEL_SCHEMA, **{k: v for k, v in schema.items() if k not in LABEL_SCHEMA}}
+
+
+def unlabelled(schema: Mapping[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """A labelled schema without the grid's label columns (what a function fills in before with_labels)."""
+    return {k: v for k, v in schema.items() if k not in LABEL_SCHEMA}
+
+
+def panel(frame: pl.DataFrame, *keys: str) -> pl.Series:
+    """A figure panel's title per row: dataset, then each grid label that takes more than one value in
+    `frame` (a one-architecture, one-length run keeps the dataset alone)."""
+    parts = [k for k in ("architecture", "length", "qh_weight") if k in frame.columns
+             and frame[k].n_unique() > 1]
+    exprs = [pl.col(k).cast(pl.Utf8).fill_null("-") for k in (*keys, *parts)]
+    if "qh_weight" in parts:
+        i = len(keys) + parts.index("qh_weight")
+        exprs[i] = pl.concat_str(pl.lit("qh="), exprs[i])
+    return frame.select(pl.concat_str(exprs, separator=" · ").alias("panel"))["panel"]
