@@ -245,6 +245,12 @@ CONFIG_ERRORS = [
     ("undefined persuasive", {"cwpor/persuasive_model": "nope"}, "cwpor.persuasive_model: model 'nope' is not defined"),
     ("undefined debater", {"debate/debater": "nope"}, "debate.debater: model 'nope' is not defined"),
     ("undefined verifier base", {"verifier/base_model": "nope"}, "verifier.base_model: model 'nope' is not defined"),
+    ("undefined architecture", {"verifier/base_models": ["smollm2-135m", "nope"]}, "verifier.base_models[1]: model 'nope' is not defined"),
+    ("no architecture", {"verifier/base_models": DROP}, "verifier.base_models: name at least one verifier architecture"),
+    ("repeated architecture", {"verifier/base_models": ["smollm2-135m", "smollm2-135m"]}, "verifier.base_models: ['smollm2-135m', 'smollm2-135m'] has non-unique elements"),
+    ("undefined selector", {"debate/selector": "nope"}, "debate.selector: model 'nope' is not defined"),
+    ("zero word limit in a sweep", {"debate/word_limit": [50, 0]}, "debate.word_limit: [50, 0] is not valid under any of the given schemas"),
+    ("negative qh weight in a sweep", {"verifier/loss_weights/qh": [1.0, -2.0]}, "verifier.loss_weights.qh: [1.0, -2.0] is not valid under any of the given schemas"),
     ("undefined search generator", {"paraphrase/search/generator": "nope"}, "paraphrase.search.generator: model 'nope' is not defined"),
     ("undefined test generator", {"paraphrase/test/generators/gen-b/model": "nope"}, "paraphrase.test.generators.gen-b.model: model 'nope'"),
     ("device gpu", {f"{M}/device": "gpu"}, "models.smollm2-135m.device: 'gpu' is not a device; use auto, cpu, cuda or cuda:N"),
@@ -285,6 +291,8 @@ CONFIG_VALID = [
     ("percentile instead of epsilon", {"audit/epsilon": None, "audit/epsilon_percentile": 25}),
     ("https URL", {"datasets/quality_h/pairs": "https://example.org/p.json"}),
     ("unused broken model", {"models/unused": OPENAI}),
+    ("length and weight sweeps", {"debate/word_limit": [50, 150], "verifier/loss_weights/qh": [1.0, 2.0]}),
+    ("one base_model shorthand", {"verifier/base_model": "smollm2-135m", "verifier/base_models": DROP}),
     ("openai complete", {"models/srv": {**OPENAI, "base_url": "http://localhost:8000/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"}),
 ]
 
