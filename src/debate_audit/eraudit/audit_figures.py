@@ -15,6 +15,7 @@ import polars as pl  # noqa: E402
 
 from debate_audit.data.io import write_parquet  # noqa: E402
 from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
+from debate_audit.provenance import save_figure  # noqa: E402
 
 from .verifiers import VERIFIERS, color, label  # noqa: E402
 from .versioning import rule_id  # noqa: E402
@@ -30,7 +31,7 @@ def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
     fig.tight_layout()
     for out in [outs] if isinstance(outs, (str, Path)) else outs:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=150)
+        save_figure(fig, out, dpi=150)
     plt.close(fig)
 
 
