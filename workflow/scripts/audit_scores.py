@@ -1,7 +1,7 @@
 from debate_audit.eraudit.audit import score_checkpoint
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     score_checkpoint(
         pairs=snakemake.input.pairs,
         paraphrases=list(snakemake.input.pools),

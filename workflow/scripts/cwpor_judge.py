@@ -1,8 +1,8 @@
 from debate_audit.cwpor.judge import judge_debates
 from debate_audit.cwpor.runtime import ModelRef
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     judge_debates(
         snakemake.input.questions,
         snakemake.input.responses,

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.transcripts import DebateSettings, generate_debates
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     generate_debates(
         pairs=snakemake.input.pairs,
         split=snakemake.input.split,

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.selection import select_debates
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     select_debates(
         candidates=snakemake.input.candidates,
         pairs=snakemake.input.pairs,

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.paraphrase import PoolSettings, build_pool
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     build_pool(
         pairs=snakemake.input.pairs,
         split=snakemake.input.split,

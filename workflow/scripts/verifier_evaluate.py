@@ -1,7 +1,7 @@
 from debate_audit.eraudit.table1 import evaluate_verifier
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     evaluate_verifier(
         pairs=snakemake.input.pairs,
         split=snakemake.input.split,

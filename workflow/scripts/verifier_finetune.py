@@ -1,7 +1,7 @@
 from debate_audit.eraudit.finetune import FinetuneSettings, finetune_verifier
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     finetune_verifier(
         selected=snakemake.input.selected,
         pairs=snakemake.input.pairs,
