@@ -66,12 +66,12 @@ rule audit_scores:
         mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
         runtime=120,
     params:
-        model_dir=lambda wc, input: str(Path(input.model).parent),
+        # V_base is the prepared base model, the targets its fine-tuned copies (same spec, own directory)
+        model=lambda wc, input: model_ref(
+            config["verifier"]["base_model"], str(Path(input.model).parent)
+        ),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-        device=model_spec(config["verifier"]["base_model"]).device,
-        dtype=model_spec(config["verifier"]["base_model"]).dtype,
         cache=config["cache"],
         library=library_code("audit_scores"),
     script:

@@ -83,12 +83,11 @@ else:
             mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"]),
             runtime=240,
         params:
-            model_dir=lambda wc, input: str(Path(input.model).parent),
+            model=model_ref(config["debate"]["debater"]),
             settings={key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
             splits=config["debate"]["splits"],
             max_items=config["debate"].get("max_items"),
             prompt_version=DEBATE_PROMPT_VERSION,
-            spec=model_spec(config["debate"]["debater"]).__dict__,
             cache=config["cache"],
             library=library_code("debate_generate"),
         script:
@@ -113,7 +112,7 @@ else:
             mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
             runtime=60,
         params:
-            model_dir=lambda wc, input: str(Path(input.model).parent),
+            model=model_ref(config["verifier"]["base_model"]),
             leak_ngram=config["debate"]["leak_ngram"],
             leak_threshold=config["debate"]["leak_threshold"],
             hard_terms=config["debate"]["hard_terms"],
@@ -123,9 +122,6 @@ else:
             selection_version=SELECTION_VERSION,
             readout=config["verifier"]["readout"],
             readout_version=readout_id(config["verifier"]["readout"]),
-            batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-            device=model_spec(config["verifier"]["base_model"]).device,
-            dtype=model_spec(config["verifier"]["base_model"]).dtype,
             cache=config["cache"],
             library=library_code("debate_select"),
         script:

@@ -37,13 +37,12 @@ rule verifier_finetune:
         mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"], training=True),
         runtime=720,
     params:
-        base_dir=lambda wc, input: str(Path(input.base).parent),
+        base=model_ref(config["verifier"]["base_model"]),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
         settings={key: config["verifier"][key] for key in FINETUNE_KEYS},
         training_items_version=TRAINING_ITEMS_VERSION,
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        device=model_spec(config["verifier"]["base_model"]).device,
         library=library_code("verifier_finetune"),
     script:
         "../workflow/scripts/verifier_finetune.py"
@@ -96,12 +95,12 @@ rule verifier_evaluate:
         mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
         runtime=60,
     params:
-        model_dir=lambda wc, input: str(Path(input.model).parent),
+        # V_base is the prepared base model, the others its fine-tuned copies (same spec, own directory)
+        model=lambda wc, input: model_ref(
+            config["verifier"]["base_model"], str(Path(input.model).parent)
+        ),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        batch_size=model_spec(config["verifier"]["base_model"]).batch_size,
-        device=model_spec(config["verifier"]["base_model"]).device,
-        dtype=model_spec(config["verifier"]["base_model"]).dtype,
         cache=config["cache"],
         library=library_code("verifier_evaluate"),
     script:
