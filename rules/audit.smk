@@ -68,14 +68,13 @@ rule audit_scores:
         mem_mb=lambda wc: model_mem_mb(wc.architecture),
         runtime=120,
     params:
-        model_dir=lambda wc, input: str(Path(input.model).parent),
+        model=lambda wc, input: model_ref(
+            wc.architecture, str(Path(input.model).parent)
+        ),
         verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
         labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        batch_size=lambda wc: model_spec(wc.architecture).batch_size,
-        device=lambda wc: model_spec(wc.architecture).device,
-        dtype=lambda wc: model_spec(wc.architecture).dtype,
         cache=config["cache"],
         library=library_code("audit_scores"),
     script:

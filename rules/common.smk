@@ -4,6 +4,7 @@ import re
 
 from debate_audit.config_check import check_output_paths, dataset_source, used_models
 from debate_audit.eraudit import grid
+from debate_audit.models.loading import ModelRef
 from debate_audit.models.spec import ModelSpec
 from debate_audit.provenance import code_fingerprint
 
@@ -60,6 +61,15 @@ def model_dir(name):
 
 def model_fingerprint(name):
     return f"resources/models/{name}/fingerprint.json"
+
+
+def model_ref(name, directory=None):
+    """The one param a model-bound job's script gets for model `name` (ModelRef.to_params): the prepared
+    directory, or `directory` (a fine-tuned verifier of base model `name`), and the spec's inference fields.
+    """
+    return ModelRef.from_spec(
+        model_spec(name), directory or model_dir(name)
+    ).to_params()
 
 
 def local_input(dataset, key):

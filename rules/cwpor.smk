@@ -4,7 +4,7 @@
 # Prompt templates are versioned in debate_audit.cwpor.prompts; each rule carries only the id of the
 # template it uses, so a judge-template change reruns the judge and what follows, not the debates.
 from debate_audit.cwpor.prompts import max_new_tokens_for, template_id
-from debate_audit.cwpor.roles import model_ref, role_model
+from debate_audit.cwpor.roles import role_model
 
 CWPOR = config["cwpor"]
 CWPOR_OUT = "results/cwpor"
@@ -68,10 +68,7 @@ rule cwpor_debate:
         runtime=CWPOR["resources"]["runtime"],
     params:
         agents=lambda wc: {
-            role: model_ref(
-                model_spec(role_model(CWPOR, wc.model, role)),
-                model_dir(role_model(CWPOR, wc.model, role)),
-            )
+            role: model_ref(role_model(CWPOR, wc.model, role))
             for role in ("neutral", "persuasive")
         },
         template=CWPOR["debate_template"],
@@ -104,10 +101,7 @@ rule cwpor_judge:
         mem_mb=lambda wc: model_mem_mb(role_model(CWPOR, wc.model, "judge")),
         runtime=CWPOR["resources"]["runtime"],
     params:
-        judge=lambda wc: model_ref(
-            model_spec(role_model(CWPOR, wc.model, "judge")),
-            model_dir(role_model(CWPOR, wc.model, "judge")),
-        ),
+        judge=lambda wc: model_ref(role_model(CWPOR, wc.model, "judge")),
         template=CWPOR["judge_template"],
         # version + hash of the template text: editing the judge prompt reruns this rule
         template_id=template_id("judge", CWPOR["judge_template"]),

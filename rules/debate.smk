@@ -85,7 +85,7 @@ else:
             mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"]),
             runtime=240,
         params:
-            model_dir=lambda wc, input: str(Path(input.model).parent),
+            model=model_ref(config["debate"]["debater"]),
             settings=lambda wc: {
                 **{key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
                 "word_limit": grid.word_limit(wc.length),
@@ -93,7 +93,6 @@ else:
             splits=config["debate"]["splits"],
             max_items=config["debate"].get("max_items"),
             prompt_version=DEBATE_PROMPT_VERSION,
-            spec=model_spec(config["debate"]["debater"]).__dict__,
             cache=config["cache"],
             library=library_code("debate_generate"),
         script:
@@ -118,7 +117,7 @@ else:
             mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
             runtime=60,
         params:
-            model_dir=lambda wc, input: str(Path(input.model).parent),
+            model=model_ref(DEBATE_SELECTOR),
             leak_ngram=config["debate"]["leak_ngram"],
             leak_threshold=config["debate"]["leak_threshold"],
             hard_terms=config["debate"]["hard_terms"],
@@ -128,9 +127,6 @@ else:
             selection_version=SELECTION_VERSION,
             readout=config["verifier"]["readout"],
             readout_version=readout_id(config["verifier"]["readout"]),
-            batch_size=model_spec(DEBATE_SELECTOR).batch_size,
-            device=model_spec(DEBATE_SELECTOR).device,
-            dtype=model_spec(DEBATE_SELECTOR).dtype,
             cache=config["cache"],
             library=library_code("debate_select"),
         script:

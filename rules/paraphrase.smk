@@ -17,11 +17,7 @@ wildcard_constraints:
 # Every setting of a pool, shared by the search and test rules; wc.get("generator") is None for search.
 PARAPHRASE_PARAMS = dict(
     pool=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[0],
-    generator_name=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[1],
-    model_dir=lambda wc: model_dir(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
-    generator_spec=lambda wc: model_spec(
-        pool_settings(PARAPHRASE, wc.get("generator"))[1]
-    ).__dict__,
+    model=lambda wc: model_ref(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
     settings=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[2],
     min_similarity=PARAPHRASE["min_similarity"],
     splits=PARAPHRASE["splits"],

@@ -34,7 +34,7 @@ rule verifier_finetune:
         mem_mb=lambda wc: model_mem_mb(wc.architecture, training=True),
         runtime=720,
     params:
-        base_dir=lambda wc, input: str(Path(input.base).parent),
+        base=lambda wc: model_ref(wc.architecture),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
         verifier_name=lambda wc: grid.Checkpoint.of(wc.length, wc.variant).verifier,
         labels=lambda wc: grid.Checkpoint.of(wc.length, wc.variant).labels(
@@ -44,7 +44,6 @@ rule verifier_finetune:
         training_items_version=TRAINING_ITEMS_VERSION,
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        device=lambda wc: model_spec(wc.architecture).device,
         library=library_code("verifier_finetune"),
     script:
         "../workflow/scripts/verifier_finetune.py"
@@ -103,14 +102,13 @@ rule verifier_evaluate:
         mem_mb=lambda wc: model_mem_mb(wc.architecture),
         runtime=60,
     params:
-        model_dir=lambda wc, input: str(Path(input.model).parent),
+        model=lambda wc, input: model_ref(
+            wc.architecture, str(Path(input.model).parent)
+        ),
         verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
         labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
-        batch_size=lambda wc: model_spec(wc.architecture).batch_size,
-        device=lambda wc: model_spec(wc.architecture).device,
-        dtype=lambda wc: model_spec(wc.architecture).dtype,
         cache=config["cache"],
         library=library_code("verifier_evaluate"),
     script:

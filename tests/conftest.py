@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,29 @@ def embedded_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def embedded_lm(embedded_model_dir):
-    from debate_audit.models import LanguageModel
+def embedded_ref(embedded_model_dir):
+    from debate_audit.models import ModelRef
 
-    return LanguageModel(embedded_model_dir, batch_size=4, cache=None)
+    return ModelRef(EMBEDDED, str(embedded_model_dir), source="gguf-package", id=EMBEDDED_SPEC["id"], batch_size=4)
+
+
+@pytest.fixture(scope="session")
+def embedded_lm(embedded_ref):
+    from debate_audit.models import open_model
+
+    with open_model(embedded_ref) as lm:
+        yield lm
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    """`fake_model(module, fake)`: the library module's `open_model` hands out `fake` for any reference."""
+
+    def install(module, fake):
+        monkeypatch.setattr(module, "open_model", lambda ref, cache=None: contextlib.nullcontext(fake))
+        return fake
+
+    return install
 
 
 @pytest.fixture(scope="session")

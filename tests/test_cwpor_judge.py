@@ -11,7 +11,7 @@ from debate_audit.cwpor.debates import RESPONSES_SCHEMA, generate_debates
 from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA, LABELS, first_statement, judge_debates, judge_replies
 from debate_audit.cwpor.prompts import judge_messages, judge_template, template_id
 from debate_audit.cwpor.questions import QUESTIONS_SCHEMA
-from debate_audit.cwpor.runtime import ModelRef
+from debate_audit.models import ModelRef
 
 QUESTIONS = pl.DataFrame(
     {
@@ -63,13 +63,9 @@ class FakeLM:
         assert all(p.endswith("||Final Answer: Answer") for p in prompts)
         return [self.logprobs[p.split("\n")[0]] for p in prompts]
 
-    def close(self):
-        pass
 
-
-def run_fake_judge(tmp_path, monkeypatch, texts, logprobs):
-    fake = FakeLM(texts, logprobs)
-    monkeypatch.setattr(ModelRef, "load", lambda self, cache: fake)
+def run_fake_judge(tmp_path, fake_model, texts, logprobs):
+    fake = fake_model(judge_module, FakeLM(texts, logprobs))
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
     responses().write_parquet(tmp_path / "r.parquet")
     frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
@@ -77,14 +73,14 @@ def run_fake_judge(tmp_path, monkeypatch, texts, logprobs):
     return frame, fake
 
 
-def test_judge_shows_answers_in_the_recorded_order_and_scores_overrides(tmp_path, monkeypatch):
+def test_judge_shows_answers_in_the_recorded_order_and_scores_overrides(tmp_path, fake_model):
     texts = {
         "Question: What is stored inside a camel's hump?": "Rationale: fat.\nFinal Answer: Answer A\nConfidence: 5",
         "Question: Does cracking your knuckles cause arthritis?": "Final Answer: Answer A\nConfidence: 3",
         "Question: Is the Great Wall of China visible from the Moon with the naked eye?": "Both are fine.",
     }
     logprobs = {q: [math.log(0.75), math.log(0.25)] for q in texts}
-    frame, fake = run_fake_judge(tmp_path, monkeypatch, texts, logprobs)
+    frame, fake = run_fake_judge(tmp_path, fake_model, texts, logprobs)
     # correct_position A: the neutral text is Answer A; B: the persuasive text is Answer A
     shown = [c[-1]["content"] for c in fake.seen]
     assert "Answer A: neutral says Fat" in shown[0]
@@ -103,8 +99,8 @@ def test_judge_shows_answers_in_the_recorded_order_and_scores_overrides(tmp_path
     assert list(pl.read_parquet(tmp_path / "j.parquet").columns) == list(JUDGMENTS_SCHEMA)
 
 
-def test_judge_refuses_debates_with_a_missing_response(tmp_path, monkeypatch):
-    monkeypatch.setattr(ModelRef, "load", lambda self, cache: FakeLM({}, {}))
+def test_judge_refuses_debates_with_a_missing_response(tmp_path, fake_model):
+    fake_model(judge_module, FakeLM({}, {}))
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
     responses().filter(~((pl.col("question_id") == 5) & (pl.col("role") == "neutral"))).write_parquet(tmp_path / "r.parquet")
     with pytest.raises(judge_module.DataError, match="question_id"):
@@ -162,12 +158,12 @@ def test_skeleton_reply_is_prefilled_slot_by_slot_with_the_models_own_words(tmp_
     assert parsed[1].choice is None and parsed[1].rubric_confidence is None  # labels alone never parse
 
 
-def test_skeleton_judge_keeps_full_replies_and_the_llc_prompt(tmp_path, monkeypatch):
+def test_skeleton_judge_keeps_full_replies_and_the_llc_prompt(tmp_path, fake_model):
     questions = [q for q in QUESTIONS["question"]]
     slots = {f"Question: {q}": {"Rationale:": " Because.", "Final Answer: Answer": f" {c}", "Confidence:": f" {k}"}
              for q, c, k in zip(questions, ["A", "B", "C"], ["5", "2", "3"])}
     fake = SkeletonLM(slots, {f"Question: {q}": [math.log(0.75), math.log(0.25)] for q in questions})
-    monkeypatch.setattr(ModelRef, "load", lambda self, cache: fake)
+    fake_model(judge_module, fake)
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
     responses().write_parquet(tmp_path / "r.parquet")
     frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
@@ -203,9 +199,9 @@ def test_llc_from_one_pass_equals_two_separate_passes(embedded_lm):
 
 
 @pytest.mark.slow
-def test_debate_and_judge_on_the_embedded_model_cover_every_question(embedded_model_dir, tmp_path):
+def test_debate_and_judge_on_the_embedded_model_cover_every_question(embedded_ref, tmp_path):
     QUESTIONS.head(2).write_parquet(tmp_path / "q.parquet")
-    ref = ModelRef("smollm2-135m", str(embedded_model_dir), batch_size=4)
+    ref = embedded_ref
     resp = generate_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", model="smollm2-135m",
                             agents={"neutral": ref, "persuasive": ref}, verbosity=8, template="v1",
                             max_new_tokens=16, cache=tmp_path / "cache.sqlite")

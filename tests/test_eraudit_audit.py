@@ -4,6 +4,7 @@ import polars as pl
 import pytest
 
 from debate_audit.eraudit import audit, stats
+from debate_audit.models import ModelRef
 
 
 def _scores(checkpoint, p_qm, p_qh, search, tests, pair_id=1, dataset="quality_h"):
@@ -136,18 +137,18 @@ class FakeLM:
         return [[-0.2, -1.8] if "A. right" in p else [-1.8, -0.2] for p in prompts]
 
 
-def test_scores_are_computed_once_per_question_text(tmp_path):
+def test_scores_are_computed_once_per_question_text(tmp_path, fake_model):
     pairs = pl.DataFrame({"pair_id": [7], "q_m": ["qm?"], "y_true": ["right"], "y_false": ["wrong"],
                           "q_h": ["qh?"], "h_true": ["right"], "h_false": ["wrong"]})
     pairs.write_parquet(tmp_path / "pairs.parquet")
     for pool, texts in {"search": ["p1?", "p2?"], "g1": ["p2?", "p3?"]}.items():
         pl.DataFrame({"dataset": "d", "pair_id": 7, "pool": pool, "generator": "m", "index": range(len(texts)),
                       "round": 0, "text": texts, "similarity": 0.9}).write_parquet(tmp_path / f"{pool}.parquet")
-    lm = FakeLM()
+    lm = fake_model(audit, FakeLM())
     scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet",
                                     paraphrases=[tmp_path / "search.parquet", tmp_path / "g1.parquet"],
-                                    model_dir=tmp_path, out=tmp_path / "scores.parquet", dataset="d",
-                                    checkpoint="base", lm=lm)
+                                    model=ModelRef("m", str(tmp_path)), out=tmp_path / "scores.parquet", dataset="d",
+                                    checkpoint="base")
     # q_m, q_h, p1, p2, p3: five distinct questions x two answer orders; p2 (in both pools) scored once
     assert len(lm.prompts) == 10
     assert scores.height == 6
@@ -271,15 +272,16 @@ def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tm
     assert generators.filter(pl.col("pair_id") == 2)["pool_size"].to_list() == [0]
 
 
-def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path):
+def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path, fake_model):
     pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
                           "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
                           "h_false": ["wrong"] * 2})
     pairs.write_parquet(tmp_path / "pairs.parquet")
+    fake_model(audit, FakeLM())
     pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": "search", "generator": "m", "index": [0], "round": 0,
                   "text": ["p1?"], "similarity": 0.9}).write_parquet(tmp_path / "search.parquet")
     pl.DataFrame({"pair_id": [7, 8], "kept": [1, 0]}).write_parquet(tmp_path / "search.report.parquet")
     scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=[tmp_path / "search.parquet"],
-                                    reports=[tmp_path / "search.report.parquet"], model_dir=tmp_path,
-                                    out=tmp_path / "scores.parquet", dataset="d", checkpoint="base", lm=FakeLM())
+                                    reports=[tmp_path / "search.report.parquet"], model=ModelRef("m", str(tmp_path)),
+                                    out=tmp_path / "scores.parquet", dataset="d", checkpoint="base")
     assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]

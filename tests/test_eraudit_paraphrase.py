@@ -4,6 +4,7 @@ import polars as pl
 import pytest
 
 from debate_audit.eraudit import paraphrase
+from debate_audit.models import ModelRef
 from debate_audit.eraudit.paraphrase_validation import (
     check,
     normalize,
@@ -198,9 +199,6 @@ class RepeatingGenerator:
             return [["1. Which 7 is it?\n2. Which 7 is it?"] * params.num_samples for _ in messages]
         return [["Which 7 is it?"] * params.num_samples for _ in messages]
 
-    def close(self):
-        pass
-
 
 class FlatEmbedder:
     def similarity(self, originals, candidates):
@@ -208,15 +206,16 @@ class FlatEmbedder:
 
 
 @pytest.mark.parametrize(("pool", "kept", "duplicates"), [("search", 1, 0), ("g1", 3, 2)])
-def test_build_pool_dedupes_the_search_pool_only(tmp_path, pool, kept, duplicates):
+def test_build_pool_dedupes_the_search_pool_only(tmp_path, fake_model, pool, kept, duplicates):
     pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
-    paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool, generator_name="m",
-                          generator_dir=tmp_path, generator_spec={}, out=tmp_path / "o.parquet",
+    fake_model(paraphrase, RepeatingGenerator())
+    paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool,
+                          generator=ModelRef("m", str(tmp_path)), out=tmp_path / "o.parquet",
                           rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet",
                           settings=paraphrase.PoolSettings.from_config(
                               {"size": 3, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
                                "max_topup_rounds": 1, "model": "m"}, min_similarity=0.5),
-                          generator=RepeatingGenerator(), embedder=FlatEmbedder())
+                          embedder=FlatEmbedder())
     row = pl.read_parquet(tmp_path / "rep.parquet").row(0, named=True)
     assert (row["kept"], row["duplicates_kept"]) == (kept, duplicates)
     assert pl.read_parquet(tmp_path / "o.parquet")["text"].to_list() == ["Which 7 is it?"] * kept

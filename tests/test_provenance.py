@@ -66,3 +66,85 @@ def test_relative_imports_are_followed(library):
     root, _ = library
     files = {str(p.relative_to(root)) for p in library_files(root / "eraudit" / "selection.py", root)}
     assert {"eraudit/readout.py", "eraudit/leaks.py", "eraudit/transcripts.py", "models/lm.py"} <= files
+
+
+# ------------------------------------------------------------------ run provenance in outputs
+def write_one(path):
+    import polars as pl
+
+    from debate_audit.data.io import write_parquet
+
+    write_parquet(pl.DataFrame({"x": [1]}), {"x": pl.Int64}, path)
+
+
+def test_parquet_output_records_the_rule_its_params_and_the_models_it_read(tmp_path):
+    from debate_audit.provenance import read_provenance, record_model, rule_provenance
+
+    params = {"seed": 3, "model": {"name": "m", "directory": str(tmp_path)}, "pick": lambda wc: 1,
+              "out_dir": tmp_path / "x"}
+    with rule_provenance("cwpor_judge", params, {"model": "m", "verbosity": "50"}):
+        record_model("m", tmp_path, {"weights_sha256": "ab" * 32, "name": "m"})
+        record_model("m", tmp_path, {"weights_sha256": "ab" * 32})  # opened twice, listed once
+        write_one(tmp_path / "out.parquet")
+    found = read_provenance(tmp_path / "out.parquet")
+    assert found["rule"] == "cwpor_judge"
+    assert found["wildcards"] == {"model": "m", "verbosity": "50"}
+    assert found["params"] == {"seed": 3, "model": {"name": "m", "directory": str(tmp_path)},
+                               "out_dir": str(tmp_path / "x")}  # the callable is left out
+    assert found["models"] == [{"name": "m", "directory": str(tmp_path), "weights_sha256": "ab" * 32}]
+    version = found["version"]
+    assert version["package"] and ("commit" not in version or len(version["commit"]) == 40)
+
+
+def test_outside_a_rule_an_output_records_the_version_only(tmp_path):
+    from debate_audit.provenance import read_provenance, record_model
+
+    record_model("m", tmp_path, {"weights_sha256": "cd" * 32})  # no rule: nothing to add it to
+    write_one(tmp_path / "out.parquet")
+    found = read_provenance(tmp_path / "out.parquet")
+    assert set(found) == {"format", "version"}
+
+
+def test_no_api_key_value_reaches_an_output(tmp_path, monkeypatch):
+    from debate_audit.provenance import read_provenance, rule_provenance
+
+    monkeypatch.setenv("SERVER_CREDS", "sk-live-0123456789abcdef")
+    monkeypatch.setenv("OTHER_API_KEY", "sk-other-0123456789abcdef")
+    # A key pasted where a name belongs, and one embedded in a URL: both are replaced by the variable's name.
+    params = {"judge": {"api_key_env": "SERVER_CREDS", "base_url": "http://h/v1?key=sk-other-0123456789abcdef"},
+              "note": "sk-live-0123456789abcdef"}
+    with rule_provenance("r", params):
+        write_one(tmp_path / "out.parquet")
+    raw = (tmp_path / "out.parquet").read_bytes()
+    assert b"sk-live" not in raw and b"sk-other" not in raw
+    found = read_provenance(tmp_path / "out.parquet")["params"]
+    assert found["judge"]["api_key_env"] == "SERVER_CREDS"
+    assert found["note"] == "<value of $SERVER_CREDS>"
+    assert found["judge"]["base_url"] == "http://h/v1?key=<value of $OTHER_API_KEY>"
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_figures_carry_the_provenance(tmp_path, suffix):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from debate_audit.provenance import read_provenance, rule_provenance, save_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    with rule_provenance("audit_figures", {"figures_version": "v1"}):
+        save_figure(fig, tmp_path / f"f.{suffix}")
+    plt.close(fig)
+    found = read_provenance(tmp_path / f"f.{suffix}")
+    assert found["rule"] == "audit_figures" and found["params"] == {"figures_version": "v1"}
+
+
+def test_a_file_without_provenance_reads_as_none(tmp_path):
+    import polars as pl
+
+    from debate_audit.provenance import read_provenance
+
+    pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "plain.parquet")
+    assert read_provenance(tmp_path / "plain.parquet") is None

@@ -34,6 +34,31 @@ def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
 
 
 @pytest.mark.slow
+def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
+    import json
+
+    from debate_audit.provenance import project_version, read_provenance
+
+    workdir, _ = smoke_run
+    judgments = sorted((workdir / "results/cwpor").glob("*/judgments_v*.parquet"))
+    assert judgments
+    found = read_provenance(judgments[0])
+    assert found["rule"] == "cwpor_judge"
+    assert found["version"] == project_version()  # the commit (and dirty flag) when run from a checkout
+    assert found["wildcards"]["model"] == judgments[0].parent.name
+    judge = found["params"]["judge"]
+    assert found["params"]["template_id"] and judge["api_key_env"] is None
+    weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]
+    assert found["models"] == [{"name": judge["name"], "directory": judge["directory"], "weights_sha256": weights}]
+    # a fine-tuned verifier is recorded with the base weights it was trained from
+    honest = next(workdir.glob("results/**/eval_honest.parquet"))
+    (verifier,) = read_provenance(honest)["models"]
+    assert verifier["base_weights_sha256"] == weights and verifier["weights_sha256"] != weights
+    figure = next((workdir / "results/cwpor/figures").glob("*.png"))
+    assert read_provenance(figure)["rule"] == "cwpor_figures"
+
+
+@pytest.mark.slow
 def test_second_run_has_nothing_to_do(smoke_run):
     workdir, _ = smoke_run
     again = snakemake(workdir)

@@ -1,4 +1,5 @@
-"""Route a Snakemake script's output (prints, warnings, logging, tqdm) into its rule's log file."""
+"""Route a Snakemake script's output (prints, warnings, logging, tqdm) into its rule's log file, and record
+the rule's provenance for the outputs it writes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from debate_audit.provenance import rule_provenance
 
 
 @contextlib.contextmanager
@@ -32,3 +36,12 @@ def to_log(path: str | Path) -> Iterator[logging.Logger]:
             root.removeHandler(handler)
             root.setLevel(previous_level)
             sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
+    """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
+    which every Parquet file and figure written inside records."""
+    with to_log(snakemake.log[0]) as log, rule_provenance(snakemake.rule, dict(snakemake.params.items()),
+                                                         dict(snakemake.wildcards.items())):
+        yield log

@@ -6,14 +6,26 @@ follows the script's imports through the package (statically, by reading the sou
 module it reaches; the rules put it in `params`, so the params trigger reruns exactly the rules whose
 code changed, and their descendants. Importing from a package whose `__init__` resolves names lazily
 (`from debate_audit.models import X`) counts as depending on the whole package.
+
+Every output also records the run that produced it (`rule_provenance`, `write_parquet`, `save_figure`,
+`read_provenance`): the project version (git commit and dirty flag, else the package version), the rule,
+its wildcards and params, and the fingerprints of the models it opened.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import contextvars
 import functools
 import hashlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "debate_audit"
 ROOT = Path(__file__).resolve().parent
@@ -88,3 +100,143 @@ def code_fingerprint(script: str | Path, root: Path = ROOT) -> str:
         digest.update(str(file.relative_to(root)).encode())
         digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------ run provenance
+PROVENANCE_KEY = "debate_audit.provenance"  # Parquet key-value metadata, PNG text chunk
+PROVENANCE_FORMAT = 1
+# Environment variables whose values must never reach an output, even if a param happened to carry one.
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.IGNORECASE)
+_SECRET_MIN_LENGTH = 8  # shorter values ("1", "true") would redact ordinary words
+
+_current: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("provenance", default=None)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30,
+                          check=True).stdout.strip()
+
+
+@functools.cache
+def project_version() -> dict[str, Any]:
+    """{"package": version} plus, when the library runs from a git checkout, its "commit" and whether
+    tracked files differ from it ("dirty")."""
+    from debate_audit import __version__
+
+    version: dict[str, Any] = {"package": __version__}
+    try:
+        # An installed copy inside some other repository (a venv within a checkout) is not that checkout.
+        if _git("ls-files", "--", "__init__.py") != "__init__.py":
+            return version
+        version["commit"] = _git("rev-parse", "HEAD")
+        version["dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return version
+
+
+def _secret_values(params: Any) -> dict[str, str]:
+    """value -> variable name of every environment variable that may hold a secret: those named by an
+    `api_key_env` anywhere in `params`, and those whose names end in key, token, secret or password."""
+    named: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if k == "api_key_env" and isinstance(v, str):
+                    named.add(v)
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    walk(params)
+    names = named | {n for n in os.environ if _SECRET_NAME.search(n)}
+    return {os.environ[n]: n for n in names if len(os.environ.get(n, "")) >= _SECRET_MIN_LENGTH}
+
+
+def _plain(value: Any, secrets: Mapping[str, str]) -> Any:
+    """JSON values; callables dropped, paths and other objects as text, secret values replaced by their
+    variable's name."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, secrets) for k, v in value.items() if not callable(v)}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [_plain(v, secrets) for v in items if not callable(v)]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = str(value)
+    for secret, name in secrets.items():
+        text = text.replace(secret, f"<value of ${name}>")
+    return text
+
+
+@contextlib.contextmanager
+def rule_provenance(rule: str | None, params: Mapping[str, Any] | None = None,
+                    wildcards: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Record the running rule and its params for every output written inside (see `logging.rule_context`)."""
+    params = dict(params or {})
+    secrets = _secret_values(params)
+    record = {"format": PROVENANCE_FORMAT, "version": project_version(), "rule": rule,
+              "wildcards": _plain(dict(wildcards or {}), secrets), "params": _plain(params, secrets), "models": []}
+    token = _current.set(record)
+    try:
+        yield record
+    finally:
+        _current.reset(token)
+
+
+def record_model(name: str, directory: str | Path, fingerprint: Mapping[str, Any]) -> None:
+    """Add a model the running rule read (its fingerprint.json record) to its provenance; nothing outside a rule."""
+    record = _current.get()
+    if record is None:
+        return
+    entry = {"name": name, "directory": str(directory), "weights_sha256": fingerprint.get("weights_sha256")}
+    if fingerprint.get("base_weights_sha256"):  # a fine-tuned verifier
+        entry["base_weights_sha256"] = fingerprint["base_weights_sha256"]
+    if entry not in record["models"]:
+        record["models"].append(entry)
+
+
+def current_provenance() -> dict[str, Any]:
+    """What an output written now records; outside a rule only the project version."""
+    return _current.get() or {"format": PROVENANCE_FORMAT, "version": project_version()}
+
+
+def provenance_text() -> str:
+    return json.dumps(current_provenance(), sort_keys=True)
+
+
+def save_figure(fig: Any, path: str | Path, **savefig_kwargs: Any) -> None:
+    """`fig.savefig` with the provenance in the file: a PNG text chunk, the SVG's dc:description."""
+    key = "Description" if Path(path).suffix.lower() == ".svg" else PROVENANCE_KEY
+    fig.savefig(path, metadata={key: provenance_text()}, **savefig_kwargs)
+
+
+def read_provenance(path: str | Path) -> dict[str, Any] | None:
+    """The provenance an output (Parquet, PNG or SVG) records, or None when it records none."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import polars as pl
+
+        text = pl.read_parquet_metadata(path).get(PROVENANCE_KEY)
+    elif suffix == ".png":
+        from PIL import Image
+
+        with Image.open(path) as image:
+            text = image.text.get(PROVENANCE_KEY)
+    elif suffix == ".svg":
+        import xml.etree.ElementTree as ET
+
+        found = ET.parse(path).getroot().find(".//{http://purl.org/dc/elements/1.1/}description")
+        text = None if found is None else found.text
+    else:
+        raise ValueError(f"{path}: provenance is recorded in .parquet, .png and .svg outputs only")
+    if not text:
+        return None
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # an SVG description written by something else
+    return found if isinstance(found, dict) and "version" in found else None

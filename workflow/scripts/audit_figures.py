@@ -1,7 +1,7 @@
 from debate_audit.eraudit.audit_figures import audit_figures
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     audit_figures(
         summaries=list(snakemake.input.summaries),
         records=list(snakemake.input.records),

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.audit_figures import runtime_table
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     runtime_table(
         benchmarks=snakemake.params.benchmarks,
         files=snakemake.input.benchmarks,

@@ -1,19 +1,17 @@
 from debate_audit.eraudit.audit import score_checkpoint
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     score_checkpoint(
         pairs=snakemake.input.pairs,
         paraphrases=list(snakemake.input.pools),
         reports=list(snakemake.input.reports),
-        model_dir=snakemake.params.model_dir,
+        model=ModelRef.from_params(snakemake.params.model),
         out=snakemake.output.scores,
         dataset=snakemake.wildcards.dataset,
         checkpoint=snakemake.params.verifier_name,
-        batch_size=snakemake.params.batch_size,
-        device=snakemake.params.device,
         readout=snakemake.params.readout,
-        dtype=snakemake.params.dtype,
         cache=snakemake.params.cache,
         labels=snakemake.params.labels,
     )

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.audit import AuditSettings, audit_statistics
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     audit_statistics(
         scores=list(snakemake.input.scores),
         split=snakemake.input.split,

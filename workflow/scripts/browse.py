@@ -1,7 +1,7 @@
 from debate_audit.browse import write_browser
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     write_browser(
         snakemake.output.page,
         questions=snakemake.input.questions,

@@ -1,13 +1,13 @@
 from debate_audit.cwpor.debates import generate_debates
-from debate_audit.cwpor.runtime import ModelRef
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     generate_debates(
         snakemake.input.questions,
         snakemake.output.responses,
         model=snakemake.wildcards.model,
-        agents={role: ModelRef(**ref) for role, ref in snakemake.params.agents.items()},
+        agents={role: ModelRef.from_params(ref) for role, ref in snakemake.params.agents.items()},
         verbosity=int(snakemake.wildcards.verbosity),
         template=snakemake.params.template,
         max_new_tokens=snakemake.params.max_new_tokens,

@@ -1,7 +1,7 @@
 from debate_audit.cwpor.figures import draw_figures
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     draw_figures(
         metrics=snakemake.input.metrics,
         breakdowns=snakemake.input.breakdowns,

@@ -1,13 +1,13 @@
 from debate_audit.cwpor.judge import judge_debates
-from debate_audit.cwpor.runtime import ModelRef
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     judge_debates(
         snakemake.input.questions,
         snakemake.input.responses,
         snakemake.output.judgments,
-        judge=ModelRef(**snakemake.params.judge),
+        judge=ModelRef.from_params(snakemake.params.judge),
         template=snakemake.params.template,
         max_new_tokens=snakemake.params.max_new_tokens,
         cache=snakemake.params.cache,

@@ -1,7 +1,7 @@
 from debate_audit.cwpor.metrics import compute_metrics
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     compute_metrics(
         list(snakemake.input.judgments),
         snakemake.output.metrics,

@@ -1,7 +1,7 @@
 from debate_audit.cwpor.questions import select_questions
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     select_questions(
         snakemake.input.dataset,
         snakemake.output.questions,

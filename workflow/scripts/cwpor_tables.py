@@ -1,7 +1,7 @@
 from debate_audit.cwpor.tables import write_tables
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     write_tables(
         metrics=snakemake.input.metrics,
         judgments=list(snakemake.input.judgments),

@@ -1,11 +1,12 @@
 from debate_audit.eraudit.transcripts import DebateSettings, generate_debates
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     generate_debates(
         pairs=snakemake.input.pairs,
         split=snakemake.input.split,
-        model_dir=snakemake.params.model_dir,
+        model=ModelRef.from_params(snakemake.params.model),
         out=snakemake.output.candidates,
         dataset=snakemake.wildcards.dataset,
         mode=snakemake.wildcards.debate_mode,
@@ -13,5 +14,4 @@ with to_log(snakemake.log[0]):
         splits=list(snakemake.params.splits),
         max_items=snakemake.params.max_items,
         cache=snakemake.params.cache,
-        spec=snakemake.params.spec,
     )

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.release import import_release
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     import_release(
         list(snakemake.params.rows),
         snakemake.input.pairs,

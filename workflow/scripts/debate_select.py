@@ -1,11 +1,12 @@
 from debate_audit.eraudit.selection import select_debates
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     select_debates(
         candidates=snakemake.input.candidates,
         pairs=snakemake.input.pairs,
-        model_dir=snakemake.params.model_dir,
+        model=ModelRef.from_params(snakemake.params.model),
         scores_out=snakemake.output.scores,
         selected_out=snakemake.output.selected,
         mode=snakemake.wildcards.debate_mode,
@@ -14,8 +15,5 @@ with to_log(snakemake.log[0]):
         hard_terms=list(snakemake.params.hard_terms),
         max_unverified_quote_fraction=snakemake.params.max_unverified_quote_fraction,
         cache=snakemake.params.cache,
-        batch_size=snakemake.params.batch_size,
-        device=snakemake.params.device,
         readout=snakemake.params.readout,
-        dtype=snakemake.params.dtype,
     )

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.splits import split_pairs
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     split_pairs(
         pairs=snakemake.input.pairs,
         out=snakemake.output.split,

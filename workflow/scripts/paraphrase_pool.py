@@ -1,15 +1,14 @@
 from debate_audit.eraudit.paraphrase import PoolSettings, build_pool
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     build_pool(
         pairs=snakemake.input.pairs,
         split=snakemake.input.split,
         dataset=snakemake.wildcards.dataset,
         pool=snakemake.params.pool,
-        generator_name=snakemake.params.generator_name,
-        generator_dir=snakemake.params.model_dir,
-        generator_spec=snakemake.params.generator_spec,
+        generator=ModelRef.from_params(snakemake.params.model),
         out=snakemake.output.paraphrases,
         rejected=snakemake.output.rejected,
         report=snakemake.output.report,

@@ -1,7 +1,7 @@
 from debate_audit.data.pairs import prepare_gpqa_h
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     prepare_gpqa_h(
         snakemake.params.pairs,
         snakemake.params.contexts,

@@ -1,18 +1,18 @@
 from debate_audit.eraudit.finetune import FinetuneSettings, finetune_verifier
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     finetune_verifier(
         selected=snakemake.input.selected,
         pairs=snakemake.input.pairs,
         split=snakemake.input.split,
-        base_dir=snakemake.params.base_dir,
+        base=ModelRef.from_params(snakemake.params.base),
         out_dir=snakemake.params.out_dir,
         curve_out=snakemake.output.curve,
         dataset=snakemake.wildcards.dataset,
         variant=snakemake.params.verifier_name,
         settings=FinetuneSettings(**snakemake.params.settings),
-        device=snakemake.params.device,
         readout=snakemake.params.readout,
         labels=snakemake.params.labels,
     )

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.curves import plot_loss_curves
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     plot_loss_curves(
         curves=list(snakemake.input.curves),
         png=snakemake.output.png,

@@ -1,7 +1,7 @@
 from debate_audit.eraudit.table1 import build_table1
-from debate_audit.logging import to_log
+from debate_audit.logging import rule_context
 
-with to_log(snakemake.log[0]):
+with rule_context(snakemake):
     build_table1(
         evals=list(snakemake.input.scores),
         out=snakemake.output.table,

@@ -9,9 +9,9 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
+from debate_audit.models.loading import ModelRef, open_model
 
 from .prompts import cut_to_words, debate_template, neutral_messages, persuasive_messages, template_id
-from .runtime import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +54,13 @@ def generate_debates(
     texts: dict[str, list[str]] = {}
     # Roles played by the same model share one load.
     for ref in dict.fromkeys(agents.values()):
-        lm = ref.load(cache)
-        try:
+        with open_model(ref, cache=cache) as lm:
             for role in (r for r in ROLES if agents[r] == ref):
                 build = neutral_messages if role == "neutral" else persuasive_messages
                 stance_col = "best_answer" if role == "neutral" else "falsehood"
                 conversations = [build(tpl, q, a, verbosity) for q, a in zip(qs["question"], qs[stance_col])]
                 outs = lm.generate(conversations, params, desc=f"{role} v={verbosity}")
                 texts[role] = [o[0] for o in outs]
-        finally:
-            lm.close()
     rows = []
     for role in ROLES:
         stance_col = "best_answer" if role == "neutral" else "falsehood"

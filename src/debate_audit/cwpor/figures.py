@@ -21,6 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from debate_audit.provenance import save_figure  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 
@@ -42,7 +44,7 @@ def _bars(ax, x, rows: pl.DataFrame, width: float, color: str, label: str, hatch
 
 def _save(fig, out_dir: Path, name: str) -> None:
     for ext in ("png", "svg"):
-        fig.savefig(out_dir / f"{name}.{ext}", dpi=150, bbox_inches="tight")
+        save_figure(fig, out_dir / f"{name}.{ext}", dpi=150, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -17,10 +17,10 @@ import polars as pl
 
 from debate_audit.data.io import DataError, write_parquet
 from debate_audit.models import GenerationParams, two_way_softmax
+from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .parsing import parse_judgment
 from .prompts import JudgeTemplate, example_reply, judge_messages, judge_template, template_id
-from .runtime import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +93,10 @@ def judge_debates(
         examples.append(example_reply(tpl, rec["question_id"]))
         conversations.append(judge_messages(tpl, rec["question"], a, b, examples[-1]))
 
-    lm = judge.load(cache)
-    try:
+    with open_model(judge, cache=cache) as lm:
         texts, first_slots = judge_replies(lm, conversations, tpl, max_new_tokens, desc=f"judging v={verbosity}")
         llc_prompts = [lm.render_chat(c, assistant_prefix=tpl.llc_prefix) for c in conversations]
         logprobs = lm.choice_logprobs(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
-    finally:
-        lm.close()
 
     rows = []
     for rec, example, text, first_slot, (lp_a, lp_b) in zip(
@@ -163,7 +160,7 @@ def first_statement(text: str) -> str:
 
 
 def judge_replies(
-    lm, conversations: list[list[dict[str, str]]], tpl: JudgeTemplate, max_new_tokens: int, *, desc: str
+    lm: ChatModel, conversations: list[list[dict[str, str]]], tpl: JudgeTemplate, max_new_tokens: int, *, desc: str
 ) -> tuple[list[str], list[str | None]]:
     """(full replies, whole continuations of the first label) for every conversation.
 

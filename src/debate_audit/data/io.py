@@ -1,4 +1,5 @@
-"""Opening a local path or URL, gzip or plain, and writing Parquet with its schema checked."""
+"""Opening a local path or URL, gzip or plain, and writing Parquet with its schema checked and the run's
+provenance in its key-value metadata (`debate_audit.provenance.read_provenance` reads it back)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from debate_audit.provenance import PROVENANCE_KEY, provenance_text
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +115,7 @@ def write_parquet(frame: pl.DataFrame, schema: dict[str, pl.DataType], out: str 
         raise DataError(f"{out}: a directory is where this output file should be; move it aside and rerun")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(out)
+        frame.write_parquet(out, metadata={PROVENANCE_KEY: provenance_text()})
     except OSError as err:
         raise DataError(f"{out}: cannot write this output ({err.strerror or err})") from err
 

@@ -23,6 +23,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from debate_audit.data.io import write_parquet
+from debate_audit.models.loading import ModelRef, open_model
 
 from . import stats, verifiers
 from .grid import labelled, with_labels
@@ -80,16 +81,12 @@ def score_checkpoint(
     *,
     pairs: str | Path,
     paraphrases: Sequence[str | Path],
-    model_dir: str | Path,
+    model: ModelRef,
     out: str | Path,
     dataset: str,
     checkpoint: str,
     reports: Sequence[str | Path] = (),
-    batch_size: int | str = 8,
-    device: str = "auto",
-    dtype: str = "auto",
     cache: str | None = None,
-    lm: Any = None,
     readout: str = "auto",
     labels: dict | None = None,
 ) -> pl.DataFrame:
@@ -106,18 +103,10 @@ def score_checkpoint(
                     dataset, empty)
     # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once.
     unique = rows.select("question", "answer", "other").unique(maintain_order=True)
-    own = lm is None
-    if own:
-        from debate_audit.models import LanguageModel
-
-        lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
-    try:
+    with open_model(model, cache=cache) as lm:
         probs = answer_probability(lm, unique["question"].to_list(), unique["answer"].to_list(),
                                    unique["other"].to_list(), readout=readout,
                                    desc=f"{dataset} {checkpoint} readout")
-    finally:
-        if own:
-            lm.close()
     scored = rows.join(unique.with_columns(pl.Series("p_answer", probs, dtype=pl.Float64)),
                        on=["question", "answer", "other"], how="left", nulls_equal=True)
     scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"))

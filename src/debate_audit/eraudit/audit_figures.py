@@ -15,6 +15,7 @@ import polars as pl  # noqa: E402
 
 from debate_audit.data.io import write_parquet  # noqa: E402
 from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
+from debate_audit.provenance import save_figure  # noqa: E402
 
 from .grid import LABEL_SCHEMA, panel  # noqa: E402
 from .verifiers import VERIFIERS, color, label  # noqa: E402
@@ -29,6 +30,8 @@ def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
 def _panels(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` with a `panel` column: the dataset, plus the architecture / length / L_qh weight when the run
     has several (one bar group or panel per grid cell, as the paper's per-architecture figures)."""
+    if "panel" in frame.columns:
+        return frame
     return frame.with_columns(panel(frame, "dataset").alias("panel")) if frame.height else \
         frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("panel"))
 
@@ -42,12 +45,13 @@ def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
     fig.tight_layout()
     for out in [outs] if isinstance(outs, (str, Path)) else outs:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=150)
+        save_figure(fig, out, dpi=150)
     plt.close(fig)
 
 
 def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
     """Fig. 2 left: counterexample ratio of each target per dataset (and architecture / setting)."""
+    summary = _panels(summary)
     datasets = summary["panel"].unique(maintain_order=True).to_list()
     targets = summary["target"].unique(maintain_order=True).to_list()
     width = 0.8 / max(len(targets), 1)
@@ -70,6 +74,7 @@ def _per_dataset_lines(frame: pl.DataFrame, x: str, y: str, xlabel: str, ylabel:
                        logx: bool = False, y_dashed: str | None = None, labels: tuple[str, str] = ("", "")) -> None:
     """One panel per dataset (and grid cell), one line per target; `y_dashed`: a second column drawn dashed
     in the same colour (labels: suffixes that tell the two lines apart in the legend)."""
+    frame = _panels(frame)
     datasets = frame["panel"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
@@ -98,6 +103,7 @@ AVERAGE_LABELS = (", all q_h (counterexample = 0)", ", Stage-1 survivors only")
 def plot_scatter(records: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
     """Fig. 3: per q_h, the target's P(a_h | q_h) against the largest Delta over the search pool (one panel
     per dataset and grid cell)."""
+    records = _panels(records)
     datasets = records["panel"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
+from debate_audit.provenance import save_figure
+
 from .verifiers import VARIANTS, color, label
 
 
@@ -43,5 +45,5 @@ def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path,
     fig.tight_layout()
     for out in (png, svg):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out)
+        save_figure(fig, out)
     plt.close(fig)

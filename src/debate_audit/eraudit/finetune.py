@@ -24,8 +24,10 @@ import torch
 from tqdm.auto import tqdm
 
 from debate_audit.data.io import write_parquet
-from debate_audit.models import read_fingerprint, write_fingerprint
+from debate_audit.models import write_fingerprint
+from debate_audit.models.loading import ModelRef
 from debate_audit.models.spec import resolve_device
+from debate_audit.provenance import record_model
 
 from .grid import labelled, unlabelled, with_labels
 from .losses import TrainExample, encode_example, verifier_losses
@@ -167,18 +169,18 @@ def finetune_verifier(
     selected: str | Path,
     pairs: str | Path,
     split: str | Path,
-    base_dir: str | Path,
+    base: ModelRef,
     out_dir: str | Path,
     curve_out: str | Path,
     *,
     dataset: str,
     variant: str,
     settings: FinetuneSettings,
-    device: str = "auto",
     readout: str = "auto",
     labels: dict | None = None,
 ) -> dict:
-    """Train one verifier and write it to `out_dir` (safetensors, tokenizer, fingerprint.json last)."""
+    """Train one verifier from `base` (on its device) and write it to `out_dir` (safetensors, tokenizer,
+    fingerprint.json last). Training needs the trainable transformers model, not `open_model`'s."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if variant not in VARIANTS:
@@ -186,11 +188,13 @@ def finetune_verifier(
     started = time.time()
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)
-    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    base_fingerprint = base.fingerprint()
+    record_model(base.name, base.directory, base_fingerprint)
+    tokenizer = AutoTokenizer.from_pretrained(base.directory)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"] for label in LABELS]
     if any(len(ids) != 1 for ids in label_ids):
-        raise ValueError(f"{base_dir}: answer labels {LABELS} are not single tokens for this tokenizer")
+        raise ValueError(f"{base.directory}: answer labels {LABELS} are not single tokens for this tokenizer")
     label_ids = [ids[0] for ids in label_ids]
     items = training_items(selected, pairs, split)
     examples = [
@@ -202,8 +206,8 @@ def finetune_verifier(
     ]
     log.info("%s/%s: %d training items from %s; weights %s; readout %s", dataset, variant, len(examples), selected,
              settings.loss_weights, resolve_readout(readout, tokenizer))
-    dev = resolve_device(device)
-    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, use_safetensors=True).to(dev)
+    dev = resolve_device(base.device)
+    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=torch.float32, use_safetensors=True).to(dev)
     if settings.lora.get("enabled"):
         model = _apply_lora(model, settings.lora)
     curve: list[dict] = []
@@ -226,7 +230,7 @@ def finetune_verifier(
         dataset=dataset,
         variant=variant,
         **(labels or {}),
-        base_weights_sha256=read_fingerprint(base_dir)["weights_sha256"],
+        base_weights_sha256=base_fingerprint["weights_sha256"],
         training_items=len(examples),
         steps=len(curve),
     )

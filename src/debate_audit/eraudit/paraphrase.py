@@ -32,7 +32,7 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
-from debate_audit.models.loading import load_model
+from debate_audit.models.loading import ModelRef, open_model
 
 from . import paraphrase_validation as validation
 from .paraphrase_validation import REASONS, SURPLUS, check, cheap_reason, normalize, parse_numbered_list, parse_single
@@ -202,12 +202,6 @@ def pool_frames(
     )
 
 
-# ------------------------------------------------------------------------------------ generators
-def load_generator(model_dir: str | Path, spec: dict[str, Any], cache: str | None):
-    """The configured generator: local weights, a generation backend, or a remote chat model."""
-    return load_model(model_dir, spec, cache)
-
-
 # ------------------------------------------------------------------------------------ stage functions
 def select_pairs(pairs: str | Path, split: str | Path | None, splits: Sequence[str] | None,
                  max_pairs: int | None) -> pl.DataFrame:
@@ -264,9 +258,7 @@ def build_pool(
     split: str | Path | None,
     dataset: str,
     pool: str,
-    generator_name: str,
-    generator_dir: str | Path,
-    generator_spec: dict[str, Any],
+    generator: ModelRef,
     out: str | Path,
     rejected: str | Path,
     report: str | Path,
@@ -275,7 +267,6 @@ def build_pool(
     max_pairs: int | None = None,
     cache: str | None = None,
     embedder: Any = None,
-    generator: Any = None,
 ) -> None:
     """Search pool (`pool == "search"`: batch prompt, numbered list) or a test pool (single prompt, seeded).
 
@@ -288,11 +279,10 @@ def build_pool(
 
     frame = select_pairs(pairs, split, splits, max_pairs)
     originals = dict(zip(frame["pair_id"].to_list(), frame["q_h"].to_list()))
-    own_generator = generator is None
-    generator = generator or load_generator(generator_dir, generator_spec, cache)
     embedder = embedder or SentenceEmbedder()
     search = pool == SEARCH_POOL
 
+    # `lm` is the generator, open while fill_pools draws (below).
     def draw(round_: int, need: dict[int, int]) -> dict[int, list[str]]:
         # Each round has its own seed, so top-up draws are fresh samples, never repeats from the cache.
         round_seed = seed + 1000 * round_
@@ -302,7 +292,7 @@ def build_pool(
             messages = [search_messages(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
             params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
                                       top_p=top_p, num_samples=search_samples, seed=round_seed)
-            outs = generator.generate(messages, params, desc=f"{dataset} search round {round_}")
+            outs = lm.generate(messages, params, desc=f"{dataset} search round {round_}")
             return {k: [item for text in texts for item in parse_numbered_list(text)] for k, texts in zip(keys, outs)}
         # Test pools: one sample per missing paraphrase, all i.i.d. from the single-paraphrase prompt.
         outs_by_n: dict[int, list[int]] = {}
@@ -312,18 +302,15 @@ def build_pool(
         for n, group in outs_by_n.items():
             params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
                                       top_p=top_p, num_samples=n, seed=round_seed)
-            outs = generator.generate([single_messages(originals[k]) for k in group], params,
-                                      desc=f"{dataset} {pool} round {round_}")
+            outs = lm.generate([single_messages(originals[k]) for k in group], params,
+                               desc=f"{dataset} {pool} round {round_}")
             result.update({k: [parse_single(t) for t in texts] for k, texts in zip(group, outs)})
         return result
 
-    try:
+    with open_model(generator, cache=cache) as lm:
         pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=settings.min_similarity,
                            max_topup_rounds=settings.max_topup_rounds, dedupe=search)
-    finally:
-        if own_generator:
-            generator.close()
-    _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator_name, size=size), out, rejected, report)
+    _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator.name, size=size), out, rejected, report)
 
 
 __all__ = ["PoolSettings", "cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "select_pairs"]

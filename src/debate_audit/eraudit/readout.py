@@ -36,7 +36,7 @@ from debate_audit.models import two_way_softmax
 from .versioning import rule_id
 
 if TYPE_CHECKING:
-    from debate_audit.models import LanguageModel
+    from debate_audit.models.loading import ChatModel
 
 LABELS = (" A", " B")
 ANSWER_SLOT = "Answer:"
@@ -131,7 +131,7 @@ def order_probability(logprobs_first: Sequence[float], logprobs_second: Sequence
 
 
 def answer_probability(
-    lm: LanguageModel,
+    lm: ChatModel,
     questions: Sequence[str],
     answers: Sequence[str],
     others: Sequence[str],

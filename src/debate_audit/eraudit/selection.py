@@ -27,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from debate_audit.data.io import write_parquet
-from debate_audit.models import LanguageModel
+from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .leaks import detect_leak
 from .readout import answer_probability
@@ -120,7 +120,7 @@ def drop_reason(mode: str, arguments: list[dict], hard: list[str], unverified_fr
     return None
 
 
-def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
+def score_candidates(lm: ChatModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
                      leak_threshold: float, hard_terms: list[str] = (),
                      max_unverified_quote_fraction: float = 0.0, readout: str = "auto") -> list[dict]:
     joined = candidates.join(pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
@@ -172,7 +172,7 @@ def score_candidates(lm: LanguageModel, candidates: pl.DataFrame, pairs: pl.Data
 def select_debates(
     candidates: str | Path,
     pairs: str | Path,
-    model_dir: str | Path,
+    model: ModelRef,
     scores_out: str | Path,
     selected_out: str | Path,
     *,
@@ -182,20 +182,14 @@ def select_debates(
     hard_terms: list[str],
     max_unverified_quote_fraction: float,
     cache: str | None,
-    batch_size: int,
-    device: str = "auto",
-    dtype: str = "auto",
     readout: str = "auto",
 ) -> pl.DataFrame:
     cand = pl.read_parquet(candidates)
     pair_frame = pl.read_parquet(pairs)
-    lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
-    try:
+    with open_model(model, cache=cache) as lm:
         scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold,
                                   hard_terms=hard_terms, max_unverified_quote_fraction=max_unverified_quote_fraction,
                                   readout=readout)
-    finally:
-        lm.close()
     score_frame = pl.DataFrame(scores, schema=SCORE_SCHEMA) if scores else pl.DataFrame(schema=SCORE_SCHEMA)
     write_parquet(score_frame, SCORE_SCHEMA, scores_out)
     by_item: dict[int, list[dict]] = {}

@@ -14,7 +14,7 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 from debate_audit.markdown import markdown_table as render_markdown
-from debate_audit.models import LanguageModel
+from debate_audit.models.loading import ModelRef, open_model
 
 from . import verifiers
 from .grid import labelled, unlabelled, with_labels
@@ -47,29 +47,23 @@ TABLE1_SCHEMA = labelled({
 def evaluate_verifier(
     pairs: str | Path,
     split: str | Path,
-    model_dir: str | Path,
+    model: ModelRef,
     out: str | Path,
     *,
     dataset: str,
     verifier: str,
     cache: str | None,
-    batch_size: int,
-    device: str = "auto",
-    dtype: str = "auto",
     readout: str = "auto",
     labels: dict | None = None,
 ) -> pl.DataFrame:
     """Score `verifier` on q_m and q_h of every pair; `labels`: its grid cell (architecture, length, qh_weight)."""
     frame = pl.read_parquet(pairs).join(pl.read_parquet(split).select("pair_id", "split"), on="pair_id", how="left")
     rows = frame.sort("pair_id").to_dicts()
-    lm = LanguageModel(model_dir, device=device, dtype=dtype, batch_size=batch_size, cache=cache)
-    try:
+    with open_model(model, cache=cache) as lm:
         p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows],
                                  [r["y_false"] for r in rows], readout=readout, desc=f"{verifier} q_m")
         p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows],
                                  [r["h_false"] for r in rows], readout=readout, desc=f"{verifier} q_h")
-    finally:
-        lm.close()
     records = []
     for question, probs in (("q_m", p_m), ("q_h", p_h)):
         for r, p in zip(rows, probs):

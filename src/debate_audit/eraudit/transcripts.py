@@ -20,20 +20,16 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
-from debate_audit.models.loading import load_model
+from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .quotes import enforce_word_limit, mark_quotes, quote_key
 from .splits import split_column
 from .versioning import rule_id
-
-if TYPE_CHECKING:
-    from debate_audit.models import LanguageModel
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +189,7 @@ def clean_argument(raw: str) -> str:
 
 
 def run_debates(
-    lm: LanguageModel, items: list[dict], mode: str, dataset: str, settings: DebateSettings
+    lm: ChatModel, items: list[dict], mode: str, dataset: str, settings: DebateSettings
 ) -> list[dict]:
     """All K candidates for all items in one mode; returns rows of CANDIDATE_SCHEMA."""
     if mode not in MODES:
@@ -273,7 +269,7 @@ def run_debates(
 def generate_debates(
     pairs: str | Path,
     split: str | Path,
-    model_dir: str | Path,
+    model: ModelRef,
     out: str | Path,
     *,
     dataset: str,
@@ -282,10 +278,9 @@ def generate_debates(
     splits: list[str],
     max_items: int | None,
     cache: str | None,
-    spec: dict[str, Any],
 ) -> pl.DataFrame:
-    """Debate candidates for the items of `splits` (training needs only the train split). `spec`: the
-    debater's `ModelSpec` fields (device, dtype, batch size, generation backend)."""
+    """Debate candidates for the items of `splits` (training needs only the train split), by the debater
+    `model`."""
     split_frame = pl.read_parquet(split)
     column = split_column(mode) if split_column(mode) in split_frame.columns else "split"
     frame = pl.read_parquet(pairs).join(split_frame.select("pair_id", pl.col(column).alias("split"),
@@ -300,11 +295,8 @@ def generate_debates(
         chosen = chosen.head(max_items)
     log.info("%s/%s: debating %d of %d pairs (splits %s, K=%d, %d rounds, %d words)", dataset, mode,
              chosen.height, frame.height, splits, settings.candidates, settings.rounds, settings.word_limit)
-    lm = load_model(model_dir, spec, cache)
-    try:
+    with open_model(model, cache=cache) as lm:
         rows = run_debates(lm, chosen.to_dicts(), mode, dataset, settings)
-    finally:
-        lm.close()
     result = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA) if rows else pl.DataFrame(schema=CANDIDATE_SCHEMA)
     write_parquet(result, CANDIDATE_SCHEMA, out)
     if result.height:

@@ -25,7 +25,9 @@ _WHERE = {
     "prepare_model": ".prepare",
     "read_fingerprint": ".prepare",
     "write_fingerprint": ".prepare",
-    "load_model": ".loading",
+    "ModelRef": ".loading",
+    "ChatModel": ".loading",
+    "open_model": ".loading",
 }
 
 __all__ = sorted(_WHERE)

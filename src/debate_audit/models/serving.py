@@ -99,6 +99,12 @@ class OpenAIChatModel:
             "use a local model (hf, gguf-package or local) for judges and verifiers"
         )
 
+    def render_chat(self, messages: list[dict[str, str]], assistant_prefix: str | None = None) -> str:
+        raise NotImplementedError(
+            f"model {self.model!r} (source 'openai') is rendered by its server; there is no local chat template "
+            "to show the text it sees"
+        )
+
     def close(self) -> None:
         log.info(self.cache.summary())
         self.cache.close()
