@@ -66,21 +66,32 @@ class FinetuneSettings:
 TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
 
 
-def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
-    sel = pl.read_parquet(selected)
+def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = "transcripts") -> pl.DataFrame:
+    """`sel` (one mode's selected transcripts) with a column `skip`: null for the rows fine-tuning trains on,
+    else why it does not (status or split). The adjudication rule writes targets for exactly the null ones."""
     modes = sel["mode"].unique().to_list()
     if len(modes) > 1:
-        raise ValueError(f"{selected}: transcripts of several modes {sorted(modes)}")
+        raise ValueError(f"{source}: transcripts of several modes {sorted(modes)}")
     mode = modes[0] if modes else "honest"
-    splits = pl.read_parquet(split)
     column = split_column(mode) if split_column(mode) in splits.columns else "split"
-    train = splits.filter(pl.col(column) == "train").select("pair_id")
-    usable = sel.filter(pl.col("status").is_in(list(TRAINED_STATUSES[mode]))).join(train, on="pair_id")
+    statuses = list(TRAINED_STATUSES[mode])
+    role = splits.select("pair_id", pl.col(column).alias("_role"))
+    return sel.join(role, on="pair_id", how="left").with_columns(
+        skip=pl.when(~pl.col("status").is_in(statuses))
+        .then(pl.format("status {} not trained on ({} trains on {})", "status", pl.lit(mode), pl.lit("/".join(statuses))))
+        .when(pl.col("_role").is_null() | (pl.col("_role") != "train"))
+        .then(pl.format("not in the train split ({}: {})", pl.lit(column), pl.col("_role").fill_null("none")))
+    ).drop("_role")
+
+
+def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
+    sel = trained_selection(pl.read_parquet(selected), pl.read_parquet(split), source=str(selected))
+    usable = sel.filter(pl.col("skip").is_null()).drop("skip")
     skipped = sel.height - usable.height
     if skipped:
-        counts = dict(sel.join(usable.select("pair_id"), on="pair_id", how="anti").group_by("status").len().iter_rows())
-        log.info("%s: %d selected rows not trained on (status not in %s or not in the train split; by status %s)",
-                 selected, skipped, TRAINED_STATUSES[mode], counts)
+        counts = dict(sel.filter(pl.col("skip").is_not_null()).group_by("status").len().iter_rows())
+        log.info("%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
+                 selected, skipped, counts)
     return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
 
 
