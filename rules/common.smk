@@ -68,6 +68,16 @@ def runtime_benchmarks(wildcards):
             if DEBATE_TRANSCRIPTS["source"] == "generate"
             else []
         ),
+        *(
+            [
+                (
+                    rules.verifier_adjudicate,
+                    dict(dataset=datasets, debate_mode=DEBATE_MODES),
+                )
+            ]
+            if LM_TARGET == "adjudication"
+            else []
+        ),
         (rules.verifier_finetune, dict(dataset=datasets, variant=VERIFIER_VARIANTS)),
         (rules.verifier_evaluate, dict(dataset=datasets, verifier=VERIFIERS)),
         (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),

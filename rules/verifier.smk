@@ -1,6 +1,7 @@
 # ER-Audit part 1: fine-tune V_honest / V_adv / V_org, forced-choice evaluation, Table 1.
 
-from debate_audit.eraudit.finetune import TRAINING_ITEMS_VERSION
+from debate_audit.eraudit.adjudication import ADJUDICATION_VERSION
+from debate_audit.eraudit.finetune import training_items_id
 from debate_audit.eraudit.readout import readout_id
 from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
 from debate_audit.eraudit.verifiers import VERIFIERS as VERIFIER_DEFS
@@ -10,11 +11,44 @@ VERIFIERS = list(VERIFIER_DEFS)
 # FinetuneSettings fields, passed as params so a changed setting retrains.
 FINETUNE_KEYS = ["loss_weights", "epochs", "max_steps", "learning_rate", "batch_size"]
 FINETUNE_KEYS += ["grad_accum", "max_length", "max_target_tokens", "seed", "lora"]
+FINETUNE_KEYS += ["lm_target"]
+LM_TARGET = config["verifier"]["lm_target"]
 
 
 wildcard_constraints:
     variant="|".join(VERIFIER_VARIANTS),
     verifier="|".join(VERIFIERS),
+
+
+# The L_lm targets of lm_target adjudication: the base model adjudicates each training transcript.
+rule verifier_adjudicate:
+    input:
+        selected="results/er_audit/{dataset}/debates_{debate_mode}.parquet",
+        pairs="data/{dataset}.parquet",
+        split="results/er_audit/{dataset}/split.parquet",
+        base=model_fingerprint(config["verifier"]["base_model"]),
+    output:
+        adjudications="results/er_audit/{dataset}/adjudications_{debate_mode}.parquet",
+        rejected="results/er_audit/{dataset}/adjudications_{debate_mode}.rejected.parquet",
+    log:
+        "logs/verifier/adjudicate_{dataset}_{debate_mode}.log",
+    benchmark:
+        "benchmarks/rules/verifier/adjudicate_{dataset}_{debate_mode}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=lambda wc: model_mem_mb(config["verifier"]["base_model"]),
+        runtime=120,
+    params:
+        model_dir=lambda wc, input: str(Path(input.base).parent),
+        settings=config["verifier"]["adjudication"],
+        adjudication_version=ADJUDICATION_VERSION,
+        spec=model_spec(config["verifier"]["base_model"]).__dict__,
+        cache=config["cache"],
+        library=library_code("verifier_adjudicate"),
+    script:
+        "../workflow/scripts/verifier_adjudicate.py"
 
 
 rule verifier_finetune:
@@ -23,6 +57,11 @@ rule verifier_finetune:
         pairs="data/{dataset}.parquet",
         split="results/er_audit/{dataset}/split.parquet",
         base=model_fingerprint(config["verifier"]["base_model"]),
+        adjudications=lambda wc: (
+            f"results/er_audit/{wc.dataset}/adjudications_{VERIFIER_VARIANTS[wc.variant]}.parquet"
+            if LM_TARGET == "adjudication"
+            else []
+        ),
     output:
         fingerprint="resources/verifiers/{dataset}/{variant}/fingerprint.json",
         curve="results/er_audit/{dataset}/loss_curve_{variant}.parquet",
@@ -40,7 +79,7 @@ rule verifier_finetune:
         base_dir=lambda wc, input: str(Path(input.base).parent),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
         settings={key: config["verifier"][key] for key in FINETUNE_KEYS},
-        training_items_version=TRAINING_ITEMS_VERSION,
+        training_items_version=training_items_id(LM_TARGET),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
         device=model_spec(config["verifier"]["base_model"]).device,

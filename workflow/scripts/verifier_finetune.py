@@ -14,4 +14,6 @@ with to_log(snakemake.log[0]):
         settings=FinetuneSettings(**snakemake.params.settings),
         device=snakemake.params.device,
         readout=snakemake.params.readout,
+        # [] unless verifier.lm_target is adjudication
+        adjudications=snakemake.input.adjudications or None,
     )
