@@ -188,6 +188,12 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
         sel = RulePlan("debate_select", model=ver["base_model"])
         sel.scorings += 2 * train * db["candidates"] * 2 * 2  # modes x questions q_m/q_h x both orders
         sel.prompt_tokens += 2 * train * db["candidates"] * 2 * 2 * (transcript + 60)
+        if ver.get("lm_target") == "adjudication":
+            adj = RulePlan("verifier_adjudicate", model=ver["base_model"])
+            adj.generations += 2 * train  # two modes, one greedy adjudication per training transcript
+            adj.prompt_tokens += 2 * train * (transcript + 200)
+            adj.new_tokens += 2 * train * ver["adjudication"]["max_new_tokens"]
+            plans.append(adj)
         fine = RulePlan("verifier_finetune", model=ver["base_model"])
         steps_tokens = 3 * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
         if ver["max_steps"] is not None:
