@@ -22,13 +22,15 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 # ER-Audit on its two datasets (quality_h, gpqa_h) with the default roles: 2 debate modes, 3 fine-tuned
-# variants (honest, adv, org), 4 checkpoints (base + 3), 2 test generators (gen-a, gen-b).
+# variants (honest, adv, org), 4 checkpoints (base + 3), 2 test generators (gen-a, gen-b); every shipped
+# configuration trains on adjudication targets (verifier.lm_target), one adjudication job per debate mode.
 ER_AUDIT = {
     "prepare_quality_h": 1,
     "prepare_gpqa_h": 1,
     "debate_split": 2,
     "debate_generate": 2 * 2,
     "debate_select": 2 * 2,
+    "verifier_adjudicate": 2 * 2,
     "verifier_finetune": 2 * 3,
     "verifier_loss_figure": 2,
     "verifier_evaluate": 2 * 4,
@@ -44,6 +46,7 @@ ER_AUDIT = {
 # ER_AUDIT on one dataset with imported transcripts (no debate_generate / debate_select)
 ER_AUDIT_ONE_DATASET = {
     "debate_split": 1,
+    "verifier_adjudicate": 2,
     "verifier_finetune": 3,
     "verifier_loss_figure": 1,
     "verifier_evaluate": 4,
