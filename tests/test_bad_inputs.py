@@ -245,6 +245,7 @@ CONFIG_ERRORS = [
     ("undefined persuasive", {"cwpor/persuasive_model": "nope"}, "cwpor.persuasive_model: model 'nope' is not defined"),
     ("undefined debater", {"debate/debater": "nope"}, "debate.debater: model 'nope' is not defined"),
     ("undefined verifier base", {"verifier/base_model": "nope"}, "verifier.base_model: model 'nope' is not defined"),
+    ("unknown L_lm target", {"verifier/lm_target": "reason"}, "verifier.lm_target: 'reason' is not one of ['adjudication', 'argument']"),
     ("undefined search generator", {"paraphrase/search/generator": "nope"}, "paraphrase.search.generator: model 'nope' is not defined"),
     ("undefined test generator", {"paraphrase/test/generators/gen-b/model": "nope"}, "paraphrase.test.generators.gen-b.model: model 'nope'"),
     ("device gpu", {f"{M}/device": "gpu"}, "models.smollm2-135m.device: 'gpu' is not a device; use auto, cpu, cuda or cuda:N"),
