@@ -106,6 +106,21 @@ def runtime_benchmarks(wildcards):
             if DEBATE_TRANSCRIPTS["source"] == "generate"
             else []
         ),
+        *(
+            [
+                (
+                    rules.verifier_adjudicate,
+                    dict(
+                        architecture=ARCHITECTURES,
+                        dataset=datasets,
+                        length=LENGTHS,
+                        debate_mode=DEBATE_MODES,
+                    ),
+                )
+            ]
+            if LM_TARGET == "adjudication"
+            else []
+        ),
         (
             rules.verifier_finetune,
             dict(
@@ -215,6 +230,15 @@ def finetune_transcripts(wc):
     """The selected transcripts a fine-tuned variant trains on (honest or adversarial, at its length)."""
     mode = VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]
     return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/debates_{mode}.parquet"
+
+
+def finetune_adjudications(wc):
+    """The L_lm targets of a variant (lm_target adjudication): its architecture's adjudications of the
+    transcripts it trains on; [] for lm_target argument."""
+    if LM_TARGET != "adjudication":
+        return []
+    mode = VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]
+    return f"{VERIFIER_OUT}/{wc.architecture}/{wc.dataset}/{wc.length}/adjudications_{mode}.parquet"
 
 
 def finetune_settings(wc):

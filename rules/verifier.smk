@@ -1,7 +1,8 @@
 # ER-Audit part 1: fine-tune V_honest / V_adv / V_org per architecture and length (V_org per L_qh weight),
 # forced-choice evaluation of every checkpoint, Table 1. Outputs under results/er_audit/verifier/.
 
-from debate_audit.eraudit.finetune import TRAINING_ITEMS_VERSION
+from debate_audit.eraudit.adjudication import ADJUDICATION_VERSION
+from debate_audit.eraudit.finetune import training_items_id
 from debate_audit.eraudit.readout import readout_id
 from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
 from debate_audit.eraudit.verifiers import VERIFIERS as VERIFIER_DEFS
@@ -10,8 +11,39 @@ from debate_audit.eraudit.verifiers import VERIFIERS as VERIFIER_DEFS
 VERIFIERS = list(VERIFIER_DEFS)
 # FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights: per checkpoint).
 FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
-FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lora"]
+FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lora", "lm_target"]
+LM_TARGET = config["verifier"]["lm_target"]
 VERIFIER_OUT = "results/er_audit/verifier"
+
+
+# The L_lm targets of lm_target adjudication: each architecture's V_base adjudicates every training transcript.
+rule verifier_adjudicate:
+    input:
+        selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
+        pairs="data/{dataset}.parquet",
+        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
+        base=lambda wc: model_fingerprint(wc.architecture),
+    output:
+        adjudications=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.parquet",
+        rejected=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.rejected.parquet",
+    log:
+        "logs/verifier/adjudicate_{architecture}_{dataset}_{length}_{debate_mode}.log",
+    benchmark:
+        "benchmarks/rules/verifier/adjudicate_{architecture}_{dataset}_{length}_{debate_mode}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=1,
+        mem_mb=lambda wc: model_mem_mb(wc.architecture),
+        runtime=120,
+    params:
+        model=lambda wc: model_ref(wc.architecture),
+        settings=config["verifier"]["adjudication"],
+        adjudication_version=ADJUDICATION_VERSION,
+        cache=config["cache"],
+        library=library_code("verifier_adjudicate"),
+    script:
+        "../workflow/scripts/verifier_adjudicate.py"
 
 
 rule verifier_finetune:
@@ -20,6 +52,7 @@ rule verifier_finetune:
         pairs="data/{dataset}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         base=lambda wc: model_fingerprint(wc.architecture),
+        adjudications=finetune_adjudications,
     output:
         fingerprint="resources/verifiers/{architecture}/{dataset}/{length}/{variant}/fingerprint.json",
         curve=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/{{variant}}/loss_curve.parquet",
@@ -41,7 +74,7 @@ rule verifier_finetune:
             wc.architecture
         ),
         settings=finetune_settings,
-        training_items_version=TRAINING_ITEMS_VERSION,
+        training_items_version=training_items_id(LM_TARGET),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
         library=library_code("verifier_finetune"),

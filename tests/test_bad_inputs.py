@@ -251,6 +251,7 @@ CONFIG_ERRORS = [
     ("undefined selector", {"debate/selector": "nope"}, "debate.selector: model 'nope' is not defined"),
     ("zero word limit in a sweep", {"debate/word_limit": [50, 0]}, "debate.word_limit: [50, 0] is not valid under any of the given schemas"),
     ("negative qh weight in a sweep", {"verifier/loss_weights/qh": [1.0, -2.0]}, "verifier.loss_weights.qh: [1.0, -2.0] is not valid under any of the given schemas"),
+    ("unknown L_lm target", {"verifier/lm_target": "reason"}, "verifier.lm_target: 'reason' is not one of ['adjudication', 'argument']"),
     ("undefined search generator", {"paraphrase/search/generator": "nope"}, "paraphrase.search.generator: model 'nope' is not defined"),
     ("undefined test generator", {"paraphrase/test/generators/gen-b/model": "nope"}, "paraphrase.test.generators.gen-b.model: model 'nope'"),
     ("device gpu", {f"{M}/device": "gpu"}, "models.smollm2-135m.device: 'gpu' is not a device; use auto, cpu, cuda or cuda:N"),

@@ -4,6 +4,7 @@
 import pytest
 from transformers import AutoTokenizer
 
+from debate_audit.eraudit.finetune import argument_target
 from debate_audit.eraudit.losses import IGNORE, encode_example
 from debate_audit.eraudit.readout import (ANSWER_SLOT, LABELS, answer_probability, readout_id, render_prompt,
                                           renderer_for, resolve_readout, tokenizer_chat)
@@ -100,8 +101,8 @@ def test_chat_readout_on_the_embedded_model_is_a_probability_from_both_orders(em
 
 def test_training_examples_use_the_same_chat_prompt_as_scoring(tokenizer):
     ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
-                        final_true_argument="She trusted Pim.", with_qh=True, max_length=512, max_target_tokens=32,
-                        readout="auto")
+                        target=argument_target("A", ITEM["y_true"], "She trusted Pim."), with_qh=True,
+                        max_length=512, max_target_tokens=32, readout="auto")
     chat = tokenizer_chat(tokenizer)
     assert ex.fc[0].ids == _enc(tokenizer, render_prompt(ITEM["q_m"], ITEM["y_true"], ITEM["y_false"],
                                                          transcript=TRANSCRIPT, chat=chat))

@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CONFIGS = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
 READERS = {"debate_select", "verifier_finetune", "verifier_evaluate", "audit_scores"}
-# 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited
-EXPECTED = {"debate_select": 4, "verifier_finetune": 6, "verifier_evaluate": 8, "audit_scores": 8,
+# 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited; the adjudication
+# targets do not read, but they follow the transcripts that selection re-selects
+EXPECTED = {"debate_select": 4, "verifier_adjudicate": 4, "verifier_finetune": 6, "verifier_evaluate": 8, "audit_scores": 8,
             "verifier_loss_figure": 2, "verifier_table1": 1, "audit_statistics": 2, "audit_sweeps": 2,
             "audit_figures": 1, "audit_runtime": 1, "browse": 1, "all": 1}
 

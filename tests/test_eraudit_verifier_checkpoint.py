@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from debate_audit.eraudit.finetune import FinetuneSettings, save_verifier, train
+from debate_audit.eraudit.finetune import FinetuneSettings, argument_target, save_verifier, train
 from debate_audit.eraudit.losses import IGNORE, encode_example
 from debate_audit.eraudit.readout import LABELS, answer_probability
 from debate_audit.models import LanguageModel, read_fingerprint
@@ -31,8 +31,8 @@ def decode(tokenizer, ids):
 
 def test_encoding_puts_each_answer_at_its_target_label_and_masks_the_prompt(tokenizer):
     ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="B",
-                        final_true_argument="She trusted Pim.", with_qh=True, max_length=256, max_target_tokens=32,
-                        readout="plain")
+                        target=argument_target("B", ITEM["y_true"], "She trusted Pim."), with_qh=True,
+                        max_length=256, max_target_tokens=32, readout="plain")
     fc0, fc1 = (decode(tokenizer, c.ids) for c in ex.fc)
     assert fc0.endswith(f"A. {ITEM['y_true']}\nB. {ITEM['y_false']}\nAnswer:") and ex.fc[0].target == 0
     assert fc1.endswith(f"A. {ITEM['y_false']}\nB. {ITEM['y_true']}\nAnswer:") and ex.fc[1].target == 1
@@ -50,7 +50,8 @@ def test_encoding_puts_each_answer_at_its_target_label_and_masks_the_prompt(toke
 
 def test_honest_and_adv_encodings_have_no_qh_examples(tokenizer):
     ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
-                        final_true_argument="x", with_qh=False, max_length=256, max_target_tokens=32)
+                        target=argument_target("A", ITEM["y_true"], "x"), with_qh=False, max_length=256,
+                        max_target_tokens=32)
     assert ex.qh == []
 
 
@@ -78,7 +79,8 @@ def test_checkpoint_reloads_to_the_same_scores(tiny_base, tokenizer, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.float32)
     label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"][0] for label in LABELS]
     ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
-                        final_true_argument="She trusted Pim.", with_qh=True, max_length=160, max_target_tokens=16)
+                        target=argument_target("A", ITEM["y_true"], "She trusted Pim."), with_qh=True,
+                        max_length=160, max_target_tokens=16)
     settings = FinetuneSettings(epochs=1, max_steps=1, learning_rate=1e-2, batch_size=1, grad_accum=1)
     train(model, [ex], settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
     questions, answers, others = [ITEM["q_m"], ITEM["q_h"]], [ITEM["y_true"], ITEM["h_true"]], [ITEM["y_false"], ITEM["h_false"]]

@@ -3,7 +3,7 @@ carries the ids of exactly what it uses."""
 
 import re
 
-from debate_audit.eraudit import audit, finetune, paraphrase, selection, splits, transcripts
+from debate_audit.eraudit import adjudication, audit, finetune, paraphrase, selection, splits, transcripts
 from debate_audit.eraudit.versioning import rule_id
 from conftest import REPO
 
@@ -38,6 +38,7 @@ RULE_IDS = {
     "debate_split": ["split_version"],
     "debate_generate": ["prompt_version"],
     "debate_select": ["selection_version", "readout_version"],
+    "verifier_adjudicate": ["adjudication_version"],
     "verifier_finetune": ["training_items_version", "readout_version"],
     "audit_statistics": ["statistics_version"],
     "audit_sweeps": ["sweeps_version"],
@@ -65,5 +66,6 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
     assert "prompt_version=PARAPHRASE_PROMPT_VERSION" in (REPO / "rules" / "paraphrase.smk").read_text()
     # distinct ids per module
     ids = [transcripts.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.PROMPT_VERSION,
-           finetune.TRAINING_ITEMS_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
+           finetune.training_items_id("argument"), finetune.training_items_id("adjudication"),
+           adjudication.ADJUDICATION_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
     assert len(set(ids)) == len(ids)

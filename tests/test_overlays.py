@@ -30,6 +30,8 @@ def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int =
     checkpoints = 1 + lengths * variants
     jobs = {
         "debate_split": datasets,
+        # every shipped configuration trains on adjudication targets (verifier.lm_target)
+        "verifier_adjudicate": archs * datasets * lengths * 2,
         "verifier_finetune": archs * datasets * lengths * variants,
         "verifier_loss_figure": archs * datasets * lengths,
         "verifier_evaluate": archs * datasets * checkpoints,

@@ -200,6 +200,12 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
                 sel.prompt_tokens += 2 * train * db["candidates"] * 2 * 2 * (transcript + 60)
                 plans += [gen, sel]
             for arch in archs:
+                if ver.get("lm_target") == "adjudication":
+                    adj = RulePlan("verifier_adjudicate", model=arch)
+                    adj.generations += 2 * train  # two modes, one greedy adjudication per training transcript
+                    adj.prompt_tokens += 2 * train * (transcript + 200)
+                    adj.new_tokens += 2 * train * ver["adjudication"]["max_new_tokens"]
+                    plans.append(adj)
                 fine = RulePlan("verifier_finetune", model=arch)
                 steps_tokens = variants * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
                 if ver["max_steps"] is not None:

@@ -15,4 +15,6 @@ with rule_context(snakemake):
         settings=FinetuneSettings(**snakemake.params.settings),
         readout=snakemake.params.readout,
         labels=snakemake.params.labels,
+        # [] unless verifier.lm_target is adjudication
+        adjudications=snakemake.input.adjudications or None,
     )

@@ -7,6 +7,11 @@ checkpoint is a plain safetensors directory that LanguageModel loads). Only item
 split column of the transcripts' mode, splits.split_column) are used: honest ones with selection status ok
 or fallback (the release trains on its honest fallbacks), adversarial ones with status ok only (a fallback
 is not an attack; selection.py).
+
+The L_lm target (`FinetuneSettings.lm_target`, losses.py): `argument` (the correct label and answer, then
+the Y_true debater's final argument) or `adjudication` (the base model's grounded adjudication of the same
+transcript, adjudication.py, read from its Parquet by (pair_id, true_position); a training item without
+one is an error naming the pair and the file).
 """
 
 from __future__ import annotations
@@ -64,32 +69,84 @@ class FinetuneSettings:
     max_target_tokens: int = 256
     seed: int = 0
     lora: dict = field(default_factory=lambda: {"enabled": False})
+    lm_target: str = "argument"  # LM_TARGETS
+
+    def __post_init__(self) -> None:
+        if self.lm_target not in LM_TARGETS:
+            raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {self.lm_target!r}")
 
 
+LM_TARGETS = ("adjudication", "argument")
 TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
 
 
-def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
-    sel = pl.read_parquet(selected)
+def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = "transcripts") -> pl.DataFrame:
+    """`sel` (one mode's selected transcripts) with a column `skip`: null for the rows fine-tuning trains on,
+    else why it does not (status or split). The adjudication rule writes targets for exactly the null ones."""
     modes = sel["mode"].unique().to_list()
     if len(modes) > 1:
-        raise ValueError(f"{selected}: transcripts of several modes {sorted(modes)}")
+        raise ValueError(f"{source}: transcripts of several modes {sorted(modes)}")
     mode = modes[0] if modes else "honest"
-    splits = pl.read_parquet(split)
     column = split_column(mode) if split_column(mode) in splits.columns else "split"
-    train = splits.filter(pl.col(column) == "train").select("pair_id")
-    usable = sel.filter(pl.col("status").is_in(list(TRAINED_STATUSES[mode]))).join(train, on="pair_id")
+    statuses = list(TRAINED_STATUSES[mode])
+    role = splits.select("pair_id", pl.col(column).alias("_role"))
+    return sel.join(role, on="pair_id", how="left").with_columns(
+        skip=pl.when(~pl.col("status").is_in(statuses))
+        .then(pl.format("status {} not trained on ({} trains on {})", "status", pl.lit(mode), pl.lit("/".join(statuses))))
+        .when(pl.col("_role").is_null() | (pl.col("_role") != "train"))
+        .then(pl.format("not in the train split ({}: {})", pl.lit(column), pl.col("_role").fill_null("none")))
+    ).drop("_role")
+
+
+def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
+    sel = trained_selection(pl.read_parquet(selected), pl.read_parquet(split), source=str(selected))
+    usable = sel.filter(pl.col("skip").is_null()).drop("skip")
     skipped = sel.height - usable.height
     if skipped:
-        counts = dict(sel.join(usable.select("pair_id"), on="pair_id", how="anti").group_by("status").len().iter_rows())
-        log.info("%s: %d selected rows not trained on (status not in %s or not in the train split; by status %s)",
-                 selected, skipped, TRAINED_STATUSES[mode], counts)
+        counts = dict(sel.filter(pl.col("skip").is_not_null()).group_by("status").len().iter_rows())
+        log.info("%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
+                 selected, skipped, counts)
     return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
 
 
 def final_true_argument(arguments: list[dict]) -> str:
     mine = [a for a in arguments if a["defends_true"]]
     return mine[-1]["text"] if mine else ""
+
+
+def argument_target(true_position: str, y_true: str, final_argument: str) -> str:
+    """The `argument` L_lm target; it continues the prefilled "Answer:" slot, hence the leading space."""
+    return f" {true_position}. {y_true}\nReason: {final_argument.strip()}"
+
+
+def read_adjudications(path: str | Path, mode: str) -> dict[tuple[int, str], str]:
+    """(pair_id, true_position) -> adjudication text, from a file of adjudication.ADJUDICATION_SCHEMA."""
+    frame = pl.read_parquet(path)
+    modes = set(frame["mode"].unique().to_list())
+    if modes - {mode}:
+        raise ValueError(f"{path}: adjudications of mode {sorted(modes)}, but these transcripts are {mode}")
+    fallbacks = frame.filter(pl.col("status") != "ok").height
+    if fallbacks:
+        log.warning("%s: %d of %d adjudications are fallbacks built from the quote counts (column reason)",
+                    path, fallbacks, frame.height)
+    return {(r["pair_id"], r["true_position"]): r["text"] for r in frame.iter_rows(named=True)}
+
+
+def lm_targets(items: list[dict], lm_target: str, adjudications: str | Path | None, mode: str) -> list[str]:
+    """The L_lm target text of each training item."""
+    if lm_target == "argument":
+        return [argument_target(r["true_position"], r["y_true"], final_true_argument(r["arguments"])) for r in items]
+    if adjudications is None:
+        raise ValueError("verifier.lm_target is 'adjudication' but no adjudications file was given")
+    texts = read_adjudications(adjudications, mode)
+    out = []
+    for r in items:
+        key = (r["pair_id"], r["true_position"])
+        if key not in texts:
+            raise ValueError(f"pair {r['pair_id']} (Y_true at {r['true_position']}): no adjudication in "
+                             f"{adjudications} (its .rejected.parquet says why, if it is there)")
+        out.append(texts[key])
+    return out
 
 
 def _apply_lora(model, lora: dict):
@@ -178,9 +235,12 @@ def finetune_verifier(
     settings: FinetuneSettings,
     readout: str = "auto",
     labels: dict | None = None,
+    adjudications: str | Path | None = None,
 ) -> dict:
     """Train one verifier from `base` (on its device) and write it to `out_dir` (safetensors, tokenizer,
-    fingerprint.json last). Training needs the trainable transformers model, not `open_model`'s."""
+    fingerprint.json last). Training needs the trainable transformers model, not `open_model`'s.
+    `adjudications`: the Parquet of adjudication.py for these transcripts (lm_target adjudication only);
+    `labels`: the grid cell (architecture, length, qh_weight) of the checkpoint."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if variant not in VARIANTS:
@@ -197,15 +257,16 @@ def finetune_verifier(
         raise ValueError(f"{base.directory}: answer labels {LABELS} are not single tokens for this tokenizer")
     label_ids = [ids[0] for ids in label_ids]
     items = training_items(selected, pairs, split)
+    targets = lm_targets(items, settings.lm_target, adjudications, VARIANTS[variant])
     examples = [
         encode_example(tokenizer, pair_id=r["pair_id"], transcript=r["transcript"], item=r,
-                       true_position=r["true_position"], final_true_argument=final_true_argument(r["arguments"]),
-                       with_qh=variant == "org", max_length=settings.max_length,
-                       max_target_tokens=settings.max_target_tokens, readout=readout)
-        for r in items
+                       true_position=r["true_position"], target=target, with_qh=variant == "org",
+                       max_length=settings.max_length, max_target_tokens=settings.max_target_tokens,
+                       readout=readout, reply=settings.lm_target == "adjudication")
+        for r, target in zip(items, targets)
     ]
-    log.info("%s/%s: %d training items from %s; weights %s; readout %s", dataset, variant, len(examples), selected,
-             settings.loss_weights, resolve_readout(readout, tokenizer))
+    log.info("%s/%s: %d training items from %s; weights %s; readout %s; L_lm target %s", dataset, variant,
+             len(examples), selected, settings.loss_weights, resolve_readout(readout, tokenizer), settings.lm_target)
     dev = resolve_device(base.device)
     model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=torch.float32, use_safetensors=True).to(dev)
     if settings.lora.get("enabled"):
@@ -239,5 +300,10 @@ def finetune_verifier(
     return record
 
 
-# Content id of the training-item rule (rule params carry it): changing which items train reruns fine-tuning.
-TRAINING_ITEMS_VERSION = rule_id("training-items", TRAINED_STATUSES, training_items, split_column)
+def training_items_id(lm_target: str) -> str:
+    """Content id of which items train and where their L_lm targets come from (fine-tuning's rule param):
+    changing either, or switching `verifier.lm_target`, retrains."""
+    if lm_target not in LM_TARGETS:
+        raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
+    return rule_id("training-items", lm_target, TRAINED_STATUSES, trained_selection, training_items, split_column,
+                   final_true_argument, argument_target, read_adjudications, lm_targets)

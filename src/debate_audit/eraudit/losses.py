@@ -1,9 +1,13 @@
 """Verifier fine-tuning objectives on debate transcripts.
 
 - L_lm: next-token cross-entropy over the verifier's target text given the transcript readout prompt
-  (prompt tokens masked with -100). The target is the correct label and answer followed by the final
-  argument of the debater who defended Y_true, so the verifier learns to reproduce the winning side's
-  reasoning (in adversarial transcripts that reasoning carries the steering).
+  (prompt tokens masked with -100), the options in the debate's order. Two targets (`verifier.lm_target`,
+  chosen in finetune.py): `argument`, the correct label and answer followed by the final argument of the
+  debater who defended Y_true, continuing the prefilled "Answer:" slot, so the verifier learns to
+  reproduce the winning side's reasoning (in adversarial transcripts that reasoning carries the steering);
+  `adjudication`, a grounded adjudication by the base model ending in its own "Answer: X" line
+  (adjudication.py), written as the whole assistant reply: its prompt stops before the "Answer:" slot, as
+  the release's judge thinks first and answers last.
 - L_fc: binary cross-entropy on the two answer-label logits (" A" vs " B") at the answer slot of the q_m
   readout after the transcript, target Y_true, both answer orders.
 - L_qh (V_org only): the same two-label loss on the q_h readout after the transcript, target H_false.
@@ -22,7 +26,7 @@ import torch.nn.functional as F
 
 from debate_audit.models.decoding import left_pad
 
-from .readout import renderer_for, render_prompt
+from .readout import ANSWER_SLOT, render_prompt, renderer_for
 
 IGNORE = -100
 
@@ -107,20 +111,31 @@ def encode_example(
     transcript: str,
     item: dict,
     true_position: str,
-    final_true_argument: str,
+    target: str,
     with_qh: bool,
     max_length: int,
     max_target_tokens: int,
     readout: str = "auto",
+    reply: bool = False,
 ) -> TrainExample:
-    """Tokenise one selected transcript into the L_lm, L_fc and (with_qh) L_qh examples."""
+    """Tokenise one selected transcript into the L_lm, L_fc and (with_qh) L_qh examples. `target`: the L_lm
+    text. `reply`: the target is the whole assistant reply ending in its own "Answer: X" line (an
+    adjudication): the L_lm prompt stops before the "Answer:" slot, and a cut to `max_target_tokens` keeps
+    that last line, so the conclusion is always trained on."""
 
     def enc(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     label = "A" if true_position == "A" else "B"
     options = (item["y_true"], item["y_false"]) if label == "A" else (item["y_false"], item["y_true"])
-    target_ids = enc(f" {label}. {item['y_true']}\nReason: {final_true_argument.strip()}")[:max_target_tokens]
+    target_ids = enc(target)
+    if len(target_ids) > max_target_tokens:
+        body, _, last = target.rstrip().rpartition("\n")
+        if reply and body:
+            tail = enc("\n" + last)
+            target_ids = enc(body)[: max(0, max_target_tokens - len(tail))] + tail
+        else:
+            target_ids = target_ids[:max_target_tokens]
     if tokenizer.eos_token_id is not None:
         target_ids = target_ids + [tokenizer.eos_token_id]
     # One renderer with the scoring side (readout.py): the chat template or the plain format.
@@ -132,10 +147,11 @@ def encode_example(
         raise ValueError(f"pair {pair_id}: max_length {max_length} leaves no room for the transcript")
     text = fit_transcript(tokenizer, transcript, budget)
 
-    def prompt(question: str, a: str, b: str) -> list[int]:
-        return enc(render_prompt(question, a, b, transcript=text, chat=chat))
+    def prompt(question: str, a: str, b: str, slot: bool = True) -> list[int]:
+        rendered = render_prompt(question, a, b, transcript=text, chat=chat)
+        return enc(rendered if slot else rendered.removesuffix(ANSWER_SLOT))
 
-    lm_prompt = prompt(item["q_m"], *options)
+    lm_prompt = prompt(item["q_m"], *options, slot=not reply)
     fc = [ChoiceExample(prompt(item["q_m"], item["y_true"], item["y_false"]), 0),
           ChoiceExample(prompt(item["q_m"], item["y_false"], item["y_true"]), 1)]
     qh = []

@@ -1,0 +1,15 @@
+from debate_audit.eraudit.adjudication import AdjudicationSettings, adjudicate_transcripts
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
+
+with rule_context(snakemake):
+    adjudicate_transcripts(
+        selected=snakemake.input.selected,
+        pairs=snakemake.input.pairs,
+        split=snakemake.input.split,
+        model=ModelRef.from_params(snakemake.params.model),
+        out=snakemake.output.adjudications,
+        rejected_out=snakemake.output.rejected,
+        settings=AdjudicationSettings(**snakemake.params.settings),
+        cache=snakemake.params.cache,
+    )
