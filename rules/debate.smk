@@ -5,7 +5,7 @@ from debate_audit.eraudit.readout import readout_id
 from debate_audit.eraudit.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
 from debate_audit.eraudit.selection import SELECTION_VERSION
 from debate_audit.eraudit.splits import SPLIT_VERSION, release_split_files
-from debate_audit.eraudit.transcripts import PROMPT_VERSION as DEBATE_PROMPT_VERSION
+from debate_audit.eraudit.debates import PROMPT_VERSION as DEBATE_PROMPT_VERSION
 
 DEBATE_MODES = ["honest", "adversarial"]
 # DebateSettings fields, passed as params so a changed setting reruns the debates (word_limit: the length).

@@ -24,7 +24,7 @@ from debate_audit.config_check import config_errors, used_models
 from debate_audit.data.io import DataError, read_text, write_parquet
 from debate_audit.data.pairs import prepare_gpqa_h, prepare_quality_h
 from debate_audit.data.truthfulqa import prepare_truthfulqa
-from debate_audit.eraudit.audit_figures import runtime_table
+from debate_audit.eraudit.runtime import runtime_table
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

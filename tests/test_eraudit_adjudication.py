@@ -17,7 +17,7 @@ from debate_audit.eraudit import adjudication as adj
 from debate_audit.eraudit.finetune import FinetuneSettings, lm_targets, training_items_id
 from debate_audit.eraudit.losses import IGNORE, encode_example
 from debate_audit.eraudit.selection import SELECTED_SCHEMA
-from debate_audit.eraudit.transcripts import PRIVATE_NOTE, render_transcript
+from debate_audit.eraudit.debates import PRIVATE_NOTE, render_transcript
 from smoke_workflow import job_stats, project_copy
 from conftest import REPO
 

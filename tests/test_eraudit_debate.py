@@ -9,7 +9,7 @@ from debate_audit.eraudit.quotes import enforce_word_limit, mark_quotes
 from debate_audit.eraudit.readout import answer_probability, render_readout
 from debate_audit.eraudit.selection import choose, drop_reason, find_hard_terms, score_candidates
 from debate_audit.eraudit.splits import assign_splits
-from debate_audit.eraudit.transcripts import (
+from debate_audit.eraudit.debates import (
     DebateSettings,
     assign_stance,
     clean_argument,

@@ -91,7 +91,7 @@ def _dry_run_with(workdir: Path, env_extra: dict[str, str]) -> set[str]:
 
 @pytest.mark.slow
 def test_an_er_debate_prompt_edit_in_the_library_reruns_the_debates_and_what_follows(finished, tmp_path):
-    rerun = _dry_run_with(finished, _edited_library(tmp_path, "eraudit/transcripts.py", "You are Debater", "You are debater"))
+    rerun = _dry_run_with(finished, _edited_library(tmp_path, "eraudit/debates.py", "You are Debater", "You are debater"))
     assert {"debate_generate", "debate_select", "verifier_finetune", "audit_scores", "audit_statistics"} <= rerun
     assert not {r for r in rerun if r.startswith(("cwpor", "prepare", "paraphrase"))} | ({"debate_split"} & rerun)
 

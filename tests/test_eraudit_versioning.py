@@ -3,7 +3,7 @@ carries the ids of exactly what it uses."""
 
 import re
 
-from debate_audit.eraudit import adjudication, audit, finetune, paraphrase, selection, splits, transcripts
+from debate_audit.eraudit import adjudication, audit, debates, finetune, paraphrase, selection, splits
 from debate_audit.eraudit.versioning import rule_id
 from conftest import REPO
 
@@ -25,13 +25,13 @@ def test_rule_id_hashes_texts_and_function_sources():
 
 
 def test_debate_prompt_id_covers_the_reminder_text():
-    parts = [transcripts.SYSTEM_TEMPLATE, transcripts.PRIVATE_NOTE, transcripts.ROUND_REMINDER,
-             transcripts.USER_TEMPLATE, transcripts.debater_messages, transcripts.render_rounds,
-             transcripts.render_transcript, transcripts.clean_argument, transcripts.enforce_word_limit,
-             transcripts.mark_quotes, transcripts.quote_key, transcripts.run_debates]
-    assert rule_id("debate", *parts) == transcripts.PROMPT_VERSION
+    parts = [debates.SYSTEM_TEMPLATE, debates.PRIVATE_NOTE, debates.ROUND_REMINDER,
+             debates.USER_TEMPLATE, debates.debater_messages, debates.render_rounds,
+             debates.render_transcript, debates.clean_argument, debates.enforce_word_limit,
+             debates.mark_quotes, debates.quote_key, debates.run_debates]
+    assert rule_id("debate", *parts) == debates.PROMPT_VERSION
     parts[2] = parts[2] + " "
-    assert rule_id("debate", *parts) != transcripts.PROMPT_VERSION
+    assert rule_id("debate", *parts) != debates.PROMPT_VERSION
 
 
 RULE_IDS = {
@@ -65,7 +65,7 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
         assert not (params & every) - set(names), rule
     assert "prompt_version=PARAPHRASE_PROMPT_VERSION" in (REPO / "rules" / "paraphrase.smk").read_text()
     # distinct ids per module
-    ids = [transcripts.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.PROMPT_VERSION,
+    ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.PROMPT_VERSION,
            finetune.training_items_id("argument"), finetune.training_items_id("adjudication"),
            adjudication.ADJUDICATION_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
     assert len(set(ids)) == len(ids)

@@ -44,7 +44,7 @@ from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 
 from .finetune import TRAINED_STATUSES, trained_selection
-from .transcripts import options_for
+from .debates import options_for
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""Audit figures (paper Fig. 2 left/right, Fig. 3, Fig. 4), the Markdown summary and the runtime table
-(Table 3) from Snakemake benchmark files. Every figure is written as PNG and SVG."""
+"""Audit figures (paper Fig. 2 left/right, Fig. 3, Fig. 4) and the Markdown summary. Every figure is written
+as PNG and SVG. Table 3 (runtime) is in runtime.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from debate_audit.data.io import write_parquet  # noqa: E402
 from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
 from debate_audit.provenance import save_figure  # noqa: E402
 
@@ -237,72 +236,3 @@ def audit_figures(
 # Content id of the figures and summary.md (rule params carry it).
 FIGURES_VERSION = rule_id("audit-figures", plot_cr, _per_dataset_lines, plot_scatter, frame_table, markdown_table,
                           cell, audit_figures, AVERAGE_LABELS, VERIFIERS, _panels, panel, KEYS)
-
-
-# ------------------------------------------------------------------------------------ Table 3
-RUNTIME_SCHEMA = {
-    "stage": pl.Utf8,  # rule file the job belongs to (benchmarks/rules/<stage>/...)
-    "job": pl.Utf8,  # benchmark file stem: rule step and wildcards
-    "wall_s": pl.Float64,  # wall-clock seconds (Snakemake benchmark column `s`)
-    "max_rss_mb": pl.Float64,  # peak resident memory, MB
-    "cpu_time_s": pl.Float64,  # CPU seconds
-}
-
-
-def read_benchmarks(root: str | Path, files: Sequence[str | Path] | None = None) -> pl.DataFrame:
-    """The benchmark records `files` (paths under `root`; default: every file under it)."""
-    rows = []
-    paths = sorted(Path(f) for f in files) if files is not None else sorted(Path(root).rglob("*.tsv"))
-    for path in paths:
-        try:
-            frame = pl.read_csv(path, separator="\t", infer_schema_length=0)
-        except Exception as err:  # a half-written file must not break the table
-            log.warning("skipping %s: %s", path, err)
-            continue
-        if frame.is_empty() or "s" not in frame.columns:
-            log.warning("skipping %s: no `s` column", path)
-            continue
-
-        def number(col: str) -> float | None:
-            if col not in frame.columns:
-                return None
-            value = frame[col][-1]
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                return None
-
-        rel = path.relative_to(root)
-        rows.append({"stage": rel.parts[0] if len(rel.parts) > 1 else "", "job": str(rel.with_suffix("")),
-                     "wall_s": number("s"), "max_rss_mb": number("max_rss"), "cpu_time_s": number("cpu_time")})
-    return pl.DataFrame(rows, schema=RUNTIME_SCHEMA)
-
-
-def runtime_table(
-    *, benchmarks: str | Path, markdown: str | Path, csv: str | Path, parquet: str | Path,
-    files: Sequence[str | Path],
-) -> pl.DataFrame:
-    """Table 3: wall time per job and per stage from Snakemake benchmark files (last run of each).
-    `files`: the current run's benchmark files (the rule's inputs), so stale records of other configurations
-    stay out; `benchmarks`: the folder they lie under, which only names each job's stage."""
-    jobs = read_benchmarks(benchmarks, files).sort("stage", "job")
-    per_stage = jobs.group_by("stage", maintain_order=True).agg(
-        pl.len().alias("jobs"), pl.col("wall_s").sum().alias("wall_s"), pl.col("max_rss_mb").max().alias("max_rss_mb")
-    )
-    Path(csv).parent.mkdir(parents=True, exist_ok=True)
-    jobs.write_csv(csv)
-    text = [
-        "# Runtime per stage (Table 3)",
-        "",
-        f"From the Snakemake benchmark files under `{benchmarks}` (the latest run of each job).",
-        "",
-        frame_table(per_stage, floats=1),
-        "",
-        "## Per job",
-        "",
-        frame_table(jobs, floats=1),
-        "",
-    ]
-    Path(markdown).write_text("\n".join(text))
-    write_parquet(jobs, RUNTIME_SCHEMA, parquet)
-    return jobs

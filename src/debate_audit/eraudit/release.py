@@ -21,7 +21,7 @@ import polars as pl
 from debate_audit.data.io import read_jsonl, write_parquet, write_rejected
 
 from .selection import SELECTED_SCHEMA
-from .transcripts import options_for, render_transcript
+from .debates import options_for, render_transcript
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)

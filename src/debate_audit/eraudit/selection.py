@@ -31,7 +31,7 @@ from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .leaks import detect_leak
 from .readout import answer_probability
-from .transcripts import ARGUMENT_STRUCT
+from .debates import ARGUMENT_STRUCT
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)
