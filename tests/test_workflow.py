@@ -29,7 +29,7 @@ def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
     assert set(table1["verifier"]) == {"base", "honest", "adv", "org"}
     assert set(table1["dataset"]) == {"quality_h", "gpqa_h"}
     assert "## Counterexample ratio, statuses and average lower bound" in (workdir / "results/er_audit/audit/summary.md").read_text()
-    for variant in ("honest", "adv", "org"):
+    for variant in ("honest", "adv", "org_qh2"):
         assert (workdir / f"resources/verifiers/smollm2-135m/quality_h/w20/{variant}/fingerprint.json").exists()
 
 
