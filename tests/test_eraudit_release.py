@@ -95,8 +95,11 @@ def test_release_transcripts_train_the_verifiers_in_a_smoke_run(tmp_path, shared
 
     workdir = scratch_copy(tmp_path / "project", embedded_model_dir, copy_model=True)
     (tmp_path / "shared").symlink_to(shared_data.parent)
+    # The import is under test; adjudicating the release's ~2,000-token transcripts with the embedded model
+    # takes a quarter of an hour on 2 cores (tests/test_eraudit_adjudication.py covers the targets).
+    (workdir / "argument.yaml").write_text("verifier: {lm_target: argument}\n")
     overlays = ["config/config.yaml", "tests/smoke/config.yaml", "config/shared-data.yaml",
-                "config/release-split.yaml", "config/release-transcripts.yaml"]
+                "config/release-split.yaml", "config/release-transcripts.yaml", "argument.yaml"]
     # V_adv trains exactly as V_honest does (other transcripts): honest and org cover both objectives.
     targets = [f"resources/verifiers/smollm2-135m/gpqa_h/release/{v}/fingerprint.json" for v in ("honest", "org_qh2")]
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2", "--resources", "gpu=2",

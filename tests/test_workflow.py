@@ -51,7 +51,7 @@ def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]
     assert found["models"] == [{"name": judge["name"], "directory": judge["directory"], "weights_sha256": weights}]
     # a fine-tuned verifier is recorded with the base weights it was trained from
-    honest = next(workdir.glob("results/**/eval_honest.parquet"))
+    honest = next(workdir.glob("results/er_audit/verifier/*/*/*/honest/eval.parquet"))
     (verifier,) = read_provenance(honest)["models"]
     assert verifier["base_weights_sha256"] == weights and verifier["weights_sha256"] != weights
     figure = next((workdir / "results/cwpor/figures").glob("*.png"))
@@ -133,8 +133,8 @@ def test_report_of_the_smoke_run_holds_every_figure_and_table(smoke_run, tmp_pat
     assert "report/report.html" in names
     results = workdir / "results"
     expected = sorted(results.rglob("*.png")) + [results / p for p in (
-        "cwpor/tables/summary.csv", "cwpor/tables/fig3_examples.md", "er_audit/table1.csv", "audit/summary.csv",
-        "audit/table3_runtime.csv", "browse/index.html")]
+        "cwpor/tables/summary.csv", "cwpor/tables/fig3_examples.md", "er_audit/verifier/table1.csv",
+        "er_audit/audit/summary.csv", "er_audit/audit/table3_runtime.csv", "browse/index.html")]
     assert len(expected) >= 10 + 6
     missing = [str(p.relative_to(workdir)) for p in expected if hashlib.sha256(p.read_bytes()).hexdigest() not in held]
     assert not missing, f"not in the report: {missing}"
