@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .batching import Batch, plan_batches
+from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
 from .decoding import Sampling, decode, forward_right_padded, left_pad, prefill, prefill_rows, register_attention
@@ -141,21 +141,6 @@ class LanguageModel:
     def _key(self, op: str, prompt: str, params: dict[str, Any]) -> str:
         return cache_key(self.fingerprint, str(self.torch_dtype), op, prompt, params)
 
-    def _batches(self, order: list[int], lengths: list[int], max_tokens: int | None = None, size: int | None = None):
-        """Length-sorted batches of `size` (default batch_size) so padding stays small; `max_tokens` caps
-        batch x length."""
-        size = size or self.batch_size
-        ranked = sorted(order, key=lambda i: lengths[i], reverse=True)
-        batch: list[int] = []
-        for i in ranked:
-            longest = lengths[batch[0]] if batch else lengths[i]
-            if batch and (len(batch) >= size or (max_tokens and (len(batch) + 1) * longest > max_tokens)):
-                yield batch
-                batch = []
-            batch.append(i)
-        if batch:
-            yield batch
-
     # --------------------------------------------------------------- operations
     def label_token_ids(self, labels: Sequence[str]) -> list[int]:
         ids = []
@@ -195,7 +180,9 @@ class LanguageModel:
         plan = plan_batches(
             fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens,
             min_fill=0.85 if self.batch_invariant else 0.0,
-        ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, max_tokens)]
+        ) if self.prefix_sharing else [Batch(b, 0) for b in cut_batches(
+            list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, batch_size=self.batch_size,
+            max_tokens=max_tokens)]
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
 
@@ -207,7 +194,7 @@ class LanguageModel:
                 bar.update(len(items))
 
             rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
-            for batch in self._batches(list(stored), rest, max_tokens):
+            for batch in cut_batches(list(stored), rest, batch_size=self.batch_size, max_tokens=max_tokens):
                 seqs, pasts = [encoded[i] for i in batch], [stored[i] for i in batch]
                 pad = self.tokenizer.pad_token_id
                 if self.batch_invariant:
@@ -325,7 +312,7 @@ class LanguageModel:
         eos = self._eos_ids()
         per = params.num_samples if params.do_sample else 1
         # Sampling batches count rows (prompt x sample); a prompt's samples always share a batch.
-        batches = list(self._batches(todo, lengths, size=max(1, self.batch_size // per)))
+        batches = cut_batches(todo, lengths, batch_size=max(1, self.batch_size // per))
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
             for batch in batches:
                 rows = [encoded[i] for i in batch for _ in range(per)]
