@@ -203,6 +203,30 @@ def test_scores_are_bit_identical_whatever_else_shares_the_call_the_batch_or_the
 
 @pytest.mark.slow
 @needs_model
+def test_scores_are_bit_identical_for_prompts_spanning_several_attention_blocks(lm):
+    # The mixed prompts above fit in one 128-slot attention block; here rows of one to three blocks share a
+    # pass, a block runs only over the rows that reach it, and a shared story prefix ends mid-block.
+    story = "The crew of the ship landed on a cold planet and found an old map near the river. " * 14
+    prompts = [lm.render_chat([{"role": "user", "content": f"Story: {story}\nQuestion: {q}\nA: yes B: no"}],
+                              assistant_prefix="Answer:")
+               for q in ("Was it cold?", "Was there a map near the river, and who found it?", "Did they land?")]
+    prompts += [lm.render_chat([{"role": "user", "content": "Numbers: " + " ".join(map(str, range(90)))}],
+                               assistant_prefix="Answer:"),
+                lm.render_chat([{"role": "user", "content": "Pick A or B."}], assistant_prefix="Answer:")]
+    lengths = sorted(len(lm._encode(p)) for p in prompts)
+    assert lengths[0] < 128 and lengths[-1] > 256
+    labels = [" A", " B"]
+
+    def fresh(**kw) -> LanguageModel:
+        return LanguageModel(lm.model_dir, cache=None, model=lm.model, tokenizer=lm.tokenizer, prefix_store_mb=0, **kw)
+
+    alone = [fresh(batch_size=1).choice_logprobs([p], labels)[0] for p in prompts]
+    assert fresh(batch_size=8).choice_logprobs(prompts, labels) == alone
+    assert fresh(batch_size=8, prefix_sharing=False).choice_logprobs(prompts, labels) == alone
+
+
+@pytest.mark.slow
+@needs_model
 def test_greedy_text_is_the_same_alone_in_a_batch_and_from_a_stored_prefix(lm):
     convs = [
         [{"role": "user", "content": "Name a fruit."}],

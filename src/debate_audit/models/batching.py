@@ -62,8 +62,9 @@ def plan_batches(
     sorted by length (longest first) and cut into batches of at most `batch_size` prompts and
     `max_tokens` padded suffix tokens; with `min_fill` a batch also ends before a prompt shorter than
     `min_fill` x its longest once it holds `fill_tokens` padded tokens (padding at most 1 - min_fill of the
-    batch: on CPU a padded token costs as much as a real one, and a smaller batch costs little as long as its
-    matrix products keep a few hundred rows; short prompts keep filling). Groups whose prefix is shorter than `min_prefix` are pooled into one
+    batch: the CPU pass packs its rows without padding, but its attention still runs over the rows
+    right-padded to the longest, and a smaller batch costs little as long as its matrix products keep a few
+    hundred rows; short prompts keep filling). Groups whose prefix is shorter than `min_prefix` are pooled into one
     group with prefix 0.
     """
     if not seqs:

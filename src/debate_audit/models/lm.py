@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode, forward_right_padded, left_pad, prefill, prefill_rows, register_attention
+from .decoding import Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -198,7 +198,7 @@ class LanguageModel:
                 seqs, pasts = [encoded[i] for i in batch], [stored[i] for i in batch]
                 pad = self.tokenizer.pad_token_id
                 if self.batch_invariant:
-                    logits = prefill_rows(self.model, seqs, pad_id=pad, pasts=pasts, cache_kwarg=self._cache_kwarg)[0]
+                    logits = prefill_rows(self.model, seqs, pasts=pasts, cache_kwarg=self._cache_kwarg)[0]
                 else:
                     logits = prefill(self.model, seqs, pad_id=pad, pasts=pasts, cache_kwarg=self._cache_kwarg).logits
                 record(batch, logits)
@@ -224,8 +224,7 @@ class LanguageModel:
         """Logits at the last token of each sequence (the answer slot), one padded forward pass."""
         if self.batch_invariant:
             shared = 0 if past is None else past[0][0].shape[-2]
-            return forward_right_padded(self.model, seqs, pad_id=self.tokenizer.pad_token_id, start=shared, past=past,
-                                        cache_kwarg=self._cache_kwarg)[0]
+            return forward_packed(self.model, seqs, start=shared, past=past, cache_kwarg=self._cache_kwarg)[0]
         ids, mask = left_pad(seqs, self.tokenizer.pad_token_id, self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         kwargs: dict[str, Any] = {}
