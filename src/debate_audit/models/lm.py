@@ -138,6 +138,12 @@ class LanguageModel:
         # The chat template already carries the special tokens.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def _encode_many(self, indices: list[int], texts: Sequence[str]) -> dict[int, list[int]]:
+        """`_encode` of texts[i] for each index, in one batched tokenizer call."""
+        if not indices:
+            return {}
+        return dict(zip(indices, self.tokenizer([texts[i] for i in indices], add_special_tokens=False)["input_ids"]))
+
     def _key(self, op: str, prompt: str, params: dict[str, Any]) -> str:
         return cache_key(self.fingerprint, str(self.torch_dtype), op, prompt, params)
 
@@ -169,7 +175,7 @@ class LanguageModel:
         keys = [self._key("choice_logprobs", p, params) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
-        encoded = {i: self._encode(prompts[i]) for i in todo}
+        encoded = self._encode_many(todo, prompts)
         if any(not seq for seq in encoded.values()):
             raise ValueError("choice_logprobs got an empty prompt; it needs at least one token before the answer slot")
         max_tokens = self._scoring_budget(max((len(s) for s in encoded.values()), default=0))
@@ -301,7 +307,7 @@ class LanguageModel:
         keys = [self._key("generate", p, params.key()) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
-        encoded = {i: self._encode(prompts[i]) for i in todo}
+        encoded = self._encode_many(todo, prompts)
         lengths = {i: len(encoded[i]) for i in todo}
         if self.generation_backend is not None and todo:
             fresh = dict(zip((keys[i] for i in todo), self.generation_backend.complete([prompts[i] for i in todo], params)))
