@@ -227,6 +227,41 @@ def test_scores_are_bit_identical_for_prompts_spanning_several_attention_blocks(
 
 @pytest.mark.slow
 @needs_model
+def test_a_prompt_with_one_query_in_its_last_attention_block_scores_the_same_alone_and_batched(lm):
+    # 129 and 257 tokens: alone, the last block holds one query; beside a longer prompt it holds many.
+    # A one-row matrix product takes another code path (other bits) unless the block is widened.
+    words = " ".join(["time year people way day man thing woman life child world school state"] * 40)
+    ids = lm._encode(words)
+    prompts = [lm.tokenizer.decode(ids[: n - 3]) + "\nAnswer:" for n in (129, 257, 300)]
+    assert [len(lm._encode(p)) for p in prompts] == [129, 257, 300]
+    alone = [LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                           prefix_store_mb=0, prefix_sharing=False).choice_logprobs([p], [" A", " B"])[0]
+             for p in prompts]
+    together = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                             prefix_store_mb=0, prefix_sharing=False).choice_logprobs(prompts, [" A", " B"])
+    assert together == alone
+
+
+def test_packed_rows_are_bit_identical_alone_and_together_with_and_without_grouped_keys():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from debate_audit.models.decoding import forward_packed, register_attention
+
+    torch.manual_seed(0)
+    for kv_heads in (4, 2):  # one key head per query head (one-row blocks possible), and grouped
+        config = LlamaConfig(vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=1024)
+        model = LlamaForCausalLM(config).eval()
+        model.set_attn_implementation(register_attention())
+        gen = torch.Generator().manual_seed(1)
+        seqs = [torch.randint(0, 500, (n,), generator=gen).tolist() for n in (129, 257, 1, 200, 385)]
+        together = forward_packed(model, seqs, cache_kwarg="cache")[0]
+        for row, seq in enumerate(seqs):
+            assert torch.equal(forward_packed(model, [seq], cache_kwarg="cache")[0][0], together[row]), (kv_heads, len(seq))
+
+
+@pytest.mark.slow
+@needs_model
 def test_greedy_text_is_the_same_alone_in_a_batch_and_from_a_stored_prefix(lm):
     convs = [
         [{"role": "user", "content": "Name a fruit."}],

@@ -139,10 +139,14 @@ class Packing:
             n = sum(1 for length in self.lengths if length > lo)  # rows with a real query in this block
             span = hi - lo
             qb = q[:n, lo:hi].permute(0, 2, 1, 3, 4).reshape(n, kv_heads, span * groups, dim)
-            weights = torch.matmul(qb, k[:n, :, :end].transpose(2, 3)) * scaling
+            # A one-row product takes the matrix-vector path, whose bits differ from any wider block's (a row
+            # of 129 tokens alone vs beside a longer one): never let a block be one row.
+            products = span * groups
+            widen = (lambda x: x.expand(-1, -1, 2, -1)) if products == 1 else (lambda x: x)  # noqa: E731
+            weights = torch.matmul(widen(qb), k[:n, :, :end].transpose(2, 3))[:, :, :products] * scaling
             weights = weights.view(n, kv_heads, span, groups, end) + mask[:, :, lo:hi, None, :end]
-            probs = torch.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype)
-            o = torch.matmul(probs.view(n, kv_heads, span * groups, end), v[:n, :, :end])
+            probs = torch.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype).view(n, kv_heads, products, end)
+            o = torch.matmul(widen(probs), v[:n, :, :end])[:, :, :products]
             out[:n, lo:hi] = o.view(n, kv_heads, span, groups, dim).permute(0, 2, 1, 3, 4)
         return out.view(rows * width, heads, dim).index_select(0, self.token_slot).unsqueeze(0)
 
