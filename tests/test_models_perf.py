@@ -240,6 +240,14 @@ def test_a_prompt_with_one_query_in_its_last_attention_block_scores_the_same_alo
     together = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
                              prefix_store_mb=0, prefix_sharing=False).choice_logprobs(prompts, [" A", " B"])
     assert together == alone
+    # The same for a shared prefix of 129 tokens, run once for the group and reused.
+    shared = [lm.tokenizer.decode(ids[:129]) + f" {word}\nAnswer:" for word in ("alpha", "beta", "gamma")]
+    assert {b.prefix for b in plan_batches({i: lm._encode(p) for i, p in enumerate(shared)}, batch_size=8)} == {129}
+    alone = [LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                           prefix_store_mb=0).choice_logprobs([p], [" A", " B"])[0] for p in shared]
+    grouped = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                            prefix_store_mb=0).choice_logprobs(shared, [" A", " B"])
+    assert grouped == alone
 
 
 def test_packed_rows_are_bit_identical_alone_and_together_with_and_without_grouped_keys():

@@ -66,7 +66,11 @@ def _repeat_kv(key: torch.Tensor, value: torch.Tensor, heads: int) -> tuple[torc
     return key, value
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scaling: float) -> torch.Tensor:
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scaling: float,
+            widen: bool = False) -> torch.Tensor:
+    """`widen`: run a one-query product as two rows (see `Packing.attend`)."""
+    if widen and q.shape[2] == 1:
+        return _attend(q.expand(-1, -1, 2, -1), k, v, mask, scaling)[:, :, :1]
     weights = torch.matmul(q, k.transpose(2, 3)) * scaling
     if mask is not None:
         weights = weights + mask
@@ -93,7 +97,8 @@ def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: 
         if lo >= hi:
             continue
         rows = slice(lo - offset, hi - offset)
-        out[:, :, rows] = _attend(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end], scaling)
+        out[:, :, rows] = _attend(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end], scaling,
+                                  widen=True)
     return out
 
 

@@ -221,6 +221,9 @@ class LanguageModel:
 
     def _prefix_kv(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Key/value states of a shared prompt prefix, one sequence, per layer."""
+        if self.batch_invariant:  # the pass that computes these tokens when a prompt runs alone
+            cache = forward_packed(self.model, [list(head)], cache_kwarg=self._cache_kwarg)[1]
+            return [(layer.keys, layer.values) for layer in cache.layers]
         ids = torch.tensor([head], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
         past = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
