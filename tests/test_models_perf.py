@@ -204,8 +204,9 @@ def test_scores_are_bit_identical_whatever_else_shares_the_call_the_batch_or_the
 @pytest.mark.slow
 @needs_model
 def test_scores_are_bit_identical_for_prompts_spanning_several_attention_blocks(lm):
-    # The mixed prompts above fit in one 128-slot attention block; here rows of one to three blocks share a
-    # pass, a block runs only over the rows that reach it, and a shared story prefix ends mid-block.
+    # The mixed prompts above span one or two attention blocks (decoding.ATTENTION_BLOCK slots); here rows
+    # of one to six blocks share a pass, a block runs only over the rows that reach it, and a shared story
+    # prefix ends mid-block.
     story = "The crew of the ship landed on a cold planet and found an old map near the river. " * 14
     prompts = [lm.render_chat([{"role": "user", "content": f"Story: {story}\nQuestion: {q}\nA: yes B: no"}],
                               assistant_prefix="Answer:")
@@ -228,7 +229,8 @@ def test_scores_are_bit_identical_for_prompts_spanning_several_attention_blocks(
 @pytest.mark.slow
 @needs_model
 def test_a_prompt_with_one_query_in_its_last_attention_block_scores_the_same_alone_and_batched(lm):
-    # 129 and 257 tokens: alone, the last block holds one query; beside a longer prompt it holds many.
+    # 129 and 257 tokens (1 mod ATTENTION_BLOCK): alone, the last block holds one query; beside a longer
+    # prompt it holds many.
     # A one-row matrix product takes another code path (other bits) unless the block is widened.
     words = " ".join(["time year people way day man thing woman life child world school state"] * 40)
     ids = lm._encode(words)
