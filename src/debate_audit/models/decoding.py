@@ -44,10 +44,11 @@ def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor
     exactly slots [0, (m + 1) x block) (the key axis zero-padded and masked up to whole blocks), so its
     softmax and value sum always run over the same length in the same order, whatever the batch's width or
     a prefix split: with every row's keys at their own positions (the right-padded layout) the result is
-    the same bits. Plain eager attention computes the full square, twice the work; SDPA's CPU kernel
-    is faster but blocks the key axis by its length (not invariant). One-query calls (decoding steps) use
-    the plain eager computation over the whole row. A packed pass (`forward_packed`) passes its `Packing`
-    as `PACKING_KWARG`: its rows are spread into that right-padded layout here and gathered back.
+    the same bits. Each block is one fused SDPA call: over a whole row SDPA's CPU kernel splits the key axis
+    by the row's length (not invariant), over a block it splits the block's fixed length. Plain eager
+    attention computes the full square. One-query calls (decoding steps) use the plain eager computation
+    over the whole row. A packed pass (`forward_packed`) passes its `Packing` as `PACKING_KWARG`: its rows
+    are spread into that right-padded layout here and gathered back.
     """
     packing = kwargs.get(PACKING_KWARG)
     if packing is not None:
@@ -68,11 +69,7 @@ def _repeat_kv(key: torch.Tensor, value: torch.Tensor, heads: int) -> tuple[torc
     return key, value
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scaling: float,
-            widen: bool = False) -> torch.Tensor:
-    """`widen`: run a one-query product as two rows (see `Packing.attend`)."""
-    if widen and q.shape[2] == 1:
-        return _attend(q.expand(-1, -1, 2, -1), k, v, mask, scaling)[:, :, :1]
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scaling: float) -> torch.Tensor:
     weights = torch.matmul(q, k.transpose(2, 3)) * scaling
     if mask is not None:
         weights = weights + mask
@@ -81,12 +78,10 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
 
 def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
              scaling: float) -> torch.Tensor:
-    """[rows, heads, q_len, head_dim]: the block loop of `blocked_causal_attention`; the queries are the last
-    q_len key slots."""
-    key, value = _repeat_kv(key, value, query.shape[1])
+    """[rows, heads, q_len, head_dim]: the block loop of `blocked_causal_attention` over a batch whose queries
+    are the last q_len key slots (the per-block computation as in `Packing.attend`)."""
     q_len, kv_len = query.shape[2], key.shape[2]
-    block = ATTENTION_BLOCK
-    padded = -(-kv_len // block) * block
+    padded = -(-kv_len // ATTENTION_BLOCK) * ATTENTION_BLOCK
     if padded > kv_len:
         extra = padded - kv_len
         key = torch.nn.functional.pad(key, (0, 0, 0, extra))
@@ -94,14 +89,23 @@ def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: 
         mask = torch.nn.functional.pad(mask, (0, extra), value=torch.finfo(mask.dtype).min)
     offset = kv_len - q_len
     out = query.new_empty(query.shape)
-    for end in range(block, padded + 1, block):
-        lo, hi = max(offset, end - block), min(kv_len, end)
+    for end in range(ATTENTION_BLOCK, padded + 1, ATTENTION_BLOCK):
+        lo, hi = max(offset, end - ATTENTION_BLOCK), min(kv_len, end)
         if lo >= hi:
             continue
         rows = slice(lo - offset, hi - offset)
-        out[:, :, rows] = _attend(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end], scaling,
-                                  widen=True)
+        out[:, :, rows] = _block_attention(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end],
+                                           scaling)
     return out
+
+
+def _block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+                     scaling: float) -> torch.Tensor:
+    """One block's queries over exactly its key slots: the fused SDPA kernel, which splits the key axis by its
+    length, here the block's fixed end, so a row gets the same bits whatever else is in the block (and it
+    reads the grouped key heads without repeating them)."""
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling,
+                                                            enable_gqa=query.shape[1] != key.shape[1])
 
 
 PACKING_KWARG = "debate_audit_packing"
@@ -126,8 +130,7 @@ class Packing:
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
                scaling: float) -> torch.Tensor:
         """[1, tokens, heads, head_dim] from packed query [1, heads, tokens, head_dim], cache keys and values
-        [1, kv_heads, slots, head_dim] and the causal mask [1, 1, width, padded key width]. The query heads
-        sharing a key head go in one product (rows = query slot x head), not over repeated keys."""
+        [1, kv_heads, slots, head_dim] and the causal mask [1, 1, width, padded key width]."""
         rows, width, start = len(self.lengths), self.lengths[0], self.start
         heads, kv_heads, slots, dim = query.shape[1], key.shape[1], key.shape[2], key.shape[3]
         groups, padded = heads // kv_heads, self.key_slots.shape[1]
@@ -145,16 +148,9 @@ class Packing:
                 continue
             n = sum(1 for length in self.lengths if length > lo)  # rows with a real query in this block
             span = hi - lo
-            qb = q[:n, lo:hi].permute(0, 2, 1, 3, 4).reshape(n, kv_heads, span * groups, dim)
-            # A one-row product takes the matrix-vector path, whose bits differ from any wider block's (a row
-            # of 129 tokens alone vs beside a longer one): never let a block be one row.
-            products = span * groups
-            widen = (lambda x: x.expand(-1, -1, 2, -1)) if products == 1 else (lambda x: x)  # noqa: E731
-            weights = torch.matmul(widen(qb), k[:n, :, :end].transpose(2, 3))[:, :, :products] * scaling
-            weights = weights.view(n, kv_heads, span, groups, end) + mask[:, :, lo:hi, None, :end]
-            probs = torch.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype).view(n, kv_heads, products, end)
-            o = torch.matmul(widen(probs), v[:n, :, :end])[:, :, :products]
-            out[:n, lo:hi] = o.view(n, kv_heads, span, groups, dim).permute(0, 2, 1, 3, 4)
+            o = _block_attention(q[:n, lo:hi].reshape(n, span, heads, dim).transpose(1, 2), k[:n, :, :end],
+                                 v[:n, :, :end], mask[:, :, lo:hi, :end], scaling)
+            out[:n, lo:hi] = o.transpose(1, 2).reshape(n, span, kv_heads, groups, dim)
         return out.view(rows * width, heads, dim).index_select(0, self.token_slot).unsqueeze(0)
 
 
