@@ -26,7 +26,9 @@ no-prefix lengths behind one shared 80-token head. Per shape, in one process on 
 naive two-pass (each label its own sequence, batch 1, full logits; on the first --baseline-prompts, scaled),
 a plain length-sorted single-pass scorer (batches of --batch-size, left padding, SDPA, logits at the last
 position only: what a careful user writes), lm-eval's HFLM.loglikelihood (batch --batch-size) and
-choice_logprobs (batch --batch-size, no cache, prefix store off); medians of --repeats.
+choice_logprobs (batch --batch-size, no cache, prefix store off); medians of --repeats. With `--clock cpu`
+the seconds are this process's CPU time (all methods run single-threaded with OMP_NUM_THREADS=1), which
+other jobs on a shared machine inflate far less than wall time.
 
 Useful FLOPs count each unique token once (a prefix shared by a group counts once), its attention over
 the tokens before it, and one vocabulary projection per prompt; the rate is compared with a measured
@@ -37,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -97,6 +101,7 @@ def shapes_table(args) -> str:
         except Exception as exc:  # noqa: BLE001 - report any reason it cannot run
             print(f"lm-eval not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
     rows = []
+    start_machine = machine()
     for shape in args.shapes:
         prompts = shape_prompts(tok, shape, args.prompts)
         encoded = [lm._encode(p) for p in prompts]
@@ -140,7 +145,7 @@ def shapes_table(args) -> str:
         results = {}
         for rep in range(args.repeats):
             for name, fn in methods.items():
-                dt, results[name] = timed(fn)
+                dt, results[name] = timed(fn, time.process_time if args.clock == "cpu" else time.perf_counter)
                 times[name].append(dt * (len(prompts) / k if name == "naive two-pass" else 1))
                 print(f"{shape} repeat {rep + 1} {name}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
         med = {m: statistics.median(t) for m, t in times.items()}
@@ -153,7 +158,8 @@ def shapes_table(args) -> str:
                          harness / med[name] if harness else "-", med["plain length-sorted single pass"] / med[name],
                          f"{diff:.1e}"])
     header = (f"{args.prompts} two-choice prompts per shape, batch size {args.batch_size}, median of {args.repeats} "
-              f"(naive on the first {args.baseline_prompts}, scaled)\nmachine: {machine()}")
+              f"(naive on the first {args.baseline_prompts}, scaled), {args.clock} seconds\nmachine: {start_machine}, "
+              f"{os.getloadavg()[0]:.1f} at the end")
     return header + "\n\n" + table(["shape", "tokens", "method", "seconds", "prompts/s", "x naive", "x lm-eval",
                                      "x plain", f"max |dp| vs naive (first {args.baseline_prompts})"], rows)
 
@@ -168,6 +174,8 @@ def main() -> None:
     parser.add_argument("--duplicates", action="store_true", help="add the '+ 50%% duplicates' row")
     parser.add_argument("--out", help="also write the table (Markdown) here")
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="run the prompt-shape table instead")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="prompt-shape table: wall time, or this process's CPU time (on a shared machine)")
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.shapes:

@@ -27,10 +27,11 @@ import math
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
+import zlib
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,14 +64,24 @@ def snakemake(project: Path, overlay: Path, target: str, *extra: str) -> subproc
                             start_new_session=True)
 
 
+def entries(cache: Path) -> dict[str, tuple[str, str]]:
+    """key -> (op, value) of every complete record in the call cache directory's shards (models/cache.py's
+    format: a header line, then `crc32 hex \t key \t op \t json` lines; a torn tail is skipped)."""
+    from debate_audit.models.cache import SHARD_SUFFIX
+
+    found: dict[str, tuple[str, str]] = {}
+    for shard in sorted(cache.glob(f"*/*{SHARD_SUFFIX}")):
+        data = shard.read_bytes()
+        for line in data[: data.rfind(b"\n") + 1].split(b"\n")[1:-1]:
+            body = line[9:]
+            parts = body.split(b"\t", 2)
+            if len(parts) == 3 and line[:8] == b"%08x" % zlib.crc32(body):
+                found.setdefault(parts[0].decode(), (parts[1].decode(), parts[2].decode()))
+    return found
+
+
 def counts(cache: Path) -> dict[str, int]:
-    if not cache.exists():
-        return {}
-    try:
-        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=5) as conn:
-            return dict(conn.execute("SELECT op, count(*) FROM calls GROUP BY op").fetchall())
-    except sqlite3.Error:  # table not created yet
-        return {}
+    return dict(Counter(op for op, _ in entries(cache).values()))
 
 
 def run_to_end(project: Path, overlay: Path, target: str) -> None:
@@ -120,9 +131,7 @@ def compare_tables(a: Path, b: Path) -> tuple[int, int, list[str]]:
 
 
 def compare_caches(a: Path, b: Path) -> tuple[int, int]:
-    with sqlite3.connect(a) as ca, sqlite3.connect(b) as cb:
-        left = dict(ca.execute("SELECT key, value FROM calls"))
-        right = dict(cb.execute("SELECT key, value FROM calls"))
+    left, right = entries(a), entries(b)
     return sum(left.get(k) != v for k, v in right.items()) + len(set(left) ^ set(right)), len(left)
 
 
@@ -142,7 +151,7 @@ def main() -> int:
     overlays = {}
     for name in ("inputs", "a", "b"):
         overlays[name] = project / f"config/resume_{name}.yaml"
-        overlays[name].write_text(base + f"cache: results/cache/{name}.sqlite\n")
+        overlays[name].write_text(base + f"cache: results/cache/{name}\n")
     run_to_end(project, overlays["inputs"], f"results/cwpor/{MODEL}/responses_v{args.verbosity}.parquet")
     t0 = time.time()
     run_to_end(project, overlays["a"], out)
@@ -151,15 +160,15 @@ def main() -> int:
     slots = 3  # template v4's reply slots (Rationale, Final Answer, Confidence): generate calls per question
     kills = [("generate", args.questions + args.batch_size), ("choice_logprobs", args.batch_size)]
     assert slots * args.questions > kills[0][1]
-    notes = run_with_kills(project, overlays["b"], out, project / "results/cache/b.sqlite", kills)
+    notes = run_with_kills(project, overlays["b"], out, project / "results/cache/b", kills)
     differ, cells, examples = compare_tables(project / f"{out}.a", project / out)
-    cache_differ, entries = compare_caches(project / "results/cache/a.sqlite", project / "results/cache/b.sqlite")
+    cache_differ, cache_entries = compare_caches(project / "results/cache/a", project / "results/cache/b")
     print(f"CW-POR judge v={args.verbosity}, {args.questions} questions, batch size {args.batch_size}, default config "
           f"otherwise; uninterrupted run {uninterrupted:.0f} s")
     for note in notes:
         print(f"  run B {note}; resumed")
     print(f"judgments: {differ} of {cells} cells differ" + "".join(f"\n  {e}" for e in examples))
-    print(f"caches: {cache_differ} of {entries} entries differ")
+    print(f"caches: {cache_differ} of {cache_entries} entries differ")
     print(f"total {time.time() - start:.0f} s; scratch copy in {project}")
     return 0 if differ == 0 and cache_differ == 0 else 1
 

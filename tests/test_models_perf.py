@@ -203,6 +203,75 @@ def test_scores_are_bit_identical_whatever_else_shares_the_call_the_batch_or_the
 
 @pytest.mark.slow
 @needs_model
+def test_scores_are_bit_identical_for_prompts_spanning_several_attention_blocks(lm):
+    # The mixed prompts above span one or two attention blocks (decoding.ATTENTION_BLOCK slots); here rows
+    # of one to six blocks share a pass, a block runs only over the rows that reach it, and a shared story
+    # prefix ends mid-block.
+    story = "The crew of the ship landed on a cold planet and found an old map near the river. " * 14
+    prompts = [lm.render_chat([{"role": "user", "content": f"Story: {story}\nQuestion: {q}\nA: yes B: no"}],
+                              assistant_prefix="Answer:")
+               for q in ("Was it cold?", "Was there a map near the river, and who found it?", "Did they land?")]
+    prompts += [lm.render_chat([{"role": "user", "content": "Numbers: " + " ".join(map(str, range(90)))}],
+                               assistant_prefix="Answer:"),
+                lm.render_chat([{"role": "user", "content": "Pick A or B."}], assistant_prefix="Answer:")]
+    lengths = sorted(len(lm._encode(p)) for p in prompts)
+    assert lengths[0] < 128 and lengths[-1] > 256
+    labels = [" A", " B"]
+
+    def fresh(**kw) -> LanguageModel:
+        return LanguageModel(lm.model_dir, cache=None, model=lm.model, tokenizer=lm.tokenizer, prefix_store_mb=0, **kw)
+
+    alone = [fresh(batch_size=1).choice_logprobs([p], labels)[0] for p in prompts]
+    assert fresh(batch_size=8).choice_logprobs(prompts, labels) == alone
+    assert fresh(batch_size=8, prefix_sharing=False).choice_logprobs(prompts, labels) == alone
+
+
+@pytest.mark.slow
+@needs_model
+def test_a_prompt_with_one_query_in_its_last_attention_block_scores_the_same_alone_and_batched(lm):
+    # 129 and 257 tokens (1 mod ATTENTION_BLOCK): alone, the last block holds one query; beside a longer
+    # prompt it holds many.
+    # A one-row matrix product takes another code path (other bits) unless the block is widened.
+    words = " ".join(["time year people way day man thing woman life child world school state"] * 40)
+    ids = lm._encode(words)
+    prompts = [lm.tokenizer.decode(ids[: n - 3]) + "\nAnswer:" for n in (129, 257, 300)]
+    assert [len(lm._encode(p)) for p in prompts] == [129, 257, 300]
+    alone = [LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                           prefix_store_mb=0, prefix_sharing=False).choice_logprobs([p], [" A", " B"])[0]
+             for p in prompts]
+    together = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                             prefix_store_mb=0, prefix_sharing=False).choice_logprobs(prompts, [" A", " B"])
+    assert together == alone
+    # The same for a shared prefix of 129 tokens, run once for the group and reused.
+    shared = [lm.tokenizer.decode(ids[:129]) + f" {word}\nAnswer:" for word in ("alpha", "beta", "gamma")]
+    assert {b.prefix for b in plan_batches({i: lm._encode(p) for i, p in enumerate(shared)}, batch_size=8)} == {129}
+    alone = [LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                           prefix_store_mb=0).choice_logprobs([p], [" A", " B"])[0] for p in shared]
+    grouped = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
+                            prefix_store_mb=0).choice_logprobs(shared, [" A", " B"])
+    assert grouped == alone
+
+
+def test_packed_rows_are_bit_identical_alone_and_together_with_and_without_grouped_keys():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from debate_audit.models.decoding import forward_packed, register_attention
+
+    torch.manual_seed(0)
+    for kv_heads in (4, 2):  # one key head per query head (one-row blocks possible), and grouped
+        config = LlamaConfig(vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=1024)
+        model = LlamaForCausalLM(config).eval()
+        model.set_attn_implementation(register_attention())
+        gen = torch.Generator().manual_seed(1)
+        seqs = [torch.randint(0, 500, (n,), generator=gen).tolist() for n in (129, 257, 1, 200, 385)]
+        together = forward_packed(model, seqs, cache_kwarg="cache")[0]
+        for row, seq in enumerate(seqs):
+            assert torch.equal(forward_packed(model, [seq], cache_kwarg="cache")[0][0], together[row]), (kv_heads, len(seq))
+
+
+@pytest.mark.slow
+@needs_model
 def test_greedy_text_is_the_same_alone_in_a_batch_and_from_a_stored_prefix(lm):
     convs = [
         [{"role": "user", "content": "Name a fruit."}],

@@ -8,7 +8,7 @@ network only sees each group's unique suffixes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -62,8 +62,9 @@ def plan_batches(
     sorted by length (longest first) and cut into batches of at most `batch_size` prompts and
     `max_tokens` padded suffix tokens; with `min_fill` a batch also ends before a prompt shorter than
     `min_fill` x its longest once it holds `fill_tokens` padded tokens (padding at most 1 - min_fill of the
-    batch: on CPU a padded token costs as much as a real one, and a smaller batch costs little as long as its
-    matrix products keep a few hundred rows; short prompts keep filling). Groups whose prefix is shorter than `min_prefix` are pooled into one
+    batch: the CPU pass packs its rows without padding, but its attention still runs over the rows
+    right-padded to the longest, and a smaller batch costs little as long as its matrix products keep a few
+    hundred rows; short prompts keep filling). Groups whose prefix is shorter than `min_prefix` are pooled into one
     group with prefix 0.
     """
     if not seqs:
@@ -94,18 +95,33 @@ def plan_batches(
     groups = [(members, prefix) for members, prefix in groups if prefix >= min_prefix]
     if loose:
         groups.append((loose, 0))
-    batches: list[Batch] = []
-    for members, prefix in groups:
-        ranked = sorted(members, key=lambda i: len(seqs[i]), reverse=True)
-        current: list[int] = []
-        for i in ranked:
-            longest = len(seqs[current[0]]) - prefix if current else len(seqs[i]) - prefix
-            full = (len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
-                    or (len(seqs[i]) - prefix < min_fill * longest and len(current) * longest >= fill_tokens))
-            if current and full:
-                batches.append(Batch(current, prefix))
-                current = []
-            current.append(i)
-        if current:
-            batches.append(Batch(current, prefix))
+    return [Batch(items, prefix) for members, prefix in groups
+            for items in cut_batches(members, {i: len(seqs[i]) - prefix for i in members}, batch_size=batch_size,
+                                     max_tokens=max_tokens, min_fill=min_fill, fill_tokens=fill_tokens)]
+
+
+def cut_batches(
+    members: Sequence[int],
+    lengths: Mapping[int, int],
+    *,
+    batch_size: int,
+    max_tokens: int | None = None,
+    min_fill: float = 0.0,
+    fill_tokens: int = 512,
+) -> list[list[int]]:
+    """`members` sorted by `lengths` (longest first) and cut into batches of at most `batch_size` items and
+    `max_tokens` padded tokens (batch x longest; a single longer item still gets its own batch); `min_fill`
+    and `fill_tokens` as in `plan_batches`."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(members, key=lambda i: lengths[i], reverse=True):
+        longest = lengths[current[0]] if current else lengths[i]
+        full = (len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
+                or (lengths[i] < min_fill * longest and len(current) * longest >= fill_tokens))
+        if current and full:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
     return batches

@@ -12,10 +12,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .batching import Batch, plan_batches
+from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode, forward_right_padded, left_pad, prefill, prefill_rows, register_attention
+from .decoding import Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -147,23 +147,14 @@ class LanguageModel:
         # The chat template already carries the special tokens.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def _encode_many(self, indices: list[int], texts: Sequence[str]) -> dict[int, list[int]]:
+        """`_encode` of texts[i] for each index, in one batched tokenizer call."""
+        if not indices:
+            return {}
+        return dict(zip(indices, self.tokenizer([texts[i] for i in indices], add_special_tokens=False)["input_ids"]))
+
     def _key(self, op: str, prompt: str, params: dict[str, Any]) -> str:
         return cache_key(self.fingerprint, str(self.torch_dtype), op, prompt, params)
-
-    def _batches(self, order: list[int], lengths: list[int], max_tokens: int | None = None, size: int | None = None):
-        """Length-sorted batches of `size` (default batch_size) so padding stays small; `max_tokens` caps
-        batch x length."""
-        size = size or self.batch_size
-        ranked = sorted(order, key=lambda i: lengths[i], reverse=True)
-        batch: list[int] = []
-        for i in ranked:
-            longest = lengths[batch[0]] if batch else lengths[i]
-            if batch and (len(batch) >= size or (max_tokens and (len(batch) + 1) * longest > max_tokens)):
-                yield batch
-                batch = []
-            batch.append(i)
-        if batch:
-            yield batch
 
     # --------------------------------------------------------------- operations
     def label_token_ids(self, labels: Sequence[str]) -> list[int]:
@@ -193,7 +184,7 @@ class LanguageModel:
         keys = [self._key("choice_logprobs", p, params) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
-        encoded = {i: self._encode(prompts[i]) for i in todo}
+        encoded = self._encode_many(todo, prompts)
         if any(not seq for seq in encoded.values()):
             raise ValueError("choice_logprobs got an empty prompt; it needs at least one token before the answer slot")
         max_tokens = self._scoring_budget(max((len(s) for s in encoded.values()), default=0))
@@ -204,7 +195,9 @@ class LanguageModel:
         plan = plan_batches(
             fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens,
             min_fill=0.85 if self.batch_invariant else 0.0,
-        ) if self.prefix_sharing else [Batch(b, 0) for b in self._batches(list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, max_tokens)]
+        ) if self.prefix_sharing else [Batch(b, 0) for b in cut_batches(
+            list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, batch_size=self.batch_size,
+            max_tokens=max_tokens)]
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
 
@@ -216,11 +209,11 @@ class LanguageModel:
                 bar.update(len(items))
 
             rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
-            for batch in self._batches(list(stored), rest, max_tokens):
+            for batch in cut_batches(list(stored), rest, batch_size=self.batch_size, max_tokens=max_tokens):
                 seqs, pasts = [encoded[i] for i in batch], [stored[i] for i in batch]
                 pad = self.tokenizer.pad_token_id
                 if self.batch_invariant:
-                    logits = prefill_rows(self.model, seqs, pad_id=pad, pasts=pasts, cache_kwarg=self._cache_kwarg)[0]
+                    logits = prefill_rows(self.model, seqs, pasts=pasts, cache_kwarg=self._cache_kwarg)[0]
                 else:
                     logits = prefill(self.model, seqs, pad_id=pad, pasts=pasts, cache_kwarg=self._cache_kwarg).logits
                 record(batch, logits)
@@ -237,6 +230,9 @@ class LanguageModel:
 
     def _prefix_kv(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Key/value states of a shared prompt prefix, one sequence, per layer."""
+        if self.batch_invariant:  # the pass that computes these tokens when a prompt runs alone
+            cache = forward_packed(self.model, [list(head)], cache_kwarg=self._cache_kwarg)[1]
+            return [(layer.keys, layer.values) for layer in cache.layers]
         ids = torch.tensor([head], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
         past = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
@@ -246,8 +242,7 @@ class LanguageModel:
         """Logits at the last token of each sequence (the answer slot), one padded forward pass."""
         if self.batch_invariant:
             shared = 0 if past is None else past[0][0].shape[-2]
-            return forward_right_padded(self.model, seqs, pad_id=self.tokenizer.pad_token_id, start=shared, past=past,
-                                        cache_kwarg=self._cache_kwarg)[0]
+            return forward_packed(self.model, seqs, start=shared, past=past, cache_kwarg=self._cache_kwarg)[0]
         ids, mask = left_pad(seqs, self.tokenizer.pad_token_id, self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         kwargs: dict[str, Any] = {}
@@ -324,7 +319,7 @@ class LanguageModel:
         keys = [self._key("generate", p, params.key()) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
-        encoded = {i: self._encode(prompts[i]) for i in todo}
+        encoded = self._encode_many(todo, prompts)
         lengths = {i: len(encoded[i]) for i in todo}
         if self.generation_backend is not None and todo:
             fresh = dict(zip((keys[i] for i in todo), self.generation_backend.complete([prompts[i] for i in todo], params)))
@@ -334,7 +329,7 @@ class LanguageModel:
         eos = self._eos_ids()
         per = params.num_samples if params.do_sample else 1
         # Sampling batches count rows (prompt x sample); a prompt's samples always share a batch.
-        batches = list(self._batches(todo, lengths, size=max(1, self.batch_size // per)))
+        batches = cut_batches(todo, lengths, batch_size=max(1, self.batch_size // per))
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
             for batch in batches:
                 rows = [encoded[i] for i in batch for _ in range(per)]
