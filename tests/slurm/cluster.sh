@@ -73,6 +73,18 @@ start() {
     export PATH="$PATH:/usr/sbin"
     need_commands
     [ ! -s "$STATE/pids" ] || die "$STATE/pids exists: a cluster may still run there ($0 stop $STATE)"
+    # A link to a test cluster's config whose daemons are all gone: a killed run never reached `stop`.
+    if [ -L "$SYSTEM_CONF" ] && [[ "$(readlink "$SYSTEM_CONF")" == */debate-audit-*slurm*/etc/slurm.conf ]]; then
+        local other alive=""
+        other=$(dirname "$(dirname "$(readlink "$SYSTEM_CONF")")")
+        if [ -f "$other/pids" ]; then
+            while read -r _ pid; do kill -0 "$pid" 2>/dev/null && alive=yes; done <"$other/pids"
+        fi
+        if [ -z "$alive" ]; then
+            rm -f "$SYSTEM_CONF"
+            echo "cluster.sh: removed the stale link $SYSTEM_CONF (no daemon of $other runs)"
+        fi
+    fi
     if [ -e "$SYSTEM_CONF" ] || [ -L "$SYSTEM_CONF" ]; then
         die "$SYSTEM_CONF exists (this machine has a SLURM of its own, or another test cluster runs): not starting"
     fi
