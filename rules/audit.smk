@@ -50,11 +50,7 @@ rule audit_scores:
             f"{PARAPHRASE_OUT}/{{{{dataset}}}}/{{pool}}.report.parquet",
             pool=PARAPHRASE_POOLS,
         ),
-        model=lambda wc: (
-            model_fingerprint(wc.architecture)
-            if wc.verifier == "base"
-            else f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
-        ),
+        model=checkpoint_fingerprint,
     output:
         scores=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/scores.parquet",
     log:

@@ -226,6 +226,14 @@ def library_code(script):
 
 
 # ---------------------------------------------- ER-Audit verifiers (rules/verifier.smk)
+def checkpoint_fingerprint(wc):
+    """The fingerprint of checkpoint `wc.verifier` of an architecture: its prepared V_base, or a fine-tuned
+    verifier (`<length>/<variant>`, written by verifier_finetune)."""
+    if wc.verifier == "base":
+        return model_fingerprint(wc.architecture)
+    return f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
+
+
 def finetune_transcripts(wc):
     """The selected transcripts a fine-tuned variant trains on (honest or adversarial, at its length)."""
     mode = VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]

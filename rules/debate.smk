@@ -17,7 +17,7 @@ DEBATE_OUT = "results/er_audit/debate"
 
 
 wildcard_constraints:
-    debate_mode="|".join(DEBATE_MODES),
+    debate_mode=one_of(DEBATE_MODES),
 
 
 rule debate_split:

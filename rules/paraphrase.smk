@@ -11,7 +11,7 @@ PARAPHRASE_OUT = "results/er_audit/paraphrase"
 
 
 wildcard_constraints:
-    generator="|".join(PARAPHRASE_TEST_GENERATORS),
+    generator=one_of(PARAPHRASE_TEST_GENERATORS),
 
 
 # Every setting of a pool, shared by the search and test rules; wc.get("generator") is None for search.

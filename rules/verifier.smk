@@ -117,11 +117,7 @@ rule verifier_evaluate:
     input:
         pairs="data/{dataset}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
-        model=lambda wc: (
-            model_fingerprint(wc.architecture)
-            if wc.verifier == "base"
-            else f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
-        ),
+        model=checkpoint_fingerprint,
     output:
         scores=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
     log:

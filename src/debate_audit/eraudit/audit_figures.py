@@ -29,8 +29,6 @@ def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
 def _panels(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` with a `panel` column: the dataset, plus the architecture / length / L_qh weight when the run
     has several (one bar group or panel per grid cell, as the paper's per-architecture figures)."""
-    if "panel" in frame.columns:
-        return frame
     return frame.with_columns(panel(frame, "dataset").alias("panel")) if frame.height else \
         frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("panel"))
 
@@ -141,10 +139,10 @@ def audit_figures(
     epsilon_svg: str | Path,
 ) -> None:
     """The four figures (each as PNG and SVG), summary.md and summary.csv: every path is a declared output."""
-    summary = _panels(_read(summaries))
-    rec = _panels(_read(records))
-    conf = _panels(_read(confidence))
-    eps = _panels(_read(epsilon))
+    summary = _read(summaries)
+    rec = _read(records)
+    conf = _read(confidence)
+    eps = _read(epsilon)
     pools = _read(pool_reports)
     plot_cr(summary, [cr_png, cr_svg])
     # Fig. 2 right and Fig. 4: solid = average over all q_h, dashed = over the Stage-1 survivors.
@@ -155,7 +153,7 @@ def audit_figures(
     _per_dataset_lines(eps, "epsilon", "mean_lower_bound", "epsilon", "average lower bound",
                        [epsilon_png, epsilon_svg], logx=True, y_dashed="mean_lower_bound_survivors", labels=AVERAGE_LABELS)
     Path(summary_csv).parent.mkdir(parents=True, exist_ok=True)
-    summary.drop("panel").write_csv(summary_csv)
+    summary.write_csv(summary_csv)
 
     reject_cols = [c for c in pools.columns if c.startswith("rejected_")]
     pool_table = pools.group_by("dataset", "pool", "generator", maintain_order=True).agg(
