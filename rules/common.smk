@@ -254,8 +254,13 @@ def finetune_settings(wc):
     retrains V_org alone."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
+    lora = dict(
+        config["verifier"]["lora"],
+        enabled=grid.uses_lora(config["verifier"], wc.architecture),
+    )
     return {key: config["verifier"][key] for key in FINETUNE_KEYS} | {
-        "loss_weights": weights
+        "loss_weights": weights,
+        "lora": lora,
     }
 
 

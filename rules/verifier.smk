@@ -12,6 +12,7 @@ VERIFIERS = list(VERIFIER_DEFS)
 # FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights: per checkpoint).
 FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
 FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lora", "lm_target"]
+FINETUNE_KEYS += ["gradient_checkpointing"]
 LM_TARGET = config["verifier"]["lm_target"]
 VERIFIER_OUT = "results/er_audit/verifier"
 

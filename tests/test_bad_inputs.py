@@ -251,6 +251,8 @@ CONFIG_ERRORS = [
     ("undefined selector", {"debate/selector": "nope"}, "debate.selector: model 'nope' is not defined"),
     ("zero word limit in a sweep", {"debate/word_limit": [50, 0]}, "debate.word_limit: [50, 0] is not valid under any of the given schemas"),
     ("negative qh weight in a sweep", {"verifier/loss_weights/qh": [1.0, -2.0]}, "verifier.loss_weights.qh: [1.0, -2.0] is not valid under any of the given schemas"),
+    ("LoRA for no architecture of the run", {"verifier/lora/enabled": ["smollm2-135m", "gpt-x"]}, "verifier.lora.enabled[1]: 'gpt-x' is not a verifier architecture"),
+    ("LoRA given as text", {"verifier/lora/enabled": "yes"}, "verifier.lora.enabled: 'yes' is not valid under any of the given schemas"),
     ("unknown L_lm target", {"verifier/lm_target": "reason"}, "verifier.lm_target: 'reason' is not one of ['adjudication', 'argument']"),
     ("undefined search generator", {"paraphrase/search/generator": "nope"}, "paraphrase.search.generator: model 'nope' is not defined"),
     ("undefined test generator", {"paraphrase/test/generators/gen-b/model": "nope"}, "paraphrase.test.generators.gen-b.model: model 'nope'"),
@@ -293,6 +295,7 @@ CONFIG_VALID = [
     ("https URL", {"datasets/quality_h/pairs": "https://example.org/p.json"}),
     ("unused broken model", {"models/unused": OPENAI}),
     ("length and weight sweeps", {"debate/word_limit": [50, 150], "verifier/loss_weights/qh": [1.0, 2.0]}),
+    ("LoRA for one architecture", {"verifier/lora/enabled": ["smollm2-135m"]}),
     ("one base_model shorthand", {"verifier/base_model": "smollm2-135m", "verifier/base_models": DROP}),
     ("openai complete", {"models/srv": {**OPENAI, "base_url": "http://localhost:8000/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"}),
 ]

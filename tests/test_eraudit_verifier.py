@@ -121,6 +121,65 @@ def test_training_steps_lower_the_loss():
     assert all(c["loss_qh"] is not None for c in curve)
 
 
+
+def test_gradient_checkpointing_trains_the_same_curve():
+    examples = [example(i, True) for i in range(4)]
+    settings = dict(loss_weights=WEIGHTS, epochs=2, max_steps=4, learning_rate=5e-3, batch_size=2, grad_accum=1)
+    plain = train(tiny_model(), examples, FinetuneSettings(**settings), LABEL_IDS, PAD)
+    model = tiny_model()
+    checkpointed = train(model, examples, FinetuneSettings(**settings, gradient_checkpointing=True), LABEL_IDS, PAD)
+    assert [c["loss"] for c in checkpointed] == pytest.approx([c["loss"] for c in plain], rel=1e-5)
+    assert not model.is_gradient_checkpointing  # the model is left as inference expects it
+
+
+def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
+    pytest.importorskip("peft")
+    from debate_audit.eraudit.finetune import _apply_lora
+
+    base = tiny_model()
+    before = {name: p.detach().clone() for name, p in base.state_dict().items()}
+    lora = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    model = _apply_lora(tiny_model(), lora)
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in name for name in trainable)
+    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=8, learning_rate=2e-2, batch_size=2,
+                                grad_accum=1, lora=lora, gradient_checkpointing=True)
+    curve = train(model, [example(i, True) for i in range(4)], settings, LABEL_IDS, PAD)
+    assert curve[-1]["loss"] < curve[0]["loss"]
+    merged = model.merge_and_unload()
+    assert type(merged) is LlamaForCausalLM and set(merged.state_dict()) == set(before)
+    changed = {name for name, p in merged.state_dict().items() if not torch.equal(p, before[name])}
+    # Only the adapted projections move; embeddings, norms, MLPs and the other projections stay the base's.
+    assert changed and all(name.endswith(("q_proj.weight", "v_proj.weight")) for name in changed)
+
+
+@pytest.mark.parametrize(("params", "lora", "gib", "fits"), [
+    (8.03e9, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
+    (8.03e9, False, 79.6, False),  # ... not on an 80 GB H100
+    (20.91e9, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
+    (20.91e9, True, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
+])
+def test_training_memory_check_before_loading(params, lora, gib, fits):
+    from debate_audit.eraudit.finetune import check_training_memory, training_memory_bytes
+
+    assert training_memory_bytes(params, lora) == params * (2 if lora else 16)
+    if fits:
+        check_training_memory("m", params, lora, int(gib * 2**30))
+        return
+    with pytest.raises(MemoryError) as error:
+        check_training_memory("gpt-x", params, lora, int(gib * 2**30))
+    message = str(error.value)
+    assert f"{params * 16 / 2**30:.0f} GiB" in message and f"{gib:.0f} GiB" in message
+    assert "add 'gpt-x' to verifier.lora.enabled" in message
+
+
+def test_lora_per_architecture():
+    from debate_audit.eraudit.grid import uses_lora
+
+    assert uses_lora({"lora": {"enabled": ["big"]}}, "big") and not uses_lora({"lora": {"enabled": ["big"]}}, "small")
+    assert uses_lora({"lora": {"enabled": True}}, "small") and not uses_lora({"lora": {"enabled": False}}, "big")
+    assert not uses_lora({}, "big")
+
 # ------------------------------------------------------------------ Table 1
 def test_table1_reads_only_the_eval_split_and_computes_acc_and_mtp():
     import polars as pl

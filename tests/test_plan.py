@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from debate_audit.models.size import params_b, params_from_config
+from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
-from debate_audit.plan import RulePlan, build_plan, gpu_hours, load_config, model_calls
+from debate_audit.plan import RulePlan, build_plan, gpu_hours, load_config, model_calls, render
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,3 +85,29 @@ def test_plan_uses_real_dataset_sizes_when_shared_data_is_there(config, shared_d
     plan = build_plan(config, {}, shared_data)
     assert any("817 questions" in note for note in plan.notes)
     assert any("222 pairs" in note for note in plan.notes)
+
+
+def test_a_quantized_checkpoint_counts_parameters_not_packed_bytes(tmp_path):
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    config = {"hidden_size": 8, "num_hidden_layers": 1, "intermediate_size": 16, "num_attention_heads": 2,
+              "num_key_value_heads": 2, "vocab_size": 32, "tie_word_embeddings": True}
+    # 2 x 8 x 16 expert weights stored as MXFP4 would: 2 values per byte plus a scale per 32 values.
+    save_file({"embed": torch.zeros(32, 8), "experts_blocks": torch.zeros(2, 8, 8, dtype=torch.uint8),
+               "experts_scales": torch.zeros(2, 8, dtype=torch.uint8)}, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert prepared_params(tmp_path) == 32 * 8 + 2 * 8 * 8 + 2 * 8  # the headers, as stored
+    (tmp_path / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "mxfp4"}}))
+    assert prepared_params(tmp_path) == pytest.approx(params_from_config(config) * 1e9)
+
+
+def test_plan_says_which_architectures_fit_one_gpu_for_fine_tuning(config):
+    config["verifier"]["lora"]["enabled"] = ["gpt-oss-20b"]
+    text = render(build_plan(config, {"verifier_finetune": 18}, None))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    # 16 bytes per parameter (fp32 weights, gradients, AdamW moments); LoRA keeps the bf16 base only
+    assert rows["llama-3.1-8b-instruct"].endswith("| full-parameter AdamW (fp32) | 120 | **no** | yes |")
+    assert rows["gpt-oss-20b"].endswith("| LoRA (bf16 base) | 39 | yes | yes |")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from debate_audit.data.io import URL_SCHEMES, url_scheme
+from debate_audit.eraudit import grid
 from debate_audit.models.spec import ModelSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -213,6 +214,11 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     if isinstance(verifier, dict) and not verifier.get("base_model") and not verifier.get("base_models"):
         errors.append("verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
                       "or set verifier.base_model")
+    lora = (verifier.get("lora") or {}).get("enabled") if isinstance(verifier, dict) else None
+    for i, name in enumerate(lora if isinstance(lora, list) else []):
+        if name not in grid.base_models(verifier):
+            errors.append(f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
+                          f"(verifier.base_models: {grid.base_models(verifier)})")
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
     return errors

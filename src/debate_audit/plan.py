@@ -36,6 +36,8 @@ THROUGHPUT = {
     "uncertainty": "x0.5 to x2: random-weight shapes, synthetic prompts, one run each; real replies stop "
     "early (fewer tokens), paper batch 128 and vLLM run faster, long prompts (8k-token stories) slower",
 }
+# Memory torch reports for one GPU (GiB): what a fine-tuning job must fit in.
+GPU_GIB = {"H100 80 GB": 79.6, "H200": 139.0}
 TOKENS_PER_WORD = 1.35  # English prose under the papers' BPE tokenizers
 LOAD_SECONDS_PER_B = 4.0  # reading bf16 safetensors from a shared filesystem at ~0.5 GB/s per job
 TRAIN_FLOP_FACTOR = 3.0  # forward + backward ~ 3 forward passes
@@ -64,9 +66,19 @@ class RulePlan:
 
 
 @dataclass
+class TrainingMemory:
+    """GPU memory of one architecture's fine-tuning jobs before activations (eraudit/finetune.py)."""
+    architecture: str
+    params_b: float | None
+    lora: bool
+    gib: float | None
+
+
+@dataclass
 class Plan:
     rules: list[RulePlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    training: list[TrainingMemory] = field(default_factory=list)
 
 
 def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".") -> dict[str, int]:
@@ -254,6 +266,20 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
     return h200, h100
 
 
+def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingMemory]:
+    """Per verifier architecture: the GPU memory its fine-tuning needs before activations, full-parameter
+    or LoRA as configured (the job itself refuses to start on a GPU that is too small)."""
+    from .eraudit.finetune import training_memory_bytes
+
+    rows = []
+    for arch in grid.base_models(config["verifier"]):
+        size = params_b(specs[arch]) if arch in specs else None
+        lora = grid.uses_lora(config["verifier"], arch)
+        gib = None if size is None else training_memory_bytes(size * 1e9, lora) / 2**30
+        rows.append(TrainingMemory(arch, size, lora, gib))
+    return rows
+
+
 def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
     stats, notes = dataset_stats(config, shared)
     specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
@@ -265,7 +291,7 @@ def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
         into = merged[key]
         for attr in ("generations", "scorings", "prompt_tokens", "new_tokens", "train_tokens"):
             setattr(into, attr, getattr(into, attr) + getattr(rp, attr))
-    plan = Plan(notes=notes)
+    plan = Plan(notes=notes, training=training_memory(config, specs))
     for (rule, model), rp in merged.items():
         size = params_b(specs[model]) if model in specs else None
         rp.gpu_hours_h200, rp.gpu_hours_h100 = gpu_hours(rp, size)
@@ -316,6 +342,17 @@ def render(plan: Plan) -> str:
               f"new tokens/s; model load {LOAD_SECONDS_PER_B} s per billion parameters per job.",
               f"Uncertainty: {THROUGHPUT['uncertainty']}.",
               "A rule whose jobs use several models has one row per model; its job count is the rule's."]
+    if plan.training:
+        header = ["verifier architecture", "parameters", "training", "GPU GiB before activations",
+                  *(f"fits one {gpu}" for gpu in GPU_GIB)]
+        rows = [[t.architecture, "?" if t.params_b is None else f"{t.params_b:.2f}B",
+                 "LoRA (bf16 base)" if t.lora else "full-parameter AdamW (fp32)",
+                 "?" if t.gib is None else f"{t.gib:.0f}",
+                 *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values())]
+                for t in plan.training]
+        lines += ["", "Fine-tuning memory (verifier_finetune runs on one GPU and refuses to start where this does "
+                  "not fit; activations come on top, verifier.gradient_checkpointing keeps them small):", "",
+                  markdown_table(header, rows).rstrip("\n")]
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
 from debate_audit.models.loading import ModelRef
+from debate_audit.models.size import prepared_params
 from debate_audit.models.spec import resolve_device
 from debate_audit.provenance import record_model
 
@@ -70,6 +71,10 @@ class FinetuneSettings:
     seed: int = 0
     lora: dict = field(default_factory=lambda: {"enabled": False})
     lm_target: str = "argument"  # LM_TARGETS
+    # Recompute each layer's activations in the backward pass instead of keeping them: the same gradients
+    # (up to float rounding) for about a third more compute, and activations that no longer grow with
+    # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
+    gradient_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         if self.lm_target not in LM_TARGETS:
@@ -77,6 +82,11 @@ class FinetuneSettings:
 
 
 LM_TARGETS = ("adjudication", "argument")
+# GPU bytes per parameter before activations: full training keeps fp32 master weights (bf16 autocast),
+# their fp32 gradients and AdamW's two fp32 moments; LoRA on a GPU keeps the frozen base in bf16 (the
+# matrix products run in bf16 under autocast either way) and fp32 adapters, well under 1% of the parameters.
+FULL_TRAINING_BYTES = 16
+FROZEN_BYTES = 2
 TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
 
 
@@ -162,9 +172,36 @@ def _apply_lora(model, lora: dict):
     return get_peft_model(model, config)
 
 
+def training_memory_bytes(params: float, lora: bool) -> float:
+    """GPU memory one fine-tuning job holds before activations (FULL_TRAINING_BYTES / FROZEN_BYTES)."""
+    return params * (FROZEN_BYTES if lora else FULL_TRAINING_BYTES)
+
+
+def check_training_memory(name: str, params: float, lora: bool, available_bytes: int) -> None:
+    """Fail before loading when the weights, gradients and optimizer state alone exceed the GPU: a clear
+    error naming the setting to change instead of a CUDA out-of-memory error minutes into the job."""
+    need = training_memory_bytes(params, lora)
+    if need <= available_bytes:
+        return
+    how = (f"LoRA training keeps the {params / 1e9:.2f}B frozen bf16 base weights ({FROZEN_BYTES} bytes each)" if lora
+           else f"full-parameter AdamW training keeps {FULL_TRAINING_BYTES} bytes per parameter (fp32 weights, "
+           f"gradients, two moments) for {params / 1e9:.2f}B parameters")
+    fix = ("use a GPU with more memory (training runs on one GPU)" if lora else
+           f"train it with LoRA (add {name!r} to verifier.lora.enabled, or set it to true; a departure from the "
+           "paper's full fine-tuning) or use a GPU with more memory (training runs on one GPU)")
+    raise MemoryError(f"fine-tuning {name}: {how}: at least {need / 2**30:.0f} GiB before activations, and "
+                      f"this GPU has {available_bytes / 2**30:.0f} GiB; {fix}. `make plan` lists this for "
+                      "every architecture before a run.")
+
+
 def train(model, examples: list[TrainExample], settings: FinetuneSettings, label_ids: list[int], pad_id: int,
           *, desc: str = "fine-tuning") -> list[dict]:
     """The optimisation loop; returns one record per optimizer step (CURVE_SCHEMA without dataset/variant)."""
+    if settings.gradient_checkpointing:
+        # Non-reentrant: works when the inputs need no grad (a frozen embedding under LoRA) and with autocast.
+        # (transformers 5 renames this activation_checkpointing_enable; the old name works from 4.35 to 5.x.)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=0.0)
     per_step = settings.batch_size * settings.grad_accum
@@ -207,6 +244,8 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
             log.info("step %d/%d epoch %d loss %.4f (lm %.4f fc %.4f qh %s)", step, total, epoch, sums["total"],
                      sums["lm"], sums["fc"], f"{sums['qh']:.4f}" if "qh" in sums else "-")
     bar.close()
+    if settings.gradient_checkpointing:
+        model.gradient_checkpointing_disable()
     model.eval()
     return curve
 
@@ -268,8 +307,15 @@ def finetune_verifier(
     log.info("%s/%s: %d training items from %s; weights %s; readout %s; L_lm target %s", dataset, variant,
              len(examples), selected, settings.loss_weights, resolve_readout(readout, tokenizer), settings.lm_target)
     dev = resolve_device(base.device)
-    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=torch.float32, use_safetensors=True).to(dev)
-    if settings.lora.get("enabled"):
+    lora = bool(settings.lora.get("enabled"))
+    if dev.startswith("cuda"):
+        params = prepared_params(base.directory)
+        if params is not None:
+            check_training_memory(base.name, params, lora,
+                                  torch.cuda.get_device_properties(torch.device(dev)).total_memory)
+    dtype = torch.bfloat16 if lora and dev.startswith("cuda") else torch.float32  # FROZEN_BYTES
+    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True).to(dev)
+    if lora:
         model = _apply_lora(model, settings.lora)
     curve: list[dict] = []
     if examples:
@@ -277,7 +323,7 @@ def finetune_verifier(
     else:
         log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
                     dataset, variant, selected)
-    if settings.lora.get("enabled"):
+    if lora:
         model = model.merge_and_unload()
     rows = [{"dataset": dataset, "variant": variant, **c} for c in curve]
     frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)),

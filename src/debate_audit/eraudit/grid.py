@@ -52,6 +52,13 @@ def base_models(verifier: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(verifier.get("base_models") or []))
 
 
+def uses_lora(verifier: Mapping[str, Any], architecture: str) -> bool:
+    """Whether `architecture`'s verifiers train LoRA adapters: `verifier.lora.enabled` is true for all, false
+    for none, or the list of the architectures that do (the others train all parameters)."""
+    enabled = (verifier.get("lora") or {}).get("enabled", False)
+    return architecture in enabled if isinstance(enabled, list) else bool(enabled)
+
+
 def lengths(debate: Mapping[str, Any]) -> list[str]:
     transcripts = debate.get("transcripts") or {}
     if transcripts.get("source") == "release":

@@ -52,10 +52,27 @@ def safetensors_params(directory: str | Path) -> int | None:
     return total
 
 
+def quantization_config(directory: str | Path) -> dict | None:
+    """config.json's `quantization_config` of a prepared directory (gpt-oss ships MXFP4 experts), or None."""
+    config = Path(directory) / "config.json"
+    return json.loads(config.read_text()).get("quantization_config") if config.exists() else None
+
+
+def prepared_params(directory: str | Path) -> float | None:
+    """Parameters of a prepared model directory: exact from its safetensors headers, or, where the weights are
+    stored quantized, estimated from config.json (the headers count packed bytes and scales: gpt-oss's MXFP4
+    experts hold two parameters per byte, so their count is about half the model). None: no weights there."""
+    exact = safetensors_params(directory)
+    if exact is None or quantization_config(directory) is None:
+        return exact
+    return params_from_config(json.loads((Path(directory) / "config.json").read_text())) * 1e9
+
+
 def params_b(spec: ModelSpec, model_dir: str | Path | None = None) -> float | None:
-    """Billions of parameters: exact from the prepared directory's weights when there are some, else the
-    known table, else a size written in the id or name ("...-14B-...", "...-135m"); None when nothing says."""
-    exact = safetensors_params(model_dir) if model_dir is not None else None
+    """Billions of parameters: from the prepared directory when there are weights in it (prepared_params),
+    else the known table, else a size written in the id or name ("...-14B-...", "...-135m"); None when
+    nothing says."""
+    exact = prepared_params(model_dir) if model_dir is not None else None
     if exact is not None:
         return exact / 1e9
     if spec.source == "random":
