@@ -234,10 +234,14 @@ def checkpoint_fingerprint(wc):
     return f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
 
 
+def finetune_mode(wc):
+    """The debate mode (honest / adversarial) of the transcripts a fine-tuned variant trains on."""
+    return VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]
+
+
 def finetune_transcripts(wc):
     """The selected transcripts a fine-tuned variant trains on (honest or adversarial, at its length)."""
-    mode = VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]
-    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/debates_{mode}.parquet"
+    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/debates_{finetune_mode(wc)}.parquet"
 
 
 def finetune_adjudications(wc):
@@ -245,8 +249,7 @@ def finetune_adjudications(wc):
     transcripts it trains on; [] for lm_target argument."""
     if LM_TARGET != "adjudication":
         return []
-    mode = VERIFIER_VARIANTS[grid.Checkpoint.of(wc.length, wc.variant).verifier]
-    return f"{VERIFIER_OUT}/{wc.architecture}/{wc.dataset}/{wc.length}/adjudications_{mode}.parquet"
+    return f"{VERIFIER_OUT}/{wc.architecture}/{wc.dataset}/{wc.length}/adjudications_{finetune_mode(wc)}.parquet"
 
 
 def finetune_settings(wc):

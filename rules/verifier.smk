@@ -4,14 +4,14 @@
 from debate_audit.eraudit.adjudication import ADJUDICATION_VERSION
 from debate_audit.eraudit.finetune import training_items_id
 from debate_audit.eraudit.readout import readout_id
-from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
-from debate_audit.eraudit.verifiers import VERIFIERS as VERIFIER_DEFS
 
-# variant -> transcript mode, and every verifier name (base first): one definition in the library.
-VERIFIERS = list(VERIFIER_DEFS)
-# FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights: per checkpoint).
+# variant -> transcript mode, from the one list of verifier variants
+from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
+
+# FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights and lora: per
+# checkpoint, finetune_settings in rules/common.smk).
 FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
-FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lora", "lm_target"]
+FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lm_target"]
 FINETUNE_KEYS += ["gradient_checkpointing"]
 LM_TARGET = config["verifier"]["lm_target"]
 VERIFIER_OUT = "results/er_audit/verifier"

@@ -215,10 +215,11 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         errors.append("verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
                       "or set verifier.base_model")
     lora = (verifier.get("lora") or {}).get("enabled") if isinstance(verifier, dict) else None
-    for i, name in enumerate(lora if isinstance(lora, list) else []):
-        if name not in grid.base_models(verifier):
-            errors.append(f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
-                          f"(verifier.base_models: {grid.base_models(verifier)})")
+    if isinstance(lora, list):
+        architectures = grid.base_models(verifier)
+        errors.extend(f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
+                      f"(verifier.base_models: {architectures})"
+                      for i, name in enumerate(lora) if name not in architectures)
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
     return errors

@@ -307,13 +307,14 @@ def finetune_verifier(
     log.info("%s/%s: %d training items from %s; weights %s; readout %s; L_lm target %s", dataset, variant,
              len(examples), selected, settings.loss_weights, resolve_readout(readout, tokenizer), settings.lm_target)
     dev = resolve_device(base.device)
+    on_gpu = dev.startswith("cuda")
     lora = bool(settings.lora.get("enabled"))
-    if dev.startswith("cuda"):
+    if on_gpu:
         params = prepared_params(base.directory)
         if params is not None:
             check_training_memory(base.name, params, lora,
                                   torch.cuda.get_device_properties(torch.device(dev)).total_memory)
-    dtype = torch.bfloat16 if lora and dev.startswith("cuda") else torch.float32  # FROZEN_BYTES
+    dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES
     model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True).to(dev)
     if lora:
         model = _apply_lora(model, settings.lora)
@@ -326,8 +327,7 @@ def finetune_verifier(
     if lora:
         model = model.merge_and_unload()
     rows = [{"dataset": dataset, "variant": variant, **c} for c in curve]
-    frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)),
-                        labels)
+    frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)), labels)
     write_parquet(frame, CURVE_SCHEMA, curve_out)
     record = save_verifier(
         model,

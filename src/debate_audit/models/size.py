@@ -52,20 +52,15 @@ def safetensors_params(directory: str | Path) -> int | None:
     return total
 
 
-def quantization_config(directory: str | Path) -> dict | None:
-    """config.json's `quantization_config` of a prepared directory (gpt-oss ships MXFP4 experts), or None."""
-    config = Path(directory) / "config.json"
-    return json.loads(config.read_text()).get("quantization_config") if config.exists() else None
-
-
 def prepared_params(directory: str | Path) -> float | None:
-    """Parameters of a prepared model directory: exact from its safetensors headers, or, where the weights are
-    stored quantized, estimated from config.json (the headers count packed bytes and scales: gpt-oss's MXFP4
-    experts hold two parameters per byte, so their count is about half the model). None: no weights there."""
-    exact = safetensors_params(directory)
-    if exact is None or quantization_config(directory) is None:
-        return exact
-    return params_from_config(json.loads((Path(directory) / "config.json").read_text())) * 1e9
+    """Parameters of a prepared model directory: exact from its safetensors headers, or, where config.json
+    says the weights are stored quantized, estimated from config.json (the headers count packed bytes and
+    scales: gpt-oss's MXFP4 experts hold two parameters per byte, about half the model). None: no weights."""
+    config_file = Path(directory) / "config.json"
+    config = json.loads(config_file.read_text()) if config_file.exists() else {}
+    if config.get("quantization_config") and any(Path(directory).glob("*.safetensors")):
+        return params_from_config(config) * 1e9
+    return safetensors_params(directory)
 
 
 def params_b(spec: ModelSpec, model_dir: str | Path | None = None) -> float | None:
