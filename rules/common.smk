@@ -257,9 +257,11 @@ def finetune_settings(wc):
     retrains V_org alone."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
-    lora = dict(
-        config["verifier"]["lora"],
-        enabled=grid.uses_lora(config["verifier"], wc.architecture),
+    # A full-parameter checkpoint carries no LoRA settings, so changing them retrains only LoRA ones.
+    lora = (
+        dict(config["verifier"]["lora"], enabled=True)
+        if grid.uses_lora(config["verifier"], wc.architecture)
+        else {"enabled": False}
     )
     return {key: config["verifier"][key] for key in FINETUNE_KEYS} | {
         "loss_weights": weights,

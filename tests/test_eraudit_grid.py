@@ -114,6 +114,11 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, embedded
     fingerprints = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w12/honest/fingerprint.json")
                                   .read_text())["weights_sha256"] for a in ARCHS}
     assert fingerprints[ARCHS[0]] != fingerprints[ARCHS[1]]
+    # the smoke overlay trains the embedded model with LoRA (saved as an adapter) and tiny-qwen2 in full
+    kinds = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w12/honest/fingerprint.json").read_text())
+             ["checkpoint"] for a in ARCHS}
+    assert kinds == {"smollm2-135m": "lora-adapter", "tiny-qwen2": "full"}
+    assert (workdir / "resources/verifiers/smollm2-135m/gpqa_h/w12/honest/adapter_config.json").exists()
     for a in ARCHS:
         for setting in ("w12_qh1", "w12_qh2", "w20_qh1", "w20_qh2"):
             summary = pl.read_parquet(workdir / f"results/er_audit/audit/{a}/gpqa_h/{setting}/summary.parquet")

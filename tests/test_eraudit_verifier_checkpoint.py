@@ -94,3 +94,50 @@ def test_checkpoint_reloads_to_the_same_scores(tiny_base, tokenizer, tmp_path):
     assert max(abs(a - b) for a, b in zip(reloaded, base)) > 1e-6  # the step changed the verifier
     assert record["weights_sha256"] != read_fingerprint(embedded_model_dir)["weights_sha256"]
     assert read_fingerprint(out)["variant"] == "org"
+
+
+@pytest.mark.slow
+def test_lora_adapter_checkpoint_scores_as_the_merged_one_and_travels_with_its_base(tiny_base, tokenizer, tmp_path):
+    pytest.importorskip("peft")
+    import shutil
+
+    from debate_audit.eraudit.finetune import _apply_lora
+    from debate_audit.models import write_fingerprint
+    from debate_audit.models.adapter import is_adapter
+
+    lora = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    model = _apply_lora(AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32), lora)
+    label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"][0] for label in LABELS]
+    ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
+                        target=argument_target("A", ITEM["y_true"], "She trusted Pim."), with_qh=True,
+                        max_length=160, max_target_tokens=16)
+    settings = FinetuneSettings(epochs=1, max_steps=2, learning_rate=5e-2, batch_size=1, grad_accum=1, lora=lora)
+    train(model, [ex], settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
+    base_sha = read_fingerprint(tiny_base)["weights_sha256"]
+    adapter = tmp_path / "verifiers" / "org"
+    save_verifier(model, tokenizer, adapter, adapter_of=tiny_base, base_weights_sha256=base_sha)
+    merged = tmp_path / "merged"
+    save_verifier(model.merge_and_unload(), tokenizer, merged, base_weights_sha256=base_sha)
+    assert is_adapter(adapter) and not is_adapter(merged)
+    assert read_fingerprint(adapter)["checkpoint"] == "lora-adapter" and read_fingerprint(merged)["checkpoint"] == "full"
+    size = sum(f.stat().st_size for f in adapter.glob("*.safetensors"))
+    assert size < sum(f.stat().st_size for f in merged.glob("*.safetensors")) / 5
+    questions, answers, others = [ITEM["q_m"], ITEM["q_h"]], [ITEM["y_true"], ITEM["h_true"]], [ITEM["y_false"], ITEM["h_false"]]
+    from_merged = answer_probability(LanguageModel(merged, cache=None), questions, answers, others)
+    from_adapter = answer_probability(LanguageModel(adapter, cache=None), questions, answers, others)
+    assert from_adapter == pytest.approx(from_merged, abs=1e-6)
+    base = answer_probability(LanguageModel(tiny_base, cache=None), questions, answers, others)
+    assert max(abs(a - b) for a, b in zip(from_adapter, base)) > 1e-6  # the adapter is applied
+
+    # The adapter names its base relative to itself: moving both keeps it loadable.
+    moved = tmp_path / "moved"
+    shutil.copytree(tiny_base, moved / "base")
+    shutil.copytree(adapter, moved / "verifiers" / "org")
+    assert answer_probability(LanguageModel(moved / "verifiers" / "org", cache=None), questions, answers,
+                              others) == pytest.approx(from_adapter, abs=1e-6)
+    # A base that changed under the adapter is an error naming the adapter, not a silently different verifier.
+    torch.manual_seed(1)
+    AutoModelForCausalLM.from_config(AutoModelForCausalLM.from_pretrained(tiny_base).config).save_pretrained(moved / "base")
+    write_fingerprint(moved / "base", name="tiny-base")
+    with pytest.raises(ValueError, match=r"verifiers/org: LoRA adapter trained on base weights .* retrain the verifier"):
+        LanguageModel(moved / "verifiers" / "org", cache=None)

@@ -72,6 +72,9 @@ class TrainingMemory:
     params_b: float | None
     lora: bool
     gib: float | None
+    # one saved checkpoint on a GPU: full weights in the evaluation dtype, or a LoRA adapter (~10-50 MB)
+    checkpoint_gib: float | None = None
+    adapter: bool = False
 
 
 @dataclass
@@ -276,7 +279,11 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingM
         size = params_b(specs[arch]) if arch in specs else None
         lora = grid.uses_lora(config["verifier"], arch)
         gib = None if size is None else training_memory_bytes(size * 1e9, lora) / 2**30
-        rows.append(TrainingMemory(arch, size, lora, gib))
+        adapter = lora and config["verifier"]["lora"].get("save", "adapter") == "adapter"
+        # finetune.py saves a full checkpoint in the dtype it is evaluated in: bf16 on a GPU unless the spec says
+        saved_bytes = 4 if arch in specs and specs[arch].dtype == "float32" else 2
+        saved = None if size is None else (0.0 if adapter else size * 1e9 * saved_bytes / 2**30)
+        rows.append(TrainingMemory(arch, size, lora, gib, saved, adapter))
     return rows
 
 
@@ -344,15 +351,22 @@ def render(plan: Plan) -> str:
               "A rule whose jobs use several models has one row per model; its job count is the rule's."]
     if plan.training:
         header = ["verifier architecture", "parameters", "training", "GPU GiB before activations",
-                  *(f"fits one {gpu}" for gpu in GPU_GIB)]
+                  *(f"fits one {gpu}" for gpu in GPU_GIB), "disk GiB per checkpoint"]
         rows = [[t.architecture, "?" if t.params_b is None else f"{t.params_b:.2f}B",
                  "LoRA (bf16 base)" if t.lora else "full-parameter AdamW (fp32)",
                  "?" if t.gib is None else f"{t.gib:.0f}",
-                 *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values())]
+                 *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values()),
+                 "<0.1 (adapter)" if t.adapter else ("?" if t.checkpoint_gib is None else f"{t.checkpoint_gib:.0f}")]
                 for t in plan.training]
         lines += ["", "Fine-tuning memory (verifier_finetune runs on one GPU and refuses to start where this does "
                   "not fit; activations come on top, verifier.gradient_checkpointing keeps them small):", "",
                   markdown_table(header, rows).rstrip("\n")]
+        finetunes = next((rp.jobs for rp in plan.rules if rp.rule == "verifier_finetune"), 0)
+        if finetunes and all(t.checkpoint_gib is not None for t in plan.training):
+            each = finetunes / len(plan.training)  # the grid gives every architecture the same checkpoints
+            total = sum(t.checkpoint_gib for t in plan.training) * each
+            lines += ["", f"Checkpoints: {finetunes} verifier_finetune jobs, about {total:.0f} GiB on disk under "
+                      "resources/verifiers/ (LoRA adapters counted as nothing; lora.save: merged stores a full copy)."]
     return "\n".join(lines)
 
 

@@ -2,8 +2,9 @@
 
 V_honest: honest transcripts, L = L_lm + L_fc. V_adv: adversarial transcripts, same objective. V_org:
 adversarial transcripts, L = L_lm + L_fc + L_qh (losses.py). Full-parameter AdamW with gradient
-accumulation by default; LoRA through peft as an option (merged into the weights before saving, so every
-checkpoint is a plain safetensors directory that LanguageModel loads). Only items of the train split (the
+accumulation by default; LoRA through peft as an option, saved as the adapter beside its base model
+(`lora.save: adapter`, models/adapter.py: a few MB where a merged GPT-20B is ~40 GB) or merged into a plain
+safetensors directory (`merged`); LanguageModel loads both. Only items of the train split (the
 split column of the transcripts' mode, splits.split_column) are used: honest ones with selection status ok
 or fallback (the release trains on its honest fallbacks), adversarial ones with status ok only (a fallback
 is not an attack; selection.py).
@@ -30,9 +31,10 @@ from tqdm.auto import tqdm
 
 from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
+from debate_audit.models.adapter import save_adapter
 from debate_audit.models.loading import ModelRef
 from debate_audit.models.size import prepared_params
-from debate_audit.models.spec import resolve_device
+from debate_audit.models.spec import resolve_device, resolve_dtype
 from debate_audit.provenance import record_model
 
 from .grid import labelled, unlabelled, with_labels
@@ -250,13 +252,19 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
     return curve
 
 
-def save_verifier(model, tokenizer, out_dir: str | Path, **fields) -> dict:
-    """A plain safetensors directory with tokenizer files; fingerprint.json (the rule output) comes last."""
+def save_verifier(model, tokenizer, out_dir: str | Path, adapter_of: str | Path | None = None, **fields) -> dict:
+    """A plain safetensors directory (or, `adapter_of` a base directory, peft's adapter of that base) with
+    tokenizer files; fingerprint.json (the rule output) comes last."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)  # no stale shards from an earlier run
     out_dir.mkdir(parents=True)
-    model.save_pretrained(out_dir, safe_serialization=True)
+    if adapter_of is not None:
+        save_adapter(model, out_dir, adapter_of)
+        fields["checkpoint"] = "lora-adapter"
+    else:
+        model.save_pretrained(out_dir, safe_serialization=True)
+        fields["checkpoint"] = "full"
     tokenizer.save_pretrained(out_dir)
     return write_fingerprint(out_dir, **fields)
 
@@ -324,8 +332,13 @@ def finetune_verifier(
     else:
         log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
                     dataset, variant, selected)
-    if lora:
+    adapter_only = lora and settings.lora.get("save", "adapter") == "adapter"
+    if lora and not adapter_only:
         model = model.merge_and_unload()
+    if not adapter_only:
+        # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to
+        # it anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
+        model = model.to(resolve_dtype(base.dtype, dev))
     rows = [{"dataset": dataset, "variant": variant, **c} for c in curve]
     frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)), labels)
     write_parquet(frame, CURVE_SCHEMA, curve_out)
@@ -333,6 +346,7 @@ def finetune_verifier(
         model,
         tokenizer,
         out_dir,
+        adapter_of=base.directory if adapter_only else None,
         name=f"verifier-{dataset}-{variant}",
         dataset=dataset,
         variant=variant,
