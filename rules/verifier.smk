@@ -65,7 +65,7 @@ rule verifier_finetune:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(wc.architecture, training=True),
+        mem_mb=finetune_mem_mb,
         runtime=720,
     params:
         base=lambda wc: model_ref(wc.architecture),

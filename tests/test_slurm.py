@@ -102,8 +102,12 @@ def test_model_job_memory_comes_from_the_model(tmp_path, embedded_model_dir):
     mem = dry_run_resources(workdir)
     params = 134_515_008  # SmolLM2-135M
     inference = 2000 + -(-15 * params * 4 // 10**7)  # JOB_BASE_MB + ceil(1.5 x weights MB)
-    for rule in rules_declaring_gpu() - {"verifier_finetune"}:
+    # The smoke overlay trains the embedded model with LoRA: frozen weights only, as inference.
+    for rule in rules_declaring_gpu():
         assert mem[rule] == {inference}, (rule, mem.get(rule))
+    # Full-parameter training adds gradients and two AdamW moments: 4 x the weights.
+    (workdir / "full.yaml").write_text("verifier: {lora: {enabled: false}}\n")
+    mem = dry_run_resources(workdir, "--until", "verifier_finetune", overlays=("full.yaml",))
     assert mem["verifier_finetune"] == {2000 + -(-4 * params * 4 // 10**6)}
     # Not prepared yet: the size its model card gives (models.size.KNOWN_PARAMS_B, 14.77B), in its dtype
     # (x 2 bytes x 1.5 + 2 GB).
