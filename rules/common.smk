@@ -218,9 +218,9 @@ def model_mem_mb(*names, training=False):
 
 
 def finetune_mem_mb(wc):
-    """mem_mb of one verifier_finetune job: full-parameter training holds gradients and two AdamW moments
-    beside the weights; LoRA only the frozen weights and a few MB of adapters (on a GPU the host merely
-    loads them), so it asks what inference does (GPT-20B in bf16: ~65 GB, not ~169 GB)."""
+    """mem_mb of one verifier_finetune job: full-parameter training holds gradients and two AdamW
+    moments beside the weights; LoRA only the frozen weights and a few MB of adapters (on a GPU the
+    host merely loads them): what inference asks (GPT-20B in bf16: ~65, not ~169 GB)."""
     lora = grid.uses_lora(config["verifier"], wc.architecture)
     return model_mem_mb(wc.architecture, training=not lora)
 
