@@ -20,7 +20,7 @@ from typing import Any
 
 from .eraudit import grid
 from .markdown import markdown_table
-from .models.size import params_b
+from .models.size import bytes_per_param, params_b
 from .models.spec import ModelSpec
 
 # Measured on one H200, bf16, Llama-8B shape (benchmarks/README.md, "GPU" section): scoring 149 prompts/s of
@@ -272,16 +272,16 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
 def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingMemory]:
     """Per verifier architecture: the GPU memory its fine-tuning needs before activations, full-parameter
     or LoRA as configured (the job itself refuses to start on a GPU that is too small)."""
-    from .eraudit.finetune import training_memory_bytes
+    from .eraudit.finetune import saves_adapter, training_memory_bytes
 
     rows = []
     for arch in grid.base_models(config["verifier"]):
         size = params_b(specs[arch]) if arch in specs else None
         lora = grid.uses_lora(config["verifier"], arch)
         gib = None if size is None else training_memory_bytes(size * 1e9, lora) / 2**30
-        adapter = lora and config["verifier"]["lora"].get("save", "adapter") == "adapter"
-        # finetune.py saves a full checkpoint in the dtype it is evaluated in: bf16 on a GPU unless the spec says
-        saved_bytes = 4 if arch in specs and specs[arch].dtype == "float32" else 2
+        adapter = saves_adapter(dict(config["verifier"]["lora"], enabled=lora))
+        # finetune.py saves a full checkpoint in the dtype it is evaluated in (on a GPU)
+        saved_bytes = bytes_per_param(specs[arch], gpu=True) if arch in specs else 2
         saved = None if size is None else (0.0 if adapter else size * 1e9 * saved_bytes / 2**30)
         rows.append(TrainingMemory(arch, size, lora, gib, saved, adapter))
     return rows

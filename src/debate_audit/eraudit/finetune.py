@@ -174,6 +174,11 @@ def _apply_lora(model, lora: dict):
     return get_peft_model(model, config)
 
 
+def saves_adapter(lora: dict) -> bool:
+    """Whether a LoRA verifier (`lora`: its settings, `enabled` resolved) is saved as its adapter, not merged."""
+    return bool(lora.get("enabled")) and lora.get("save", "adapter") == "adapter"
+
+
 def training_memory_bytes(params: float, lora: bool) -> float:
     """GPU memory one fine-tuning job holds before activations (FULL_TRAINING_BYTES / FROZEN_BYTES)."""
     return params * (FROZEN_BYTES if lora else FULL_TRAINING_BYTES)
@@ -332,7 +337,7 @@ def finetune_verifier(
     else:
         log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
                     dataset, variant, selected)
-    adapter_only = lora and settings.lora.get("save", "adapter") == "adapter"
+    adapter_only = saves_adapter(settings.lora)
     if lora and not adapter_only:
         model = model.merge_and_unload()
     if not adapter_only:

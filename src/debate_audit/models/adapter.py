@@ -47,10 +47,11 @@ def adapter_base(directory: str | Path) -> Path:
     return base
 
 
-def load_merged(directory: str | Path, **kwargs: Any) -> Any:
-    """The base model with adapter `directory` merged into its weights: a plain transformers model."""
+def load_merged(directory: str | Path, base_dir: str | Path, **kwargs: Any) -> Any:
+    """Base model `base_dir` (`adapter_base(directory)`) with adapter `directory` merged into its weights:
+    a plain transformers model."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(adapter_base(directory), **kwargs)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, **kwargs)
     return PeftModel.from_pretrained(base, directory).merge_and_unload()

@@ -93,9 +93,9 @@ class LanguageModel:
         # Scoring batches are bounded by tokens; on GPU "auto" lets the probe raise the prompt count too.
         self._max_batch = 4096 if self._auto_batch and self.device.startswith("cuda") else self.batch_size
         self._token_budget: int | None = None
-        adapter = model is None and is_adapter(self.model_dir)
-        model_config = model.config if model is not None else AutoConfig.from_pretrained(
-            adapter_base(self.model_dir) if adapter else self.model_dir)
+        # A LoRA adapter checkpoint (adapter.py): the architecture and the weights are its base's.
+        base_dir = adapter_base(self.model_dir) if model is None and is_adapter(self.model_dir) else None
+        model_config = model.config if model is not None else AutoConfig.from_pretrained(base_dir or self.model_dir)
         if has_sliding_window(model_config) or has_linear_attention(model_config):
             # A sliding-window layer keeps only its window of keys and a linear-attention layer a recurrent
             # state, so stored prompt states cannot be extended or copied row by row: no prefix reuse, and the
@@ -120,8 +120,8 @@ class LanguageModel:
             # attn None: SDPA where the class has it, else eager (gpt_oss has no SDPA kernel).
             kwargs = {"dtype": self.torch_dtype, "use_safetensors": True,
                       **({"attn_implementation": attn} if attn else {})}
-            if adapter:
-                model = load_merged(self.model_dir, **kwargs)
+            if base_dir is not None:
+                model = load_merged(self.model_dir, base_dir, **kwargs)
             else:
                 model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
         elif attn and getattr(model.config, "_attn_implementation", attn) != attn and hasattr(model, "set_attn_implementation"):
