@@ -28,7 +28,9 @@ a plain length-sorted single-pass scorer (batches of --batch-size, left padding,
 position only: what a careful user writes), lm-eval's HFLM.loglikelihood (batch --batch-size) and
 choice_logprobs (batch --batch-size, no cache, prefix store off); medians of --repeats. With `--clock cpu`
 the seconds are this process's CPU time (all methods run single-threaded with OMP_NUM_THREADS=1), which
-other jobs on a shared machine inflate far less than wall time.
+other jobs on a shared machine inflate far less than wall time. `--profile` adds one call each of the plain
+scorer and of ours under torch.profiler: self CPU time in matrix products, in attention and in the rest,
+and what that bounds (the plain scorer's total over ours' products alone).
 
 Useful FLOPs count each unique token once (a prefix shared by a group counts once), its attention over
 the tokens before it, and one vocabulary projection per prompt; the rate is compared with a measured
@@ -100,7 +102,7 @@ def shapes_table(args) -> str:
             hflm = HFLM(pretrained=ref_model, tokenizer=tok, batch_size=args.batch_size, device="cpu")
         except Exception as exc:  # noqa: BLE001 - report any reason it cannot run
             print(f"lm-eval not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
-    rows = []
+    rows, profiles = [], []
     start_machine = machine()
     for shape in args.shapes:
         prompts = shape_prompts(tok, shape, args.prompts)
@@ -149,6 +151,9 @@ def shapes_table(args) -> str:
                 times[name].append(dt * (len(prompts) / k if name == "naive two-pass" else 1))
                 print(f"{shape} repeat {rep + 1} {name}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
         med = {m: statistics.median(t) for m, t in times.items()}
+        if args.profile:
+            profiles.append(profile_split(shape, {"plain": methods["plain length-sorted single pass"],
+                                                  "ours": methods["choice_logprobs (ours)"]}))
         ref = results["naive two-pass"]
         for name in methods:
             diff = max(abs(math.exp(a) - math.exp(b)) for r, s in zip(results[name][:k], ref) for a, b in zip(r, s))
@@ -157,11 +162,39 @@ def shapes_table(args) -> str:
                          len(prompts) / med[name], med["naive two-pass"] / med[name],
                          harness / med[name] if harness else "-", med["plain length-sorted single pass"] / med[name],
                          f"{diff:.1e}"])
+    text = ""
+    if profiles:
+        text = "\n\nOperator profile (torch.profiler, one call each, self CPU seconds):\n\n" + table(
+            ["shape", "method", "total", "matrix products (aten::mm)", "attention (SDPA)", "everything else",
+             "ours with nothing but its mm, x plain", "ours' non-mm for 1.2x plain"],
+            [row for pair in profiles for row in pair])
     header = (f"{args.prompts} two-choice prompts per shape, batch size {args.batch_size}, median of {args.repeats} "
               f"(naive on the first {args.baseline_prompts}, scaled), {args.clock} seconds\nmachine: {start_machine}, "
               f"{os.getloadavg()[0]:.1f} at the end")
     return header + "\n\n" + table(["shape", "tokens", "method", "seconds", "prompts/s", "x naive", "x lm-eval",
-                                     "x plain", f"max |dp| vs naive (first {args.baseline_prompts})"], rows)
+                                     "x plain", f"max |dp| vs naive (first {args.baseline_prompts})"], rows) + text
+
+
+def profile_split(shape: str, methods: dict) -> list[list]:
+    """One profiled call of the plain scorer and of ours: self CPU time in matrix products, in attention and
+    in the rest. The bound column is the plain scorer's total over ours' matrix products alone: no change to
+    anything but the products (which ours already runs on real tokens only) can take ours past it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    split = {}
+    for name, fn in methods.items():
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+        ops = {e.key: e.self_cpu_time_total / 1e6 for e in prof.key_averages()}
+        total = sum(ops.values())
+        mm = sum(t for k, t in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm"))
+        attention = sum(t for k, t in ops.items() if "scaled_dot_product" in k)
+        split[name] = (total, mm, attention)
+    plain_total, ours_mm = split["plain"][0], split["ours"][1]
+    return [[shape, name, total, mm, attention, total - mm - attention,
+             plain_total / ours_mm if name == "ours" else "-",
+             max(0.0, plain_total / 1.2 - ours_mm) if name == "ours" else "-"]
+            for name, (total, mm, attention) in split.items()]
 
 
 def main() -> None:
@@ -174,6 +207,8 @@ def main() -> None:
     parser.add_argument("--duplicates", action="store_true", help="add the '+ 50%% duplicates' row")
     parser.add_argument("--out", help="also write the table (Markdown) here")
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="run the prompt-shape table instead")
+    parser.add_argument("--profile", action="store_true",
+                        help="prompt-shape table: also profile one call of the plain scorer and of ours per shape")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="prompt-shape table: wall time, or this process's CPU time (on a shared machine)")
     args = parser.parse_args()
