@@ -190,14 +190,12 @@ def release_transcript_inputs(dataset, mode):
 # peaks at 1.1-1.2 GB, fine-tuning at 3.0 GB; the formula gives 2.8 GB and 4.2 GB.
 import math
 
-from debate_audit.models.size import params_b
+from debate_audit.models.size import bytes_per_param, params_b
 
 JOB_BASE_MB = 2000  # interpreter, torch, tokenizer, data, activations
 INFERENCE_HEADROOM = 1.5
 TRAINING_HEADROOM = 4.0  # weights, gradients and two AdamW moments in the same dtype
 UNKNOWN_MODEL_PARAMS = 8e9
-# "auto" is float32 on the CPU and bfloat16 on a GPU; count the larger.
-DTYPE_BYTES = {"auto": 4, "float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def model_params(name):
@@ -212,7 +210,8 @@ def model_mem_mb(*names, training=False):
     for name in dict.fromkeys(names):
         spec = model_spec(name)
         if spec.source != "openai":
-            weights_mb += model_params(name) * DTYPE_BYTES.get(spec.dtype, 4) / 1e6
+            # "auto" counts as on the CPU (float32), the larger of its two dtypes
+            weights_mb += model_params(name) * bytes_per_param(spec, gpu=False) / 1e6
     headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
     return JOB_BASE_MB + math.ceil(headroom * weights_mb)
 
@@ -265,15 +264,9 @@ def finetune_settings(wc):
     retrains V_org alone."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
-    # A full-parameter checkpoint carries no LoRA settings, so changing them retrains only LoRA ones.
-    lora = (
-        dict(config["verifier"]["lora"], enabled=True)
-        if grid.uses_lora(config["verifier"], wc.architecture)
-        else {"enabled": False}
-    )
     return {key: config["verifier"][key] for key in FINETUNE_KEYS} | {
         "loss_weights": weights,
-        "lora": lora,
+        "lora": grid.lora_settings(config["verifier"], wc.architecture),
     }
 
 

@@ -180,6 +180,21 @@ def test_lora_per_architecture():
     assert uses_lora({"lora": {"enabled": True}}, "small") and not uses_lora({"lora": {"enabled": False}}, "big")
     assert not uses_lora({}, "big")
 
+
+def test_lora_settings_only_reach_lora_architectures():
+    from debate_audit.eraudit.finetune import saves_adapter
+    from debate_audit.eraudit.grid import lora_settings
+
+    verifier = {"lora": {"enabled": ["big"], "r": 16, "save": "adapter"}}
+    assert lora_settings(verifier, "big") == {"enabled": True, "r": 16, "save": "adapter"}
+    # a full-parameter architecture's settings do not change with r or save: its checkpoints stay put
+    assert lora_settings(verifier, "small") == lora_settings({"lora": {"enabled": ["big"], "r": 8}}, "small")
+    assert lora_settings(verifier, "small") == {"enabled": False}
+    assert saves_adapter(lora_settings(verifier, "big")) and not saves_adapter(lora_settings(verifier, "small"))
+    merged = {"lora": {"enabled": True, "save": "merged"}}
+    assert not saves_adapter(lora_settings(merged, "small"))
+
+
 # ------------------------------------------------------------------ Table 1
 def test_table1_reads_only_the_eval_split_and_computes_acc_and_mtp():
     import polars as pl

@@ -279,10 +279,10 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingM
         size = params_b(specs[arch]) if arch in specs else None
         lora = grid.uses_lora(config["verifier"], arch)
         gib = None if size is None else training_memory_bytes(size * 1e9, lora) / 2**30
-        adapter = saves_adapter(dict(config["verifier"]["lora"], enabled=lora))
-        # finetune.py saves a full checkpoint in the dtype it is evaluated in (on a GPU)
-        saved_bytes = bytes_per_param(specs[arch], gpu=True) if arch in specs else 2
-        saved = None if size is None else (0.0 if adapter else size * 1e9 * saved_bytes / 2**30)
+        adapter = saves_adapter(grid.lora_settings(config["verifier"], arch))
+        saved = None
+        if size is not None:  # finetune.py saves a full checkpoint in the dtype it is evaluated in (on a GPU)
+            saved = 0.0 if adapter else size * 1e9 * bytes_per_param(specs[arch], gpu=True) / 2**30
         rows.append(TrainingMemory(arch, size, lora, gib, saved, adapter))
     return rows
 

@@ -338,9 +338,9 @@ def finetune_verifier(
         log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
                     dataset, variant, selected)
     adapter_only = saves_adapter(settings.lora)
-    if lora and not adapter_only:
-        model = model.merge_and_unload()
     if not adapter_only:
+        if lora:
+            model = model.merge_and_unload()
         # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to
         # it anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
         model = model.to(resolve_dtype(base.dtype, dev))

@@ -59,6 +59,14 @@ def uses_lora(verifier: Mapping[str, Any], architecture: str) -> bool:
     return architecture in enabled if isinstance(enabled, list) else bool(enabled)
 
 
+def lora_settings(verifier: Mapping[str, Any], architecture: str) -> dict[str, Any]:
+    """`architecture`'s LoRA settings with `enabled` resolved: `verifier.lora` for a LoRA architecture, only
+    `{"enabled": False}` for a full-parameter one (so changing r or alpha retrains only the LoRA ones)."""
+    if uses_lora(verifier, architecture):
+        return dict(verifier["lora"], enabled=True)
+    return {"enabled": False}
+
+
 def lengths(debate: Mapping[str, Any]) -> list[str]:
     transcripts = debate.get("transcripts") or {}
     if transcripts.get("source") == "release":
