@@ -111,3 +111,22 @@ def test_a_final_assistant_message_is_continued_not_answered(embedded_lm):
     assert rendered.endswith("<|im_start|>assistant\nThe capital of France is")
     text = embedded_lm.generate([[question, prefill]], GenerationParams(max_new_tokens=8))[0][0]
     assert "Paris" in text and not text.startswith("The capital")
+
+
+def test_a_numerics_version_bump_makes_every_cached_call_miss(embedded_model_dir, tmp_path, monkeypatch):
+    from debate_audit.models import lm as lm_module
+
+    prompts = judge_prompts(LanguageModel(embedded_model_dir))[:2]
+    convs = [[{"role": "user", "content": q}] for q in QUESTIONS[:2]]
+    first = LanguageModel(embedded_model_dir, cache=tmp_path / "c")
+    scores = first.choice_logprobs(prompts, [" A", " B"])
+    texts = first.generate(convs, GenerationParams(max_new_tokens=4))
+    first.close()
+    same = LanguageModel(embedded_model_dir, cache=tmp_path / "c")
+    assert same.choice_logprobs(prompts, [" A", " B"]) == scores and same.generate(convs, GenerationParams(max_new_tokens=4)) == texts
+    assert (same.cache.hits, same.cache.misses) == (4, 0)
+    monkeypatch.setattr(lm_module, "NUMERICS_VERSION", lm_module.NUMERICS_VERSION + 1)
+    bumped = LanguageModel(embedded_model_dir, cache=tmp_path / "c")
+    assert bumped.choice_logprobs(prompts, [" A", " B"]) == scores  # recomputed: same code, same bits
+    bumped.generate(convs, GenerationParams(max_new_tokens=4))
+    assert (bumped.cache.hits, bumped.cache.misses) == (0, 4)

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
-from debate_audit.models.serving import OpenAIChatModel, OpenAICompatibleBackend
+from debate_audit.models.serving import OpenAIChatModel, OpenAICompatibleBackend, Retry, post_json
 
 
 @pytest.fixture
@@ -129,3 +129,68 @@ def test_server_backend_generates_for_a_local_model_and_shares_its_cache(server,
     # The in-process model finds the server's reply under the same key: the backend is not in the key.
     with open_model(embedded_ref, cache=cache) as local:
         assert local.generate(conv, GenerationParams(max_new_tokens=6)) == out
+
+
+@pytest.fixture
+def flaky_server():
+    """A server that answers each POST from a script of (status, headers) before a 200; records attempts."""
+    script: list[tuple[int, dict[str, str]]] = []
+    attempts: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            attempts.append(self.headers.get("Authorization"))
+            status, headers = script.pop(0) if script else (200, {})
+            data = json.dumps({"choices": [{"index": 0, "text": "ok"}]} if status == 200 else {"error": "busy"}).encode()
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/v1", script, attempts
+    httpd.shutdown()
+
+
+FAST = Retry(attempts=4, backoff_s=0.01, max_wait_s=0.05)
+
+
+def test_throttling_and_overload_are_retried_until_an_answer(flaky_server, monkeypatch, caplog):
+    url, script, attempts = flaky_server
+    monkeypatch.setenv("TEST_SERVING_KEY", "sk-never-logged")
+    script.extend([(503, {}), (429, {"Retry-After": "0"}), (502, {})])
+    with caplog.at_level("WARNING"):
+        reply = post_json(url + "/completions", {"prompt": "p"}, api_key_env="TEST_SERVING_KEY", timeout=5, retry=FAST)
+    assert reply["choices"][0]["text"] == "ok"
+    assert len(attempts) == 4 and set(attempts) == {"Bearer sk-never-logged"}
+    assert [r.getMessage().split(": ")[1].split(" (")[0] for r in caplog.records] == ["HTTP 503", "HTTP 429", "HTTP 502"]
+    assert "sk-never-logged" not in caplog.text
+
+
+def test_a_client_error_fails_at_once_and_a_lasting_outage_after_the_last_attempt(flaky_server):
+    url, script, attempts = flaky_server
+    script.append((400, {}))
+    with pytest.raises(RuntimeError, match=r"HTTP 400 .* after 1 attempt"):
+        post_json(url + "/completions", {}, api_key_env=None, timeout=5, retry=FAST)
+    script.extend([(503, {})] * 4)
+    with pytest.raises(RuntimeError, match=r"HTTP 503 .* after 4 attempt"):
+        post_json(url + "/completions", {}, api_key_env=None, timeout=5, retry=FAST)
+    assert len(attempts) == 5
+
+
+def test_a_refused_connection_is_retried_then_named():
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(RuntimeError, match=r"after 2 attempt"):
+        post_json(f"http://127.0.0.1:{port}/v1/completions", {}, api_key_env=None, timeout=2,
+                  retry=Retry(attempts=2, backoff_s=0.01))

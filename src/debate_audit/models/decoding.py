@@ -29,6 +29,13 @@ import torch
 from .prefix_store import KV, PrefixStore
 
 
+# The version of this module's numerics: bump it with any change that can move a score or a generated token
+# by even one bit (blocking, kernel choice, the order of a sum). It is part of the call cache's namespace
+# and keys (lm.py), so results computed by older code are never mixed with new ones after an upgrade:
+# every call misses once and is recomputed. History: 1 the packed pass with 64-slot blocks (unversioned
+# records); 2 row padding for CPUs whose matrix-product kernels depend on the row count.
+NUMERICS_VERSION = 2
+
 # Key slots per attention block. Any fixed size is batch-invariant; 64 rather than 128 wastes less on
 # short prompts and skips more of the causal triangle (short and no-prefix scoring 9-11% faster, long 7%).
 ATTENTION_BLOCK = 64

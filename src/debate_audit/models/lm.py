@@ -16,7 +16,7 @@ from .adapter import adapter_base, is_adapter, load_merged
 from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
+from .decoding import NUMERICS_VERSION, Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -133,7 +133,9 @@ class LanguageModel:
                         "in effect before the process's first matrix product).", os.environ.get("MKL_CBWR"))
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        self.cache = CallCache(cache, namespace=self.fingerprint)
+        # The numerics version keeps results of older scoring code apart (decoding.NUMERICS_VERSION).
+        self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}"
+        self.cache = CallCache(cache, namespace=self.cache_namespace)
 
     # ----------------------------------------------------------------- rendering
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:
@@ -159,7 +161,7 @@ class LanguageModel:
         return dict(zip(indices, self.tokenizer([texts[i] for i in indices], add_special_tokens=False)["input_ids"]))
 
     def _key(self, op: str, prompt: str, params: dict[str, Any]) -> str:
-        return cache_key(self.fingerprint, str(self.torch_dtype), op, prompt, params)
+        return cache_key(self.cache_namespace, str(self.torch_dtype), op, prompt, params)
 
     # --------------------------------------------------------------- operations
     def label_token_ids(self, labels: Sequence[str]) -> list[int]:

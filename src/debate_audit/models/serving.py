@@ -13,12 +13,18 @@ key, a log line or an output.
 
 from __future__ import annotations
 
+import email.utils
+import http.client
 import json
 import logging
 import os
+import random
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .cache import CallCache, cache_key
@@ -37,17 +43,63 @@ def _sampling_fields(params: Any) -> dict[str, Any]:
     return {"temperature": 0.0, "n": 1}
 
 
-def post_json(url: str, payload: dict[str, Any], *, api_key_env: str | None, timeout: float) -> dict[str, Any]:
-    """POST `payload` to `url` with the key from `api_key_env` (if named) as a bearer token."""
+# Statuses a server or a gateway sends for a passing condition (throttling, overload, a restarting
+# engine): worth the same request again. Anything else (400 bad request, 401 bad key, 404 unknown model)
+# fails at once, naming the status.
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a request is repeated after a retryable failure: exponential backoff with full jitter, capped,
+    or the server's own `Retry-After` when it sends one (also capped)."""
+
+    attempts: int = 8  # tries in all, the first included
+    backoff_s: float = 1.0  # the first wait's upper bound; doubles each time
+    max_wait_s: float = 60.0
+
+
+def _retry_after(err: urllib.error.HTTPError) -> float | None:
+    value = err.headers.get("Retry-After") if err.headers else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+        return None if when is None else max(0.0, when.timestamp() - time.time())
+
+
+def post_json(url: str, payload: dict[str, Any], *, api_key_env: str | None, timeout: float,
+              retry: Retry = Retry()) -> dict[str, Any]:
+    """POST `payload` to `url` with the key from `api_key_env` (if named) as a bearer token; 429, 5xx,
+    refused or dropped connections and timeouts are retried (`retry`). Log lines name the URL and the
+    status, never the key."""
     headers = {"Content-Type": "application/json"}
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
             raise RuntimeError(f"environment variable {api_key_env} (api_key_env) is not set")
         headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured URL)
-        return json.loads(response.read())
+    data = json.dumps(payload).encode()
+    for attempt in range(1, retry.attempts + 1):
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured URL)
+                return json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            if err.code not in RETRY_STATUSES or attempt == retry.attempts:
+                detail = err.read()[:300].decode("utf-8", "replace") if err.fp else ""
+                raise RuntimeError(f"POST {url}: HTTP {err.code} {err.reason} after {attempt} attempt(s): {detail}") from err
+            reason, hint = f"HTTP {err.code}", _retry_after(err)
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
+            if attempt == retry.attempts:
+                raise RuntimeError(f"POST {url}: {err} after {attempt} attempt(s)") from err
+            reason, hint = type(err).__name__, None
+        wait = min(retry.max_wait_s, hint if hint is not None else random.uniform(0, retry.backoff_s * 2 ** (attempt - 1)))
+        log.warning("POST %s: %s (attempt %d of %d); retrying in %.1f s", url, reason, attempt, retry.attempts, wait)
+        time.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 class OpenAIChatModel:
