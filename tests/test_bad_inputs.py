@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import polars as pl
@@ -21,9 +22,11 @@ import pytest
 import yaml
 
 from debate_audit.config_check import config_errors, used_models
+from debate_audit.cwpor.questions import falsehood_index, select_questions
 from debate_audit.data.io import DataError, read_text, write_parquet
 from debate_audit.data.pairs import prepare_gpqa_h, prepare_quality_h
 from debate_audit.data.truthfulqa import prepare_truthfulqa
+from debate_audit.eraudit.release import import_release, row_hash
 from debate_audit.eraudit.runtime import runtime_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,11 +49,11 @@ def run_tqa(tmp_path, content: bytes | str, name="t.csv"):
     return pl.read_parquet(tmp_path / "t.parquet"), pl.read_parquet(tmp_path / "t.rej.parquet")
 
 
-def run_gpqa(tmp_path, items, contexts=None, raw: bytes | None = None):
+def run_gpqa(tmp_path, items, contexts=None, raw: bytes | None = None, raw_contexts: str | None = None):
     pairs = tmp_path / "pairs.json"
     pairs.write_bytes(raw if raw is not None else json.dumps(items).encode())
     ctx = tmp_path / "ctx.json"
-    ctx.write_text(json.dumps(contexts if contexts is not None else {p["story_title"]: "context" for p in items}))
+    ctx.write_text(raw_contexts or json.dumps(contexts if contexts is not None else {p["story_title"]: "context" for p in items}))
     prepare_gpqa_h(str(pairs), str(ctx), tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
     return pl.read_parquet(tmp_path / "g.parquet"), pl.read_parquet(tmp_path / "g.rej.parquet")
 
@@ -65,6 +68,17 @@ TRUTHFULQA_REJECTED = [
     ("no incorrect answers", HEADER + GOOD_ROW + "Adversarial,Health,Q?,Best,Good,;,http://x\n", 1,
      ["incorrect_answers"]),
     ("unknown type", HEADER + GOOD_ROW + "Sideways,Health,Q?,Best,Good,Bad,http://x\n", 1, ["Sideways"]),
+    # rows that contradict themselves or repeat another (compared without whitespace, case, trailing . , ; : ! ?)
+    ("best answer also incorrect", HEADER + GOOD_ROW + "Adversarial,Health,Q2?,Cats purr.,Cats purr,Cats bark; CATS  purr!,x\n",
+     1, ["best_answer 'Cats purr.' is also among incorrect_answers"]),
+    ("every falsehood also correct", HEADER + "Adversarial,Law,Q2?,Yes,Yes; Maybe; Perhaps,maybe; perhaps!,x\n" + GOOD_ROW, 0,
+     ["every incorrect answer is also a correct answer"]),
+    ("same question twice", HEADER + GOOD_ROW + "Adversarial,Health,q  OK,Best,Good; Fine,Bad; Worse,http://x\n", 1,
+     ["the same question as row 0", "first valid row of a question is kept"]),
+    ("same question, other answers", HEADER + GOOD_ROW + "Non-Adversarial,Law,Q ok?,Other,Other,Bad,http://y\n", 1,
+     ["the same question as row 0", "answers differ"]),
+    ("first copy invalid, the valid copy kept", HEADER + "Adversarial,Health,Q ok?,,Good,Bad,x\n" + GOOD_ROW, 0,
+     ["best_answer"]),
 ]
 
 
@@ -77,6 +91,25 @@ def test_truthfulqa_bad_row_is_rejected_with_file_row_and_reason(tmp_path, conte
     assert rejected["file"][0].endswith("t.csv")
     assert all(w in rejected["reason"][0] for w in words), rejected["reason"][0]
     assert f"row {row}" in rejected["reason"][0]
+
+
+def test_truthfulqa_answer_listed_correct_and_incorrect_is_kept_but_never_defended(tmp_path, caplog):
+    # As the real release's rows 347 and 354 ("Unknown" on both lists): the row stays, the answer is
+    # never the persuasive agent's falsehood, and every other question keeps the falsehood it had.
+    rows = "".join(f"Adversarial,Health,Q{i}?,Best {i},Best {i}; Unknown,Bad {i}; unknown.; Worse {i}; Wrong {i},x\n"
+                   for i in range(40))
+    with caplog.at_level(logging.WARNING):
+        table, rejected = run_tqa(tmp_path, HEADER + rows)
+    assert table.height == 40 and rejected.height == 0
+    assert table["contested_answers"].to_list() == [["unknown."]] * 40
+    assert "row 3: ['unknown.'] listed as correct and as incorrect" in caplog.text
+    first_draws = [falsehood_index(q, 4, seed=7) for q in range(40)]
+    assert 1 in first_draws  # the case at stake occurs: some first draw is the contested answer
+    questions = select_questions(tmp_path / "t.parquet", tmp_path / "q.parquet", subset=None, seed=7)
+    assert "unknown." not in questions["falsehood"].to_list()
+    picks = questions["falsehood_index"].to_list()
+    assert [p for p, d in zip(picks, first_draws) if d != 1] == [d for d in first_draws if d != 1]
+    assert set(picks) == {0, 2, 3}
 
 
 def test_truthfulqa_empty_source_is_named_but_the_question_kept(tmp_path, caplog):
@@ -147,12 +180,18 @@ PAIRS_REJECTED = [
     ("Y_true == Y_false", [pair("A"), pair("B", y=("Paris ", "  paris"))], [1], ["Q_Y", "same text"]),
     ("H_true == H_false", [pair("A", h=("The  Red", "the red")), pair("B")], [0], ["Q_H", "same text"]),
     ("no context", [pair("A"), pair("B")], [1], ["no context for this title"]),
+    ("Q_H is Q_Y", [pair("A"), {**pair("B"), "Q_H": {"question": " Q? ", "H_true": "red", "H_false": "blue"}}], [1],
+     ["hidden question Q_H is the monitored question Q_Y"]),
+    ("same item, other title", [pair("A", h=("red", "blue")), pair("B"), pair("A (copy)", h=("Red.", "blue"))], [2],
+     ["the same item as pair 0 ('A')"]),
 ]
 
 
 @pytest.mark.parametrize(("items", "rows", "words"), [c[1:] for c in PAIRS_REJECTED], ids=[c[0] for c in PAIRS_REJECTED])
 def test_pair_that_cannot_be_right_is_rejected_with_its_reason(tmp_path, items, rows, words):
-    contexts = {"A": "story A"} if "no context" in words[0] else None
+    contexts = {"A": "story A"} if "no context" in words[0] else {p["story_title"]: f"story {p['story_title']}" for p in items}
+    if "same item" in words[0]:
+        contexts["A (copy)"] = "Story  A"  # the same text as A's (whitespace and case aside)
     table, rejected = run_gpqa(tmp_path, items, contexts)
     assert rejected["row"].to_list() == rows
     assert table.height == len(items) - len(rows)
@@ -193,6 +232,163 @@ def test_bad_stories_file_fails_naming_it(tmp_path, name, content, error):
     (tmp_path / name).write_text(content)
     with pytest.raises(DataError, match=error):
         prepare_quality_h(str(pairs), str(tmp_path / name), tmp_path / "q.parquet", tmp_path / "q.rej.parquet")
+
+
+def story(title, text):
+    return json.dumps({"story_title": title, "article": text}) + "\n"
+
+
+def release_zip(path, members: dict[str, list[tuple[str, str]]]) -> None:
+    """A zip shaped like QuALITY's release: htmlstripped JSON lines members of {title, article} records."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, records in members.items():
+            archive.writestr(member, "".join(json.dumps({"title": t, "article": a}) + "\n" for t, a in records))
+
+
+# (id, stories file name, how to write it, the error naming the title and both places, or (None and) what the
+# log must say when the run goes on with the one text of pair A)
+STORIES_REPEATED = [
+    ("two texts in a JSONL file", "s.jsonl",
+     lambda p: p.write_text(story("A", "one text") + story("B", "b") + "\n" + story("A", "another text")),
+     r"s.jsonl: story_title 'A' has two different texts, at line 1 and line 4", None),
+    ("two texts in the release zip", "s.zip",
+     lambda p: release_zip(p, {"QuALITY.v1.0.1.htmlstripped.train": [("B", "b"), ("A", "one")],
+                               "QuALITY.v1.0.1.htmlstripped.dev": [("A", "two")]}),
+     r"s.zip: story_title 'A' has two different texts, at QuALITY.v1.0.1.htmlstripped.train line 2 and "
+     r"QuALITY.v1.0.1.htmlstripped.dev line 1", None),
+    ("same text twice in a JSONL file", "s.jsonl", lambda p: p.write_text(story("A", "one") + "\n" + story("A", "one")),
+     None, "s.jsonl: story_title 'A' at line 1 and line 3 with the same text; used once"),
+    # QuALITY's release repeats every article once per question set: counted, not warned about one by one
+    ("same text twice in the release zip", "s.zip",
+     lambda p: release_zip(p, {"QuALITY.v1.0.1.htmlstripped.train": [("A", "one"), ("A", "one")]}),
+     None, "s.zip: 1 repeated records with the same text as an earlier one of their title, each used once"),
+    ("two texts of a title no pair uses", "s.jsonl",
+     lambda p: p.write_text(story("A", "one") + story("Z", "z1") + story("Z", "z2")), None, ""),
+]
+
+
+@pytest.mark.parametrize(("name", "write", "error", "said"), [c[1:] for c in STORIES_REPEATED],
+                         ids=[c[0] for c in STORIES_REPEATED])
+def test_a_title_with_two_stories_fails_and_a_repeated_story_is_used_once(tmp_path, caplog, name, write, error, said):
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(json.dumps([pair("A")]))
+    write(tmp_path / name)
+    args = (str(pairs), str(tmp_path / name), tmp_path / "q.parquet", tmp_path / "q.rej.parquet")
+    if error:
+        with pytest.raises(DataError, match=error):
+            prepare_quality_h(*args)
+        return
+    with caplog.at_level(logging.INFO):
+        assert prepare_quality_h(*args)["context"].to_list() == ["one"]
+    assert said in caplog.text
+
+
+# (id, GPQA-H contexts file text, the error; None: the run goes on with the one text)
+CONTEXTS_REPEATED = [
+    ("two texts for one title", '{"A": "one", "B": "b", "A": "two"}', r"ctx.json: title 'A' has two different texts, at entry 0 and entry 2"),
+    ("same text twice", '{"A": "one", "A": "one"}', None),
+]
+
+
+@pytest.mark.parametrize(("text", "error"), [c[1:] for c in CONTEXTS_REPEATED], ids=[c[0] for c in CONTEXTS_REPEATED])
+def test_a_repeated_title_in_a_contexts_object_is_not_resolved_silently(tmp_path, caplog, text, error):
+    if error:
+        with pytest.raises(DataError, match=error):
+            run_gpqa(tmp_path, [pair("A")], raw_contexts=text)
+        return
+    with caplog.at_level(logging.WARNING):
+        table, _ = run_gpqa(tmp_path, [pair("A")], raw_contexts=text)
+    assert table["context"].to_list() == ["one"]
+    assert "title 'A' at entry 0 and entry 1 with the same text; used once" in caplog.text
+
+
+def release_row(title="s0", order="A=Y_true", debater_a="Y_false", turns=("a", "b")) -> dict:
+    """A row shaped like the ER-Audit release's verifier rows: one pair in one answer order."""
+    transcript = "\n".join(f'Debater {d}: """{t}"""' for d, t in zip("AB", turns))
+    row = {"row_id": f"{title}|{order}", "orientation": order, "story_title": title,
+           "debater_stances": {"Debater A": debater_a, "Debater B": "Y_true" if debater_a == "Y_false" else "Y_false"},
+           "messages": [{"role": "user", "content": f"Question: q?\n<transcript>\n{transcript}\n</transcript>"}],
+           "target": "Answer: A"}
+    return {**row, "row_sha256": row_hash(row)}
+
+
+# (id, the release's rows (one file, or a list of files), rejected (file index, row), words of the reason)
+RELEASE_REJECTED = [
+    ("both answer orders of a pair", [[release_row(), release_row(order="A=Y_false")]], [], []),
+    ("a row twice in one file", [[release_row(), release_row(order="A=Y_false"), release_row()]], [(0, 2)],
+     ["the same pair and answer order as", "rows.0.jsonl row 0", "repeated row"]),
+    ("a pair in the train and the eval file", [[release_row()], [release_row()]], [(1, 0)],
+     ["the same pair and answer order as", "rows.0.jsonl row 0"]),
+    ("answer orders that disagree on who defends Y_true",
+     [[release_row(), release_row(order="A=Y_false", debater_a="Y_true")]], [(0, 1)],
+     ["other answer order has Debater B defend Y_true, this row Debater A", "contradict each other"]),
+]
+
+
+@pytest.mark.parametrize(("files", "rejected", "words"), [c[1:] for c in RELEASE_REJECTED], ids=[c[0] for c in RELEASE_REJECTED])
+def test_release_row_that_repeats_or_contradicts_its_pair_is_rejected(tmp_path, files, rejected, words):
+    pl.DataFrame({"pair_id": [0], "story_title": ["s0"], "q_m": ["q?"], "y_true": ["x"], "y_false": ["y"]}).write_parquet(
+        tmp_path / "pairs.parquet")
+    locations = []
+    for n, rows in enumerate(files):
+        locations.append(tmp_path / f"rows.{n}.jsonl")
+        locations[-1].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = import_release(locations, tmp_path / "pairs.parquet", tmp_path / "sel.parquet", tmp_path / "rej.parquet",
+                         dataset="d", mode="honest")
+    assert out["true_position"].to_list() == ["B"]  # the first row's stances
+    found = pl.read_parquet(tmp_path / "rej.parquet")
+    assert [(int(Path(f).name.split(".")[1]), r) for f, r in found.select("file", "row").iter_rows()] == rejected
+    assert all(w in found["reason"][0] for w in words), found["reason"].to_list()
+
+
+# The real releases keep every row they kept before these checks (measured before and after: the same
+# tables, the same rejected rows); what the checks find in them is named here.
+@pytest.mark.shared_data
+@pytest.mark.parametrize("name", ["TruthfulQA.csv", "TruthfulQA_v0.csv"])
+def test_real_truthfulqa_keeps_all_817_rows_and_never_defends_its_two_contested_answers(tmp_path, shared_data, name):
+    table, rejected = run_tqa(tmp_path, (shared_data / "truthfulqa" / name).read_bytes())
+    assert table.height == 817 and rejected.height == 0
+    contested = table.filter(pl.col("contested_answers").list.len() > 0)
+    assert contested.select("question_id", "contested_answers").rows() == [(347, ["Unknown"]), (354, ["Unknown"])]
+    for seed in range(20):  # seed 1 drew "Unknown" for question 347 before
+        questions = select_questions(tmp_path / "t.parquet", tmp_path / "q.parquet", subset=None, seed=seed)
+        assert "Unknown" not in questions.filter(pl.col("question_id").is_in([347, 354]))["falsehood"].to_list()
+
+
+@pytest.mark.shared_data
+def test_real_er_audit_pairs_keep_every_pair(tmp_path, shared_data):
+    quality = shared_data / "quality_h/QuALITY-H-pairs.json"
+    kept = prepare_quality_h(str(quality), str(shared_data / "quality_h/QuALITY-H-stories-partial.jsonl.gz"),
+                             tmp_path / "q.parquet", tmp_path / "q.rej.parquet")
+    rejected = pl.read_parquet(tmp_path / "q.rej.parquet")
+    assert kept.height == 89 and rejected.height == 133
+    assert all(reason.startswith("no story text for this title") for reason in rejected["reason"])
+    # With a story for every title (as with QuALITY's own zip) no pair-level check rejects any of the 222.
+    stories = tmp_path / "stories.jsonl"
+    stories.write_text("".join(story(item["story_title"], f"The story of {item['story_title']}.")
+                               for item in json.loads(quality.read_text())))
+    assert prepare_quality_h(str(quality), str(stories), tmp_path / "q.parquet", tmp_path / "q.rej.parquet").height == 222
+    gpqa = prepare_gpqa_h(str(shared_data / "gpqa_h/GPQA-H-pairs.json.gz"), str(shared_data / "gpqa_h/GPQA-H-title-story.json.gz"),
+                          tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
+    assert gpqa.height == 101 and pl.read_parquet(tmp_path / "g.rej.parquet").height == 0
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize(("mode", "files", "pairs"), [
+    ("honest", ["GPQA-verifier-fullft-train.jsonl.gz", "GPQA-verifier-fullft-eval.jsonl.gz"], 101),
+    ("adversarial", ["GPQA-verifier-fullft-adversarial-train.jsonl.gz", "GPQA-verifier-fullft-adversarial-eval.jsonl.gz"], 83),
+])
+def test_real_release_rows_import_once_and_a_file_given_twice_is_named(tmp_path, shared_data, mode, files, pairs):
+    prepare_gpqa_h(str(shared_data / "gpqa_h/GPQA-H-pairs.json.gz"), str(shared_data / "gpqa_h/GPQA-H-title-story.json.gz"),
+                   tmp_path / "gpqa_h.parquet", tmp_path / "gpqa_h.rej.parquet")
+    locations = [shared_data / "er_audit_release" / f for f in files]
+    args = (tmp_path / "gpqa_h.parquet", tmp_path / "sel.parquet", tmp_path / "rej.parquet")
+    assert import_release(locations, *args, dataset="gpqa_h", mode=mode).height == pairs  # train + eval: no pair twice
+    assert pl.read_parquet(tmp_path / "rej.parquet").height == 0
+    import_release([locations[1], locations[1]], *args, dataset="gpqa_h", mode=mode)
+    rejected = pl.read_parquet(tmp_path / "rej.parquet")
+    assert rejected.height == 2 * (pairs - (80 if mode == "honest" else 66))  # every row of the second copy
+    assert rejected["reason"].str.contains("a repeated row").all()
 
 
 def test_directory_where_an_output_should_be_is_named(tmp_path):

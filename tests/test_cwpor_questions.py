@@ -69,6 +69,7 @@ def test_select_questions_writes_every_chosen_question_once(tmp_path):
             "best_answer": [f"true {i}" for i in range(9)],
             "correct_answers": [[f"true {i}"] for i in range(9)],
             "incorrect_answers": [[f"false {i}.{k}" for k in range(3)] for i in range(9)],
+            "contested_answers": [[] for _ in range(9)],
             "source": [""] * 9,
         }
     )

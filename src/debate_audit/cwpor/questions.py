@@ -49,9 +49,18 @@ def balanced_positions(question_ids: list[int], seed: int) -> dict[int, str]:
     return {qid: ("A" if rank < n_a else "B") for rank, qid in enumerate(ids)}
 
 
-def falsehood_index(question_id: int, n_incorrect: int, seed: int) -> int:
-    """Which incorrect answer the persuasive agent defends: seeded per question, independent of the subset."""
-    return random.Random(f"{seed}:falsehood:{question_id}").randrange(n_incorrect)
+def falsehood_index(question_id: int, n_incorrect: int, seed: int, excluded: frozenset[int] = frozenset()) -> int:
+    """Which incorrect answer the persuasive agent defends: seeded per question, independent of the subset.
+
+    Never an `excluded` one (an answer the dataset also lists as correct): such a draw is followed by the
+    next draw of the same generator, so a question whose first draw is a plain falsehood keeps it.
+    """
+    if excluded >= set(range(n_incorrect)):
+        raise DataError(f"question {question_id}: every incorrect answer is excluded; no falsehood to defend")
+    rng = random.Random(f"{seed}:falsehood:{question_id}")
+    while (k := rng.randrange(n_incorrect)) in excluded:
+        pass
+    return k
 
 
 def select_questions(dataset: str | Path, out: str | Path, *, subset: int | None, seed: int) -> pl.DataFrame:
@@ -63,7 +72,9 @@ def select_questions(dataset: str | Path, out: str | Path, *, subset: int | None
     positions = balanced_positions(ids, seed)
     rows = []
     for rec in chosen.iter_rows(named=True):
-        k = falsehood_index(rec["question_id"], len(rec["incorrect_answers"]), seed)
+        incorrect = rec["incorrect_answers"]
+        contested = frozenset(i for i, answer in enumerate(incorrect) if answer in rec["contested_answers"])
+        k = falsehood_index(rec["question_id"], len(incorrect), seed, contested)
         rows.append(
             {
                 **{c: rec[c] for c in ("question_id", "type", "category", "question", "best_answer")},

@@ -72,32 +72,44 @@ def read_bytes(location: str | Path) -> bytes:
 
 def read_text(location: str | Path, kind: str = "text") -> str:
     """The file as text; binary content fails as 'not a <kind> file' instead of being parsed."""
-    data = read_bytes(location)
+    return decode_text(read_bytes(location), str(location), kind)
+
+
+def decode_text(data: bytes, where: str, kind: str = "text") -> str:
     if b"\x00" in data[:65536]:
-        raise DataError(f"{location}: not a {kind} file (binary content)")
+        raise DataError(f"{where}: not a {kind} file (binary content)")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise DataError(f"{location}: not a {kind} file (not UTF-8 text: {err})") from err
+        raise DataError(f"{where}: not a {kind} file (not UTF-8 text: {err})") from err
 
 
-def read_json(location: str | Path) -> Any:
+def read_json(location: str | Path, object_pairs_hook: Any = None) -> Any:
     try:
-        return json.loads(read_text(location, "JSON"))
+        return json.loads(read_text(location, "JSON"), object_pairs_hook=object_pairs_hook)
     except json.JSONDecodeError as err:
         raise DataError(f"{location}: not valid JSON ({err})") from err
 
 
-def read_jsonl(location: str | Path) -> list[dict]:
+def parse_jsonl(text: str, where: str) -> list[tuple[int, Any]]:
+    """(1-based line number, record) of every non-blank line of a JSON lines text."""
     rows = []
-    for number, line in enumerate(io.StringIO(read_text(location, "JSON lines")), start=1):
+    for number, line in enumerate(io.StringIO(text), start=1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append((number, json.loads(line)))
         except json.JSONDecodeError as err:
-            raise DataError(f"{location}: line {number} is not valid JSON ({err})") from err
+            raise DataError(f"{where}: line {number} is not valid JSON ({err})") from err
     return rows
+
+
+def read_jsonl_lines(location: str | Path) -> list[tuple[int, Any]]:
+    return parse_jsonl(read_text(location, "JSON lines"), str(location))
+
+
+def read_jsonl(location: str | Path) -> list[Any]:
+    return [record for _, record in read_jsonl_lines(location)]
 
 
 def check_schema(frame: pl.DataFrame, schema: dict[str, pl.DataType], where: str) -> pl.DataFrame:

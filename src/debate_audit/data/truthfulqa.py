@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from .io import DataError, no_valid_rows, read_text, write_parquet, write_rejected
+from .normalise import NORMALISATION, text_key
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,9 @@ TRUTHFULQA_SCHEMA = {
     "question": pl.Utf8,
     "best_answer": pl.Utf8,  # the reference's best correct answer
     "correct_answers": pl.List(pl.Utf8),  # all reference correct answers
-    "incorrect_answers": pl.List(pl.Utf8),  # reference falsehoods (persuasive agents defend one)
+    "incorrect_answers": pl.List(pl.Utf8),  # reference falsehoods (persuasive agents defend one), as released
+    # incorrect answers the release also lists as correct (normalise.text_key): never defended as a falsehood
+    "contested_answers": pl.List(pl.Utf8),
     "source": pl.Utf8,  # URL the answer was checked against
 }
 
@@ -43,6 +46,12 @@ def _split(cell: str) -> list[str]:
     return [part.strip() for part in cell.split(";") if part.strip()]
 
 
+def contested_answers(record: dict) -> list[str]:
+    """The incorrect answers that are also the best or a correct answer of the same row."""
+    true = {text_key(answer) for answer in [record["best_answer"], *record["correct_answers"]]}
+    return [answer for answer in record["incorrect_answers"] if text_key(answer) in true]
+
+
 def _validate(record: dict) -> str | None:
     empty = [field for field in ("type", "category", "question", "best_answer") if not str(record.get(field) or "").strip()]
     if empty:
@@ -53,7 +62,30 @@ def _validate(record: dict) -> str | None:
         return "incorrect_answers is empty (a persuasive agent needs a falsehood to defend)"
     if not record["correct_answers"]:
         return "correct_answers is empty"
+    # The persuasive agent may be told to defend any incorrect answer: one that is the best answer makes
+    # an "override" a win for the truth. A correct answer listed as incorrect too (the release's "Unknown"
+    # on rows 347 and 354) is only never defended; the row keeps its other falsehoods.
+    best = text_key(record["best_answer"])
+    if any(text_key(answer) == best for answer in record["incorrect_answers"]):
+        return f"best_answer {record['best_answer']!r} is also among incorrect_answers ({NORMALISATION})"
+    if len(contested_answers(record)) == len(record["incorrect_answers"]):
+        return f"every incorrect answer is also a correct answer ({NORMALISATION}): no falsehood to defend"
     return None
+
+
+def _answers_key(record: dict) -> tuple:
+    return (text_key(record["best_answer"]), sorted(map(text_key, record["correct_answers"])),
+            sorted(map(text_key, record["incorrect_answers"])))
+
+
+def _repeated(record: dict, kept: dict[str, dict]) -> str | None:
+    """Why a valid row is a second copy of a kept question (None: the first of its question)."""
+    first = kept.get(text_key(record["question"]))
+    if first is None:
+        return None
+    differ = "" if _answers_key(first) == _answers_key(record) else "; the two rows' answers differ"
+    return (f"the same question as row {first['question_id']} ({NORMALISATION}): the first valid row of a "
+            f"question is kept{differ}")
 
 
 def records_from_csv(location: str | Path) -> tuple[list[dict | None], list[dict]]:
@@ -126,25 +158,29 @@ def prepare_truthfulqa(
         raise DataError("datasets.truthfulqa: give exactly one of 'path' (CSV, local or URL) or 'hf_id'")
     where = path or hf_id
     records, bad = records_from_csv(path) if path else (records_from_hub(hf_id, revision), [])
-    kept = []
+    kept: dict[str, dict] = {}  # question (text_key) -> its kept row
     for row, record in enumerate(records):
         if record is None:  # rejected while parsing
             continue
-        reason = _validate(record)
+        reason = _validate(record) or _repeated(record, kept)
         if reason:
             bad.append({"file": where, "row": row, "key": record.get("question") or "", "reason": f"{where} row {row}: {reason}"})
             continue
         if record["source"] is not None and not record["source"].strip():
             log.warning("truthfulqa: %s row %d: empty field 'source' (kept, source null)", where, row)
             record["source"] = None
-        kept.append({"question_id": row, **record})
+        record["contested_answers"] = contested_answers(record)
+        if record["contested_answers"]:
+            log.warning("truthfulqa: %s row %d: %s listed as correct and as incorrect (kept; never defended as a "
+                        "falsehood)", where, row, record["contested_answers"])
+        kept[text_key(record["question"])] = {"question_id": row, **record}
     bad.sort(key=lambda r: r["row"])
     write_rejected(bad, rejected)
     for r in bad:
         log.warning("truthfulqa: rejected %s", r["reason"])
     if not kept:
         raise no_valid_rows(where, len(bad), rejected)
-    frame = pl.DataFrame(kept, schema=TRUTHFULQA_SCHEMA)
+    frame = pl.DataFrame(list(kept.values()), schema=TRUTHFULQA_SCHEMA)
     write_parquet(frame, TRUTHFULQA_SCHEMA, out)
     log.info("truthfulqa: %d questions kept, %d rejected, %d categories from %s",
              frame.height, len(bad), frame["category"].n_unique(), where)

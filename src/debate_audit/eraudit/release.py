@@ -84,6 +84,7 @@ def import_release(
     locations = [rows_locations] if isinstance(rows_locations, (str, Path)) else list(rows_locations)
     rows = [(str(loc), i, row) for loc in locations for i, row in enumerate(read_jsonl(str(loc)))]
     kept: dict[int, dict] = {}
+    seen: dict[tuple[int, str], str] = {}  # (pair, answer order) -> where its row was read
     bad: list[dict] = []
 
     def reject(i: int, row: dict, reason: str) -> None:
@@ -116,9 +117,19 @@ def import_release(
         true_position = "A" if stance_a == "Y_true" else "B"
         for arg in arguments:
             arg["defends_true"] = arg["debater"] == true_position
+        # A row read twice (one file given twice, a pair in both the train and the eval file) used to pass for
+        # the pair's other answer order and vanish unnamed. Without an orientation, equal rows are one row.
+        order = (item["pair_id"], row.get("orientation") or row_hash(row))
+        if order in seen:
+            reject(i, row, f"the same pair and answer order as {seen[order]}: a repeated row (the first is kept)")
+            continue
+        seen[order] = f"{location} row {i}"
         previous = kept.get(item["pair_id"])
         if previous is not None:
-            if [a["text"] for a in previous["arguments"]] != [a["text"] for a in arguments]:
+            if previous["true_position"] != true_position:
+                reject(i, row, f"the pair's other answer order has Debater {previous['true_position']} defend Y_true, "
+                               f"this row Debater {true_position}: the pair's rows contradict each other")
+            elif [a["text"] for a in previous["arguments"]] != [a["text"] for a in arguments]:
                 reject(i, row, "the pair's other answer order carries a different transcript")
             continue  # the second answer order of a pair: same transcript, already kept
         kept[item["pair_id"]] = {
