@@ -1,6 +1,7 @@
 from snakemake.utils import min_version, validate
 
 from debate_audit.config_check import check_config
+from debate_audit.run_config import write_run_config
 
 min_version("9.0")
 
@@ -35,3 +36,14 @@ rule all:
 
 # An existing directory or unreadable file where an output should be is named before any job runs.
 check_outputs(workflow)
+
+
+# Once per run that has jobs to do (never in a dry run, nor inside a cluster job): the merged config beside
+# the results, results/runs/<start time>.yaml and results/config.yaml (src/debate_audit/run_config.py).
+onstart:
+    write_run_config(
+        config,
+        configfiles=workflow.configfiles,
+        overlays=workflow.config_settings.configfiles,
+        overrides=workflow.config_settings.config,
+    )

@@ -79,12 +79,15 @@ def undeclared_files(workdir: Path, listing: str) -> list[str]:
     """Files the run wrote under results/, logs/ and resources/ that no rule declares (from the output of
     `snakemake --list-untracked`, which walks the folder and subtracts every job's inputs, outputs and logs).
     By design not declared: the model-call cache (config `cache`, written by every model job: a shared
-    store, not one rule's output) and the files of a model folder, whose declared handle is the
-    fingerprint.json beside them (written last, after the weights)."""
+    store, not one rule's output), the files of a model folder, whose declared handle is the
+    fingerprint.json beside them (written last, after the weights), and the run's configuration
+    (results/config.yaml, results/runs/: written by the Snakefile's onstart handler, no rule's output)."""
     files = []
     for line in listing.splitlines():
         path = workdir / line
-        if not line.startswith(("results/", "logs/", "resources/")) or line.startswith("results/cache/"):
+        if not line.startswith(("results/", "logs/", "resources/")) or line.startswith(("results/cache/", "results/runs/")):
+            continue
+        if line == "results/config.yaml":
             continue
         if (path.parent / "fingerprint.json").is_file() and path.name != "fingerprint.json":
             continue

@@ -240,3 +240,9 @@ def read_provenance(path: str | Path) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None  # an SVG description written by something else
     return found if isinstance(found, dict) and "version" in found else None
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` as plain JSON values (as a provenance record holds them), every secret value replaced by the
+    name of its environment variable."""
+    return _plain(value, _secret_values(value))
