@@ -141,7 +141,7 @@ def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str
         pairs = load_pairs(pairs_at)
         entry = {"n": len(pairs), "question_words": sum(_words(p.get("q_m")) for p in pairs) / len(pairs)}
         if ctx_at and name == "quality_h":
-            stories = load_quality_stories(ctx_at)
+            stories = load_quality_stories(ctx_at, {p["story_title"] for p in pairs})  # the stories the run reads
             entry["context_words"] = sum(map(_words, stories.values())) / max(1, len(stories))
         elif ctx_at:
             from .data.io import read_json
