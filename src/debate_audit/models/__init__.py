@@ -13,7 +13,8 @@ import os
 # whatever the number of rows (and memory alignment), which the CPU scoring path needs to be batch-
 # invariant (see decoding.py). MKL reads it at its first call, so it is set here, before any model code
 # runs; a value set in the environment wins. Costs nothing measurable at 16+ rows; single-row products
-# (one-prompt decoding steps) run ~2x slower in the GEMM part.
+# (one-prompt decoding steps) run ~2x slower in the GEMM part. It is not enough on every CPU (an AMD EPYC
+# still differed at 1 and 3 rows): cpu_numerics.py measures what a model's products need when it loads.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 from typing import Any
 

@@ -8,18 +8,20 @@ soon as it emits an end-of-sequence token, and samples every row from its own se
 
 Batch invariance (CPU): with `invariant=True` a prompt's states and logits are bit-identical whatever else
 shares its batch and whichever stored prefix it starts from. That needs three things together: matrix
-products whose rows do not depend on the row count (MKL's strict CNR mode, set in `models/__init__.py`),
-an attention whose softmax and value sums run over a length fixed by the query's position
+products whose rows do not depend on the row count (MKL's strict CNR mode, set in `models/__init__.py`,
+and where a CPU needs it more, the row padding `cpu_numerics.py` measures at start-up), an attention whose softmax and value sums run over a length fixed by the query's position
 (`blocked_causal_attention`; SDPA's CPU kernels block the key axis by the tensor's length), and every row's keys at its own token positions with
 padding only before or after them, never in the middle. So the prompt pass gives attention each row's
 keys right-padded after a common start (`forward_packed`; the rest of the network sees the rows packed
 into one sequence without padding), rows starting from stored prefixes of different lengths go in
 separate groups, and decoding continues from a left-padded copy of the prompt states. Measured on this
-model: identical bits for one prompt alone, in any batch, and split at any prefix length.
+model: identical bits for one prompt alone, in any batch, and split at any prefix length. Where the start-up
+check finds no row padding that works, `LanguageModel.batch_invariant` is False and the claim is not made.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +45,7 @@ ATTENTION_BLOCK = 64
 
 def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                              attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
-                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+                             *, pad_queries: bool = False, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """Batch-invariant attention with the causal upper triangle skipped (the CPU default; a transformers
     attention function over the eager additive mask).
 
@@ -56,17 +58,21 @@ def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor
     attention computes the full square. One-query calls (decoding steps) use the plain eager computation
     over the whole row. A packed pass (`forward_packed`) passes its `Packing` as `PACKING_KWARG`: its rows
     are spread into that right-padded layout here and gathered back.
+
+    `pad_queries` (CPUs whose matrix products depend on the row count, cpu_numerics.py): every block's
+    queries are padded to whole `QUERY_CHUNK`s, so the kernel's products always have the same row count.
     """
     packing = kwargs.get(PACKING_KWARG)
     if packing is not None:
-        return packing.attend(query, key, value, attention_mask, scaling), None
+        return packing.attend(query, key, value, attention_mask, scaling, pad_queries), None
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 or attention_mask is None:
         key, value = _repeat_kv(key, value, query.shape[1])
         out = _attend(query, key, value, None if attention_mask is None else attention_mask[:, :, :, :kv_len],
                       scaling)
         return out.transpose(1, 2).contiguous(), None
-    return _blocked(query, key, value, attention_mask[:, :, :, :kv_len], scaling).transpose(1, 2).contiguous(), None
+    return _blocked(query, key, value, attention_mask[:, :, :, :kv_len], scaling,
+                    pad_queries).transpose(1, 2).contiguous(), None
 
 
 def _repeat_kv(key: torch.Tensor, value: torch.Tensor, heads: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,7 +90,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
 
 
 def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-             scaling: float) -> torch.Tensor:
+             scaling: float, pad_queries: bool = False) -> torch.Tensor:
     """[rows, heads, q_len, head_dim]: the block loop of `blocked_causal_attention` over a batch whose queries
     are the last q_len key slots (the per-block computation as in `Packing.attend`)."""
     q_len, kv_len = query.shape[2], key.shape[2]
@@ -102,17 +108,28 @@ def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: 
             continue
         rows = slice(lo - offset, hi - offset)
         out[:, :, rows] = _block_attention(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end],
-                                           scaling)
+                                           scaling, pad_queries)
     return out
 
 
+# SDPA's CPU kernel multiplies a call's queries in chunks of this many rows (fewer than 192 queries).
+QUERY_CHUNK = 32
+
+
 def _block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-                     scaling: float) -> torch.Tensor:
+                     scaling: float, pad_queries: bool = False) -> torch.Tensor:
     """One block's queries over exactly its key slots: the fused SDPA kernel, which splits the key axis by its
     length, here the block's fixed end, so a row gets the same bits whatever else is in the block (and it
-    reads the grouped key heads without repeating them)."""
-    return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling,
-                                                            enable_gqa=query.shape[1] != key.shape[1])
+    reads the grouped key heads without repeating them). `pad_queries`: zero queries appended up to whole
+    `QUERY_CHUNK`s (their outputs dropped), so every product inside the kernel has `QUERY_CHUNK` rows."""
+    span = query.shape[2]
+    extra = -span % QUERY_CHUNK if pad_queries else 0
+    if extra:
+        query = torch.nn.functional.pad(query, (0, 0, 0, extra))
+        mask = torch.nn.functional.pad(mask, (0, 0, 0, extra))
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling,
+                                                           enable_gqa=query.shape[1] != key.shape[1])
+    return out[:, :, :span] if extra else out
 
 
 PACKING_KWARG = "debate_audit_packing"
@@ -135,7 +152,7 @@ class Packing:
     _flat: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-               scaling: float) -> torch.Tensor:
+               scaling: float, pad_queries: bool = False) -> torch.Tensor:
         """[1, tokens, heads, head_dim] from packed query [1, heads, tokens, head_dim], cache keys and values
         [1, kv_heads, slots, head_dim] and the causal mask [1, 1, width, padded key width]."""
         rows, width, start = len(self.lengths), self.lengths[0], self.start
@@ -156,19 +173,20 @@ class Packing:
             n = sum(1 for length in self.lengths if length > lo)  # rows with a real query in this block
             span = hi - lo
             o = _block_attention(q[:n, lo:hi].reshape(n, span, heads, dim).transpose(1, 2), k[:n, :, :end],
-                                 v[:n, :, :end], mask[:, :, lo:hi, :end], scaling)
+                                 v[:n, :, :end], mask[:, :, lo:hi, :end], scaling, pad_queries)
             out[:n, lo:hi] = o.transpose(1, 2).reshape(n, span, kv_heads, groups, dim)
         return out.view(rows * width, heads, dim).index_select(0, self.token_slot).unsqueeze(0)
 
 
-def register_attention() -> str:
-    """Registers `blocked_causal_attention` with transformers (once) and returns its name."""
+def register_attention(pad_queries: bool = False) -> str:
+    """Registers `blocked_causal_attention` with transformers (once) and returns its name; `pad_queries`:
+    the variant that pads each block's queries (see `_block_attention`)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
-    name = "debate_audit_blocked"
+    name = "debate_audit_blocked_padded" if pad_queries else "debate_audit_blocked"
     if name not in AttentionInterface._global_mapping:
-        AttentionInterface.register(name, blocked_causal_attention)
+        AttentionInterface.register(name, functools.partial(blocked_causal_attention, pad_queries=pad_queries))
         ALL_MASK_ATTENTION_FUNCTIONS.register(name, eager_mask)
     return name
 

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from .adapter import adapter_base, is_adapter, load_merged
 from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
+from .cpu_numerics import make_batch_invariant, warm_up_vector_math
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
 from .decoding import NUMERICS_VERSION, Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
@@ -24,15 +25,6 @@ from .spec import resolve_device, resolve_dtype
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
-
-
-def gemm_rows_invariant() -> bool:
-    """Whether a row of a matrix product comes out the same bits whatever the number of rows (true under
-    MKL's strict CNR mode; MKL's default small-matrix paths differ by ~1 ulp for fewer than 16 rows)."""
-    gen = torch.Generator().manual_seed(0)
-    weight, rows = torch.randn(256, 576, generator=gen), torch.randn(32, 576, generator=gen)
-    full = torch.nn.functional.linear(rows, weight)
-    return all(torch.equal(torch.nn.functional.linear(rows[:m], weight), full[:m]) for m in (1, 3, 8, 15))
 
 
 def has_sliding_window(config) -> bool:
@@ -127,15 +119,28 @@ class LanguageModel:
         elif attn and getattr(model.config, "_attn_implementation", attn) != attn and hasattr(model, "set_attn_implementation"):
             model.set_attn_implementation(attn)
         self.model = model.to(self.device).eval()
-        if self.batch_invariant and not gemm_rows_invariant():
-            log.warning("matrix products on this CPU depend on the number of rows (MKL_CBWR=%s): scores can differ "
-                        "by ~1e-5 with batch composition. Set MKL_CBWR=AUTO,STRICT in the environment (it must be "
-                        "in effect before the process's first matrix product).", os.environ.get("MKL_CBWR"))
+        self.row_padding = None
+        if self.device == "cpu":
+            warm_up_vector_math()
+        if self.batch_invariant:
+            self._pad_rows()
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         # The numerics version keeps results of older scoring code apart (decoding.NUMERICS_VERSION).
         self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}"
         self.cache = CallCache(cache, namespace=self.cache_namespace)
+
+    def _pad_rows(self) -> None:
+        """Batch invariance on this CPU (cpu_numerics.py): the row padding its matrix products need, or
+        batch invariance off where none works."""
+        self.row_padding = make_batch_invariant(self.model)
+        if self.row_padding is None:
+            log.warning("matrix products on this CPU depend on the number of rows in a way no row padding up to "
+                        "64 rows removes (MKL_CBWR=%s): %s is not batch-invariant here, its scores can differ by "
+                        "~1e-6 with batch composition", os.environ.get("MKL_CBWR"), self.model_dir)
+            self.batch_invariant = False
+        elif not self.row_padding.trivial:
+            log.info("matrix products on this CPU depend on the number of rows: padded to %s", self.row_padding)
 
     # ----------------------------------------------------------------- rendering
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:
