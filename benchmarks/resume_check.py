@@ -1,23 +1,28 @@
-"""Kill-and-resume check (issue 12 §4): a CW-POR judge job killed with SIGKILL and resumed must write the
-same judgments, bit for bit, as an uninterrupted one.
+"""Determinism and kill-and-resume check (issue 12 §4, issue 27): the default CW-POR judge, at every word
+limit, must write the same judgments, bit for bit, however its jobs are scheduled and however often they are
+killed and resumed.
 
 In a scratch copy of the project (its tracked and untracked-not-ignored files, the prepared embedded model
-copied in), with the default config plus an overlay that only makes the run smaller (`--questions`: the
-CW-POR question subset, default 10; `--batch-size`: the model's batch size, default 4, so that a call has
-several batches and a kill lands inside one; `--verbosity`: one debate cell):
+copied in), with the default config plus an overlay that can only make the run smaller (`--questions`: the
+CW-POR question subset, default the default config's 20; `--verbosity`: the word limits, default the default
+config's; `--batch-size`: the model's batch size, default the default config's 16):
 
-1. snakemake makes the judge's inputs once (questions and the debate responses at that verbosity);
-2. run A: the `cwpor_judge` rule with its own fresh cache, uninterrupted;
-3. run B: the same rule with another fresh cache, killed with SIGKILL (snakemake and the job, the whole
-   process group) once while the judge's reply slots are generated (after the first slot and one batch of
-   the second) and once while the answer letters are scored (after the first scoring batch), each time
-   resumed with `--unlock` then `--rerun-incomplete`, until it finishes;
-4. compares the two judgments tables cell by cell and the two caches entry by entry.
+1. snakemake makes the judge's inputs once (questions and the debate responses at every word limit);
+2. four runs of every `cwpor_judge` job, each with its own fresh call cache:
+   - `side-by-side-1` and `side-by-side-2`: all word limits at once (`--cores 2 --resources gpu=2`), so which
+     prompts share a batch depends on job timing (the word limits' judge prompts share cache keys);
+   - `sequential`: one job at a time (`--cores 1`);
+   - `killed`: one job at a time, killed with SIGKILL (snakemake and the job, the whole process group) once
+     while the judge's reply slots are generated and once while the answer letters are scored, each time
+     resumed with `--unlock` then `--rerun-incomplete`, until it finishes;
+3. compares every run's judgments tables with the sequential run's cell by cell, and the caches entry by
+   entry.
 
 Exit status 0 when no cell and no cache entry differ. Runs only the judge's upstream rules and the judge
-(`--allowed-rules`), never `prepare_model`. Takes ~10-20 minutes on 2 idle cores at the defaults.
+(`--allowed-rules`), never `prepare_model`. Takes ~30-60 minutes on 2 idle cores at the defaults; `--questions
+10 --verbosity 30 --batch-size 4` is the earlier, smaller check (~10-20 minutes).
 
-    .venv/bin/python benchmarks/resume_check.py [--work /tmp/resume_check] [--questions 10]
+    .venv/bin/python benchmarks/resume_check.py [--work /tmp/resume_check] [--questions 20]
 """
 
 from __future__ import annotations
@@ -55,10 +60,10 @@ def copy_project(work: Path) -> Path:
     return project
 
 
-def snakemake(project: Path, overlay: Path, target: str, *extra: str) -> subprocess.Popen:
+def snakemake(project: Path, overlay: Path, targets: list[str], cores: int = 1) -> subprocess.Popen:
     exe = Path(sys.executable).with_name("snakemake")
-    cmd = [str(exe), "--cores", "1", "--resources", "gpu=1", "--configfile", "config/config.yaml", str(overlay),
-           "--allowed-rules", *RULES, "--rerun-incomplete", *extra, target]
+    cmd = [str(exe), "--cores", str(cores), "--resources", f"gpu={cores}", "--configfile", "config/config.yaml",
+           str(overlay), "--allowed-rules", *RULES, "--rerun-incomplete", *targets]
     env = dict(os.environ, PYTHONPATH=str(project / "src"))
     return subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -84,17 +89,18 @@ def counts(cache: Path) -> dict[str, int]:
     return dict(Counter(op for op, _ in entries(cache).values()))
 
 
-def run_to_end(project: Path, overlay: Path, target: str) -> None:
-    proc = snakemake(project, overlay, target)
+def run_to_end(project: Path, overlay: Path, targets: list[str], cores: int = 1) -> None:
+    proc = snakemake(project, overlay, targets, cores)
     if proc.wait() != 0:
-        raise SystemExit(f"snakemake {target} failed (exit {proc.returncode}); see {project / 'logs'}")
+        raise SystemExit(f"snakemake {targets} failed (exit {proc.returncode}); see {project / 'logs'}")
 
 
-def run_with_kills(project: Path, overlay: Path, target: str, cache: Path, kills: list[tuple[str, int]]) -> list[str]:
-    """Start the rule, SIGKILL it when the cache first holds `count` entries of `op`, resume; per kill point."""
+def run_with_kills(project: Path, overlay: Path, targets: list[str], cache: Path,
+                   kills: list[tuple[str, int]]) -> list[str]:
+    """Start the rules, SIGKILL them when the cache first holds `count` entries of `op`, resume; per kill point."""
     notes = []
     for op, count in kills:
-        proc = snakemake(project, overlay, target)
+        proc = snakemake(project, overlay, targets)
         while proc.poll() is None and counts(cache).get(op, 0) < count:
             time.sleep(0.2)
         if proc.poll() is not None:
@@ -104,7 +110,7 @@ def run_with_kills(project: Path, overlay: Path, target: str, cache: Path, kills
         notes.append(f"killed at {counts(cache)}")
         subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--unlock", "--configfile",
                         "config/config.yaml", str(overlay)], cwd=project, check=True, capture_output=True)
-    run_to_end(project, overlay, target)
+    run_to_end(project, overlay, targets)
     return notes
 
 
@@ -136,41 +142,59 @@ def compare_caches(a: Path, b: Path) -> tuple[int, int]:
 
 
 def main() -> int:
+    import yaml
+
+    defaults = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/resume_check"))
-    ap.add_argument("--questions", type=int, default=10)
-    ap.add_argument("--batch-size", type=int, default=4)
-    ap.add_argument("--verbosity", type=int, default=30)
+    ap.add_argument("--questions", type=int, default=defaults["cwpor"]["subset"])
+    ap.add_argument("--batch-size", type=int, default=defaults["models"][MODEL]["batch_size"])
+    ap.add_argument("--verbosity", type=int, nargs="+", default=defaults["cwpor"]["verbosity"])
     args = ap.parse_args()
     start = time.time()
     args.work.mkdir(parents=True, exist_ok=True)
     project = copy_project(args.work)
-    out = f"results/cwpor/{MODEL}/judgments_v{args.verbosity}.parquet"
-    base = (f"cwpor: {{subset: {args.questions}, verbosity: [{args.verbosity}]}}\n"
+    tables = [f"results/cwpor/{MODEL}/judgments_v{v}.parquet" for v in args.verbosity]
+    base = (f"cwpor: {{subset: {args.questions}, verbosity: {list(args.verbosity)}}}\n"
             f"models: {{{MODEL}: {{batch_size: {args.batch_size}}}}}\n")
+    runs = {"side-by-side-1": 2, "side-by-side-2": 2, "sequential": 1, "killed": 1}  # name -> cores
     overlays = {}
-    for name in ("inputs", "a", "b"):
+    for name in ("inputs", *runs):
         overlays[name] = project / f"config/resume_{name}.yaml"
         overlays[name].write_text(base + f"cache: results/cache/{name}\n")
-    run_to_end(project, overlays["inputs"], f"results/cwpor/{MODEL}/responses_v{args.verbosity}.parquet")
-    t0 = time.time()
-    run_to_end(project, overlays["a"], out)
-    uninterrupted = time.time() - t0
-    (project / out).rename(project / f"{out}.a")
+    run_to_end(project, overlays["inputs"], [t.replace("judgments", "responses") for t in tables])
     slots = 3  # template v4's reply slots (Rationale, Final Answer, Confidence): generate calls per question
     kills = [("generate", args.questions + args.batch_size), ("choice_logprobs", args.batch_size)]
     assert slots * args.questions > kills[0][1]
-    notes = run_with_kills(project, overlays["b"], out, project / "results/cache/b", kills)
-    differ, cells, examples = compare_tables(project / f"{out}.a", project / out)
-    cache_differ, cache_entries = compare_caches(project / "results/cache/a", project / "results/cache/b")
-    print(f"CW-POR judge v={args.verbosity}, {args.questions} questions, batch size {args.batch_size}, default config "
-          f"otherwise; uninterrupted run {uninterrupted:.0f} s")
-    for note in notes:
-        print(f"  run B {note}; resumed")
-    print(f"judgments: {differ} of {cells} cells differ" + "".join(f"\n  {e}" for e in examples))
-    print(f"caches: {cache_differ} of {cache_entries} entries differ")
+    seconds, notes = {}, []
+    for name, cores in runs.items():
+        t0 = time.time()
+        if name == "killed":
+            notes = run_with_kills(project, overlays[name], tables, project / f"results/cache/{name}", kills)
+        else:
+            run_to_end(project, overlays[name], tables, cores)
+        seconds[name] = time.time() - t0
+        for table in tables:
+            (project / table).rename(project / f"{table}.{name}")
+    print(f"CW-POR judge at v = {args.verbosity}, {args.questions} questions, batch size {args.batch_size}, default "
+          f"config otherwise")
+    failed = False
+    for name in runs:
+        print(f"run {name} ({runs[name]} core(s), {seconds[name]:.0f} s)"
+              + "".join(f"\n  {note}; resumed" for note in (notes if name == "killed" else [])))
+        if name == "sequential":
+            continue
+        for table in tables:
+            differ, cells, examples = compare_tables(project / f"{table}.sequential", project / f"{table}.{name}")
+            failed |= differ != 0
+            print(f"  {Path(table).name}: {differ} of {cells} cells differ from the sequential run"
+                  + "".join(f"\n    {e}" for e in examples))
+        cache_differ, cache_entries = compare_caches(project / "results/cache/sequential",
+                                                     project / f"results/cache/{name}")
+        failed |= cache_differ != 0
+        print(f"  cache: {cache_differ} of {cache_entries} entries differ")
     print(f"total {time.time() - start:.0f} s; scratch copy in {project}")
-    return 0 if differ == 0 and cache_differ == 0 else 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
