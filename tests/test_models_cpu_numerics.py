@@ -113,7 +113,7 @@ def _check(embedded_model_dir, mkl_cbwr: str, padding: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mkl_cbwr", ["SSE4_2,STRICT", "COMPATIBLE,STRICT"])
+@pytest.mark.parametrize("mkl_cbwr", ["COMPATIBLE,STRICT"])  # differs below 8 rows and off multiples of 4
 def test_a_cpu_whose_products_depend_on_the_row_count_gets_batch_invariance_from_the_padding(
         embedded_model_dir, mkl_cbwr):
     without = _check(embedded_model_dir, mkl_cbwr, "off")
@@ -122,3 +122,25 @@ def test_a_cpu_whose_products_depend_on_the_row_count_gets_batch_invariance_from
     padded = _check(embedded_model_dir, mkl_cbwr, "on")
     assert padded["invariant"] and padded["padding"] != str(RowPadding()), padded
     assert padded["scores_equal"] and padded["text_equal"], padded
+
+
+_FIRST_CALL = textwrap.dedent("""
+    import json, sys
+    from debate_audit.models import LanguageModel
+    lm = LanguageModel(sys.argv[1], batch_size=4, cache=None)
+    prompts = [lm.render_chat([{"role": "system", "content": "You are a careful judge."},
+                               {"role": "user", "content": q + " Answer A: yes. Answer B: no."}], assistant_prefix="Answer:")
+               for q in ("Is ice cold?", "Do goldfish have a three-second memory? Explain briefly.")]
+    print(json.dumps(lm.choice_logprobs(prompts, [" A", " B"])))
+""")
+
+
+@pytest.mark.slow
+def test_fresh_processes_give_the_same_bits_on_their_first_call(embedded_model_dir):
+    # The first forward pass of a process is where inaccurate first vector-math calls showed (1e-4 apart in
+    # about one fresh 2-thread process in six before the warm-up); every process must agree to the bit.
+    runs = [subprocess.run([sys.executable, "-c", _FIRST_CALL, str(embedded_model_dir)], capture_output=True,
+                           text=True, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="2")) for _ in range(4)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    scores = {r.stdout.strip().splitlines()[-1] for r in runs}
+    assert len(scores) == 1, scores
