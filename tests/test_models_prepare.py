@@ -170,3 +170,21 @@ def test_prepare_model_rule_downloads_through_hf_endpoint(tmp_path, tiny_files, 
         again = snakemake(workdir, "-n", target, overlays=(str(overlay),), env=env)
         assert "Nothing to be done" in again.stdout + again.stderr
     shutil.rmtree(workdir / "resources/models/tiny-hub")
+
+
+def test_paper_overlay_warns_of_its_unpinned_models_and_its_reasoning_verifiers_have_their_switches():
+    from debate_audit.config_check import used_models
+    from debate_audit.plan import load_config
+
+    config = load_config(["config/config.yaml", "config/paper.yaml"])
+    specs = {name: ModelSpec.from_config(name, config["models"][name]) for name in used_models(config)}
+    warned = {w.split(":")[0].removeprefix("models.") for w in unpinned_warnings(specs.values())}
+    # Qwen3.5-9B is pinned to the release's commit (ft-verifier-qwen.py QWEN_REVISION); the others await `make pin`
+    assert specs["qwen3.5-9b"].revision == "c202236235762e1c871ad0ccb60c8ee5ba337b9a"
+    assert warned == {n for n, s in specs.items() if s.source == "hf"} - {"qwen3.5-9b"}
+    assert specs["qwen3.5-9b"].chat_template_kwargs == {"enable_thinking": False}
+    assert specs["gpt-oss-20b"].chat_template_kwargs == {"reasoning_effort": "medium"}
+    # The rehearsal's random stand-ins keep the switches (their tokenizer ignores them) and warn of nothing
+    rehearsal = load_config(["config/config.yaml", "config/paper.yaml", "config/rehearsal.yaml"])
+    stand_ins = [ModelSpec.from_config(n, rehearsal["models"][n]) for n in used_models(rehearsal)]
+    assert not unpinned_warnings(stand_ins)
