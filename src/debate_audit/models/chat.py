@@ -19,7 +19,8 @@ format is read from the tokenizer's vocabulary:
   (`keeps_special_tokens`) and those tokens are removed from the answer.
 - `think` (Qwen3, Qwen3.5): reasoning sits in a `<think>...</think>` block (the template may open it in
   the prompt); the answer is the text after the block, "" when the block never closes.
-- `channel` (Gemma 4): reasoning sits in `<|channel>thought ... <channel|>` blocks, which are removed.
+- `channel` (Gemma 4, as the release's `ft-verifier-qwen.py` GEMMA_PROTOCOL writes it): reasoning sits in
+  `<|channel>thought ... <channel|>` blocks, which are removed.
 - `none`: the reply as generated.
 
 A prefilled start of the reply (`assistant_prefix`, e.g. the readout's "Answer:") is the start of the
@@ -49,8 +50,6 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CHANNEL_OPEN, CHANNEL_CLOSE = "<|channel>", "<channel|>"
 # A closed empty think block: what Qwen3.5's template writes with enable_thinking false.
 CLOSED_THINK = "<think>\n\n</think>\n\n"
-
-
 _STRFTIME_NOW = re.compile(r"""strftime_now\(\s*(["'])(.*?)\1\s*\)""")
 
 
