@@ -11,7 +11,7 @@ SNAKEMAKE_ARGS ?=
 
 REPORT ?= results/report.zip
 
-.PHONY: install run test lint plan clean report browser
+.PHONY: install run test lint plan pin clean report browser
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ test: $(STAMP)
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml
 plan: $(STAMP)
 	$(BIN)/python -m debate_audit.plan --configfile $(PLAN_CONFIG)
+
+# Pin the hub models of a config file to the commits their branches point to now (rewrites its `revision:` lines;
+# needs the hub, HF_TOKEN for gated models). `python -m debate_audit.models.pins --check FILE` only lists them.
+PIN_FILE ?= config/paper.yaml
+pin: $(STAMP)
+	$(BIN)/python -m debate_audit.models.pins $(PIN_FILE)
 
 # The Snakemake report of a finished run (same SNAKEMAKE_ARGS, e.g. --configfile, as the run): every figure and
 # table with its caption, and the results browser (also at results/browse/index.html). REPORT=...html for one file.

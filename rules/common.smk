@@ -5,7 +5,10 @@ import re
 from debate_audit.config_check import check_output_paths, dataset_source, used_models
 from debate_audit.eraudit import grid
 from debate_audit.models.loading import ModelRef
+from debate_audit.models.pins import unpinned_warnings
+from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.models.spec import ModelSpec
+from snakemake.logging import logger
 from debate_audit.provenance import code_fingerprint
 
 # Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
@@ -16,6 +19,9 @@ MODEL_SPECS = {
     name: ModelSpec.from_config(name, config["models"][name])
     for name in used_models(config)
 }
+# A hub model at a branch or tag can download other weights in a later run (models/pins.py pins them).
+if unpinned_warnings(MODEL_SPECS.values()):
+    logger.warning("\n".join(unpinned_warnings(MODEL_SPECS.values())))
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
 

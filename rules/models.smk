@@ -10,10 +10,16 @@ rule prepare_model:
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        mem_mb=8000,
-        runtime=60,
+        # a hub download streams to disk (runtime: ~62 GB at 20 MB/s); a GGUF conversion holds the model
+        mem_mb=lambda wc: PREPARE_MEM_MB[model_spec(wc.model).source],
+        runtime=lambda wc: 240 if model_spec(wc.model).source == "hf" else 60,
     params:
-        spec=lambda wc: model_spec(wc.model).__dict__,
+        # chat-template switches change the model's prompts, not its files: they enter model_ref params only
+        spec=lambda wc: {
+            key: value
+            for key, value in model_spec(wc.model).__dict__.items()
+            if key != "chat_template_kwargs"
+        },
         out_dir=lambda wc: model_dir(wc.model),
         tokenizer_dir=lambda wc, input: (
             str(Path(input.tokenizer[0]).parent) if input.tokenizer else None

@@ -314,7 +314,8 @@ def finetune_verifier(
         encode_example(tokenizer, pair_id=r["pair_id"], transcript=r["transcript"], item=r,
                        true_position=r["true_position"], target=target, with_qh=variant == "org",
                        max_length=settings.max_length, max_target_tokens=settings.max_target_tokens,
-                       readout=readout, reply=settings.lm_target == "adjudication")
+                       readout=readout, reply=settings.lm_target == "adjudication",
+                       chat_template_kwargs=base.chat_template_kwargs)
         for r, target in zip(items, targets)
     ]
     log.info("%s/%s: %d training items from %s; weights %s; readout %s; L_lm target %s", dataset, variant,

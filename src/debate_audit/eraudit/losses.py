@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from debate_audit.models.decoding import left_pad
 
-from .readout import ANSWER_SLOT, render_prompt, renderer_for
+from .readout import ANSWER_SLOT, render_prompt, renderer_for, tokenizer_chat
 
 IGNORE = -100
 
@@ -117,11 +117,13 @@ def encode_example(
     max_target_tokens: int,
     readout: str = "auto",
     reply: bool = False,
+    chat_template_kwargs: dict | None = None,
 ) -> TrainExample:
     """Tokenise one selected transcript into the L_lm, L_fc and (with_qh) L_qh examples. `target`: the L_lm
     text. `reply`: the target is the whole assistant reply ending in its own "Answer: X" line (an
     adjudication): the L_lm prompt stops before the "Answer:" slot, and a cut to `max_target_tokens` keeps
-    that last line, so the conclusion is always trained on."""
+    that last line, so the conclusion is always trained on. `chat_template_kwargs`: the model's chat-template
+    switches (its spec's), so training renders what scoring renders."""
 
     def enc(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -139,7 +141,7 @@ def encode_example(
     if tokenizer.eos_token_id is not None:
         target_ids = target_ids + [tokenizer.eos_token_id]
     # One renderer with the scoring side (readout.py): the chat template or the plain format.
-    chat = renderer_for(readout, tokenizer)
+    chat = renderer_for(readout, tokenizer, tokenizer_chat(tokenizer, chat_template_kwargs))
     blocks = [(item["q_m"], item["y_true"], item["y_false"]), (item["q_h"], item["h_true"], item["h_false"])]
     longest_block = max(len(enc(render_prompt(q, a, b, transcript="", chat=chat))) for q, a, b in blocks)
     budget = max_length - longest_block - len(target_ids) - 16

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from debate_audit.models import two_way_softmax
+from debate_audit.models.chat import ChatFormat
 
 from .versioning import rule_id
 
@@ -67,14 +68,11 @@ def resolve_readout(mode: str, tokenizer: Any) -> str:
     return mode
 
 
-def tokenizer_chat(tokenizer: Any) -> ChatRenderer:
-    """The chat renderer of a bare tokenizer (training code), identical to LanguageModel.render_chat."""
-
-    def render(messages: list[dict[str, str]], assistant_prefix: str) -> str:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text + assistant_prefix
-
-    return render
+def tokenizer_chat(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None) -> ChatRenderer:
+    """The chat renderer of a bare tokenizer (training code), identical to LanguageModel.render_chat of a model
+    with these chat-template switches (models/chat.py)."""
+    chat = ChatFormat.of(tokenizer, chat_template_kwargs)
+    return lambda messages, assistant_prefix: chat.render(tokenizer, messages, assistant_prefix)
 
 
 def question_block(question: str, option_a: str, option_b: str) -> str:

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from .adapter import adapter_base, is_adapter, load_merged
 from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
+from .chat import ChatFormat
 from .cpu_numerics import make_batch_invariant, warm_up_vector_math
 from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
 from .decoding import NUMERICS_VERSION, Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
@@ -58,6 +59,7 @@ class LanguageModel:
         prefix_sharing: bool = True,
         generation_backend: Any = None,
         prefix_store_mb: int = 1024,
+        chat_template_kwargs: dict[str, Any] | None = None,
     ):
         """`batch_size`: prompts per batch, or "auto": on GPU a probed token budget per scoring batch (see
         `probe_batch_tokens`) and 64 prompts per generation batch; on CPU 8. `prefix_sharing`: run a
@@ -65,7 +67,7 @@ class LanguageModel:
         `generation_backend`: optional `serving.OpenAICompatibleBackend` / `serving.VLLMBackend` that computes
         uncached `generate` calls instead of the in-process model (off by default). `prefix_store_mb`: memory
         for the key/value states of recent prompts, reused by later calls on prompts that extend them (see
-        prefix_store.py); 0 turns it off.
+        prefix_store.py); 0 turns it off. `chat_template_kwargs`: the model's chat-template switches (chat.py).
 
         On CPU every result is batch-invariant (`self.batch_invariant`): a prompt's scores and greedy text are
         the same bits whatever else shares its batch, call or stored prefix, so a run resumed from a partly
@@ -105,6 +107,8 @@ class LanguageModel:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.chat = ChatFormat.of(self.tokenizer, chat_template_kwargs)
+        self.unanswered = 0
         # Batch invariance needs an attention whose sums do not depend on the key axis's length (SDPA's CPU
         # kernels block it by its length): decoding.blocked_causal_attention.
         attn = register_attention() if self.batch_invariant else None
@@ -147,13 +151,9 @@ class LanguageModel:
         """The exact text the model sees: chat template, generation prompt, optional start of the reply.
 
         A conversation ending in an assistant message is a prefill: the model continues that message, and
-        `generate` returns only the continuation.
+        `generate` returns only the continuation (of a reasoning model: its final answer, chat.py).
         """
-        if messages and messages[-1]["role"] == "assistant":
-            assistant_prefix = messages[-1]["content"] + (assistant_prefix or "")
-            messages = messages[:-1]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text + (assistant_prefix or "")
+        return self.chat.render(self.tokenizer, messages, assistant_prefix)
 
     def _encode(self, text: str) -> list[int]:
         # The chat template already carries the special tokens.
@@ -328,15 +328,19 @@ class LanguageModel:
     ) -> list[list[str]]:
         """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy)."""
         prompts = [self.render_chat(m) for m in conversations]
-        keys = [self._key("generate", p, params.key()) for p in prompts]
+        keys = [self._key("generate", p, {**params.key(), **self.chat.key()}) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
         encoded = self._encode_many(todo, prompts)
         lengths = {i: len(encoded[i]) for i in todo}
+        unanswered = self.unanswered
         if self.generation_backend is not None and todo:
-            fresh = dict(zip((keys[i] for i in todo), self.generation_backend.complete([prompts[i] for i in todo], params)))
+            raw = {"skip_special_tokens": False} if self.chat.keeps_special_tokens else {}
+            replies = self.generation_backend.complete([prompts[i] for i in todo], params, **raw)
+            fresh = {keys[i]: self._final(prompts[i], texts) for i, texts in zip(todo, replies)}
             self.cache.put_many("generate", fresh)
             cached.update(fresh)
+            self._report_unanswered(unanswered, len(todo))
             return [cached[k] for k in keys]
         eos = self._eos_ids()
         per = params.num_samples if params.do_sample else 1
@@ -354,12 +358,26 @@ class LanguageModel:
                              pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg,
                              store=self.prefix_store if self.prefix_store.max_bytes else None,
                              invariant=self.batch_invariant)
-                texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-                fresh = {keys[i]: [t.strip() for t in texts[j * per : (j + 1) * per]] for j, i in enumerate(batch)}
+                texts = self.tokenizer.batch_decode(new, skip_special_tokens=not self.chat.keeps_special_tokens)
+                fresh = {keys[i]: self._final(prompts[i], texts[j * per : (j + 1) * per]) for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
                 bar.update(len(batch))
+        self._report_unanswered(unanswered, len(todo))
         return [cached[k] for k in keys]
+
+    def _final(self, prompt: str, replies: Sequence[str]) -> list[str]:
+        """The answers of one prompt's replies (chat.py); counts the replies of a reasoning model whose
+        budget ran out before its answer (they give "")."""
+        answers = [self.chat.final_answer(prompt, r) for r in replies]
+        self.unanswered += sum(1 for a, r in zip(answers, replies) if not a and r.strip())
+        return answers
+
+    def _report_unanswered(self, before: int, calls: int) -> None:
+        if self.unanswered > before:
+            log.warning("%s: %d of %d fresh generations end before a final answer (%s reasoning): they are "
+                        "empty; raise max_new_tokens", self.model_dir, self.unanswered - before, calls,
+                        self.chat.reasoning)
 
     def _eos_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}

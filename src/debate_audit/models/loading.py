@@ -56,6 +56,7 @@ class ModelRef:
     base_url: str | None = None
     api_key_env: str | None = None
     generation_backend: str = "local"
+    chat_template_kwargs: dict[str, Any] | None = None
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, directory: str | Path) -> ModelRef:
@@ -96,7 +97,7 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
     from .lm import LanguageModel  # torch: only when a local model is loaded
 
     return LanguageModel(ref.directory, device=ref.device, dtype=ref.dtype, batch_size=ref.batch_size, cache=cache,
-                         generation_backend=backend)
+                         generation_backend=backend, chat_template_kwargs=ref.chat_template_kwargs)
 
 
 @contextlib.contextmanager

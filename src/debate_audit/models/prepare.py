@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import hashlib
 import importlib.util
 import json
 import logging
 import shutil
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +31,22 @@ def package_dir(package: str) -> Path:
     return Path(list(found.submodule_search_locations)[0])
 
 
+def _chunks(path: Path) -> Iterable[bytes]:
+    with open(path, "rb") as fh:
+        yield from iter(lambda: fh.read(1 << 22), b"")
+
+
 def weights_sha256(model_dir: Path) -> str:
+    """The identity of weights written here (converted, built, copied, fine-tuned): the bytes of every
+    safetensors file, in name order."""
     digest = hashlib.sha256()
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{model_dir}: no *.safetensors weights")
     for file in files:
         digest.update(file.name.encode())
-        with open(file, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                digest.update(chunk)
+        for chunk in _chunks(file):
+            digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -85,14 +93,70 @@ def _from_gguf(spec: ModelSpec, out_dir: Path) -> None:
     tokenizer.save_pretrained(out_dir)
 
 
-def _from_hub(spec: ModelSpec, out_dir: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+# What a hub model directory needs: weights, config, generation config, tokenizer and chat template. Only
+# top-level files (gpt-oss keeps a second copy of its weights under original/), never pickled weights
+# (*.bin, *.pt) or remote code (*.py): transformers loads safetensors only, trust_remote_code off.
+HUB_FILES = (
+    "*.safetensors", "model.safetensors.index.json", "config.json", "generation_config.json",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.model",
+    "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
+)
+# Memory of rule prepare_model per source (MB): a hub download streams files to disk; a GGUF conversion
+# holds the model twice in float32; a random model is tiny.
+PREPARE_MEM_MB = {"hf": 2000, "local": 2000, "openai": 1000, "gguf-package": 8000, "random": 4000}
 
-    kwargs = {"revision": spec.revision, "trust_remote_code": False, "use_safetensors": True}
-    tokenizer = AutoTokenizer.from_pretrained(spec.id, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(spec.id, dtype="auto", **kwargs)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    tokenizer.save_pretrained(out_dir)
+
+def hub_files(paths: Iterable[str]) -> list[str]:
+    """The files of a hub repository that prepare_model downloads (HUB_FILES, top level only)."""
+    return sorted(p for p in paths if "/" not in p and any(fnmatch.fnmatch(p, pattern) for pattern in HUB_FILES))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    for chunk in _chunks(path):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest_sha256(files: Sequence[dict]) -> str:
+    """The identity of a set of weight files from their names and sha256 digests, read in name order."""
+    lines = "".join(f"{f['file']} {f['sha256']}\n" for f in sorted(files, key=lambda f: f["file"]))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _from_hub(spec: ModelSpec, out_dir: Path) -> dict:
+    """Download the repository's files at `spec.revision`, resolved to its commit first, into `out_dir`.
+
+    Returns the fingerprint fields: the commit, and per weight file its size and sha256 as the hub lists
+    them (the sha256 of an LFS file's bytes; a file stored in git is hashed here). The weights' identity is
+    computed from those digests, so preparing a 62 GB model reads no byte twice; huggingface_hub checks
+    each file's size as it lands, and the sizes are checked again here."""
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi()
+    commit = api.repo_info(spec.id, revision=spec.revision).sha
+    tree = {f.path: f for f in api.list_repo_tree(spec.id, revision=commit, recursive=True) if isinstance(f, RepoFile)}
+    wanted = hub_files(tree)
+    if not any(p.endswith(".safetensors") for p in wanted):
+        raise FileNotFoundError(f"models.{spec.name}: {spec.id}@{commit} has no top-level *.safetensors weights "
+                                f"(files: {sorted(tree)[:20]}); only safetensors are loaded")
+    # Files of an earlier revision (other shards) would be counted as parameters: keep only this one's.
+    for stale in out_dir.iterdir():
+        if stale.is_file() and stale.name not in wanted:
+            stale.unlink()
+    log.info("models.%s: downloading %d files of %s at %s (revision %s)", spec.name, len(wanted), spec.id, commit,
+             spec.revision)
+    snapshot_download(spec.id, revision=commit, allow_patterns=wanted, local_dir=out_dir)
+    files = []
+    for path in (p for p in wanted if p.endswith(".safetensors")):
+        entry, local = tree[path], out_dir / path
+        if local.stat().st_size != entry.size:
+            raise OSError(f"models.{spec.name}: {local} has {local.stat().st_size} bytes, the hub lists {entry.size}")
+        files.append({"file": path, "size": entry.size,
+                      "sha256": entry.lfs.sha256 if entry.lfs is not None else file_sha256(local)})
+    return {"commit": commit, "files": files, "weights_sha256": manifest_sha256(files),
+            "weights_hash": "hub sha256 of each safetensors file (manifest_sha256)"}
 
 
 def _from_local(spec: ModelSpec, out_dir: Path) -> None:
@@ -177,16 +241,18 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     log.info("preparing model %s from %s (%s)", spec.name, spec.source, spec.id or spec.path)
+    identity: dict[str, Any] = {}
     if spec.source == "random":
         _from_random(spec, out_dir, Path(tokenizer_dir) if tokenizer_dir is not None else None)
+    elif spec.source == "hf":
+        identity = _from_hub(spec, out_dir)
     else:
-        {"gguf-package": _from_gguf, "hf": _from_hub, "local": _from_local, "openai": _openai_stub}[spec.source](
-            spec, out_dir
-        )
+        {"gguf-package": _from_gguf, "local": _from_local, "openai": _openai_stub}[spec.source](spec, out_dir)
     if spec.source == "openai":
-        fingerprint = hashlib.sha256(f"openai:{spec.base_url}:{spec.id}:{spec.revision}".encode()).hexdigest()
-    else:
-        fingerprint = weights_sha256(out_dir)
+        served = f"openai:{spec.base_url}:{spec.id}:{spec.revision}"
+        identity = {"weights_sha256": hashlib.sha256(served.encode()).hexdigest()}
+    elif not identity:
+        identity = {"weights_sha256": weights_sha256(out_dir)}
     record = {
         "name": spec.name,
         "source": spec.source,
@@ -196,10 +262,10 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
         "gguf_file": spec.gguf_file,
         "base_url": spec.base_url,
         "random_weights": spec.source == "random",
-        "weights_sha256": fingerprint,
+        **identity,
     }
     (out_dir / FINGERPRINT_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    log.info("model %s ready in %s (weights sha256 %s)", spec.name, out_dir, fingerprint[:16])
+    log.info("model %s ready in %s (weights sha256 %s)", spec.name, out_dir, record["weights_sha256"][:16])
     return record
 
 

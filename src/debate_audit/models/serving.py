@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 class GenerationBackend(Protocol):
-    def complete(self, prompts: Sequence[str], params: Any) -> list[list[str]]: ...
+    # skip_special_tokens False: a reasoning model's reply keeps the markers its final answer is read from.
+    def complete(self, prompts: Sequence[str], params: Any, *, skip_special_tokens: bool = True) -> list[list[str]]: ...
 
 
 def _sampling_fields(params: Any) -> dict[str, Any]:
@@ -173,14 +174,15 @@ class OpenAICompatibleBackend:
         self.concurrency = concurrency
         self.timeout = timeout
 
-    def _one(self, prompt: str, params: Any) -> list[str]:
-        body = {"model": self.model, "prompt": prompt, "max_tokens": params.max_new_tokens, **_sampling_fields(params)}
+    def _one(self, prompt: str, params: Any, skip_special_tokens: bool) -> list[str]:
+        body = {"model": self.model, "prompt": prompt, "max_tokens": params.max_new_tokens, **_sampling_fields(params),
+                **({} if skip_special_tokens else {"skip_special_tokens": False})}  # a vLLM extension
         choices = post_json(self.url, body, api_key_env=self.api_key_env, timeout=self.timeout)["choices"]
         return [c["text"].strip() for c in sorted(choices, key=lambda c: c.get("index", 0))]
 
-    def complete(self, prompts: Sequence[str], params: Any) -> list[list[str]]:
+    def complete(self, prompts: Sequence[str], params: Any, *, skip_special_tokens: bool = True) -> list[list[str]]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda p: self._one(p, params), prompts))
+            return list(pool.map(lambda p: self._one(p, params, skip_special_tokens), prompts))
 
 
 class VLLMBackend:
@@ -193,15 +195,17 @@ class VLLMBackend:
         self.engine_args = engine_args
         self._llm = None
 
-    def complete(self, prompts: Sequence[str], params: Any) -> list[list[str]]:
+    def complete(self, prompts: Sequence[str], params: Any, *, skip_special_tokens: bool = True) -> list[list[str]]:
         from vllm import LLM, SamplingParams  # optional dependency
 
         if self._llm is None:
             self._llm = LLM(model=self.model_dir, dtype=self.dtype, **self.engine_args)
         if params.do_sample:
             sampling = SamplingParams(n=params.num_samples, temperature=params.temperature, top_p=params.top_p,
-                                      seed=params.seed, max_tokens=params.max_new_tokens)
+                                      seed=params.seed, max_tokens=params.max_new_tokens,
+                                      skip_special_tokens=skip_special_tokens)
         else:
-            sampling = SamplingParams(n=1, temperature=0.0, max_tokens=params.max_new_tokens)
+            sampling = SamplingParams(n=1, temperature=0.0, max_tokens=params.max_new_tokens,
+                                      skip_special_tokens=skip_special_tokens)
         outputs = self._llm.generate(list(prompts), sampling, use_tqdm=True)
         return [[o.text.strip() for o in out.outputs] for out in outputs]

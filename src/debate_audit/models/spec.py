@@ -31,6 +31,10 @@ class ModelSpec:
     # its small default shape. For rehearsing a configuration's wiring offline; its outputs mean nothing.
     tokenizer: str | None = None
     init: dict[str, Any] | None = None
+    # Switches of the model's own chat template, passed to it wherever the model's prompts are rendered
+    # (models/chat.py): Qwen3 / Qwen3.5 {enable_thinking: false} (no reasoning block before the answer),
+    # GPT-OSS {reasoning_effort: low|medium|high}. They change the prompts, so the model's numbers.
+    chat_template_kwargs: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -54,6 +58,9 @@ class ModelSpec:
                              f"not {spec.generation_backend!r}")
         if spec.generation_backend == "server" and not spec.base_url:
             raise ValueError(f"models.{name}: generation_backend 'server' needs the key 'base_url'")
+        if spec.source == "openai" and spec.chat_template_kwargs:
+            raise ValueError(f"models.{name}: source 'openai' is rendered by its server; 'chat_template_kwargs' "
+                             "applies to models with a local chat template")
         if spec.source == "openai" and spec.generation_backend != "local":
             raise ValueError(f"models.{name}: source 'openai' is served already; drop generation_backend")
         return spec
