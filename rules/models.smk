@@ -13,7 +13,8 @@ rule prepare_model:
         mem_mb=8000,
         runtime=60,
     params:
-        spec=lambda wc: model_spec(wc.model).__dict__,
+        # only what defines the model's numbers: a run setting (batch size, backend, ...) prepares nothing
+        spec=lambda wc: model_spec(wc.model).number_settings(),
         out_dir=lambda wc: model_dir(wc.model),
         tokenizer_dir=lambda wc, input: (
             str(Path(input.tokenizer[0]).parent) if input.tokenizer else None

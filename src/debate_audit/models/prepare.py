@@ -184,7 +184,8 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
             spec, out_dir
         )
     if spec.source == "openai":
-        fingerprint = hashlib.sha256(f"openai:{spec.base_url}:{spec.id}:{spec.revision}".encode()).hexdigest()
+        # the served model's name and revision; its URL is a run setting (spec.RUN_KEYS)
+        fingerprint = hashlib.sha256(f"openai:{spec.id}:{spec.revision}".encode()).hexdigest()
     else:
         fingerprint = weights_sha256(out_dir)
     record = {
@@ -194,7 +195,6 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
         "path": spec.path,
         "revision": spec.revision,
         "gguf_file": spec.gguf_file,
-        "base_url": spec.base_url,
         "random_weights": spec.source == "random",
         "weights_sha256": fingerprint,
     }
