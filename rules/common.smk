@@ -85,7 +85,8 @@ def model_numbers(*names):
 
 def sampling_engine(name):
     """Who samples for model `name`: a tracked param of the rules that sample (paraphrase pools, best-of-K
-    debates), since another engine draws from other random streams. Greedy rules leave it out."""
+    debates), since another engine draws from other random streams. Greedy rules leave it out.
+    """
     spec = model_spec(name)
     return "api" if spec.source == "openai" else spec.generation_backend
 
@@ -236,7 +237,8 @@ def model_params(name):
 def model_mem_mb(*names, training=False, scores=True):
     """mem_mb of a job using the models `names` (repeats count once); served models hold no weights. A job
     that only generates (`scores=False`) loads no weights in-process when a generation backend serves the
-    model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value cache)."""
+    model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value cache).
+    """
     weights_mb = engine_mb = 0.0
     for name in dict.fromkeys(names):
         spec = model_spec(name)
@@ -247,7 +249,11 @@ def model_mem_mb(*names, training=False, scores=True):
         if scores or spec.generation_backend == "local":
             weights_mb += mb
         if spec.generation_backend == "vllm":
-            engine_mb += VLLM_ENGINE_MB + mb + 1024 * spec.vllm.cpu_kvcache_gb * (not spec.device.startswith("cuda"))
+            engine_mb += (
+                VLLM_ENGINE_MB
+                + mb
+                + 1024 * spec.vllm.cpu_kvcache_gb * (not spec.device.startswith("cuda"))
+            )
     headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
     return JOB_BASE_MB + math.ceil(headroom * weights_mb + engine_mb)
 

@@ -22,7 +22,9 @@ PARAPHRASE_PARAMS = dict(
     ),
     numbers=lambda wc: model_numbers(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
     # pools are sampled: another engine draws other samples
-    engine=lambda wc: sampling_engine(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
+    engine=lambda wc: sampling_engine(
+        pool_settings(PARAPHRASE, wc.get("generator"))[1]
+    ),
     settings=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[2],
     min_similarity=PARAPHRASE["min_similarity"],
     splits=PARAPHRASE["splits"],
