@@ -303,6 +303,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _group_alive(group: int) -> bool:
+    """Whether a process of process group `group` is still running (zombies aside)."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg(0) succeeds for a group of zombies too: look at the members' states
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
 def _die_with_parent() -> None:
     """In the engine's process, before exec: SIGTERM when the job that started it dies (even by SIGKILL)."""
     PR_SET_PDEATHSIG = 1
@@ -410,18 +427,23 @@ class VLLMServer:
         self.client.complete(prompts, params, stop_ids=stop_ids, on_finished=on_finished)
 
     def stop(self) -> None:
-        """Stop the engine by its process id (SIGTERM to its process group, SIGKILL after 60 s)."""
+        """Stop the engine by its process id: SIGTERM to its process group (the server and the engine
+        processes it spawned), SIGKILL to what is left after 60 s; returns when none is left."""
         process, self.process, self.client = self.process, None, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
+        group = process.pid  # start_new_session: the server leads its own process group
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while _group_alive(group) and time.monotonic() < deadline:
+            process.poll()  # reap the server once it exits
+            time.sleep(0.2)
+        if _group_alive(group):
+            log.warning("vLLM for %s did not stop within 60 s of SIGTERM; killing process group %d", self.name, group)
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+                os.killpg(group, signal.SIGKILL)
+        process.wait()
         log.info("vLLM for %s stopped (pid %d)", self.name, process.pid)
 
     close = stop
