@@ -64,8 +64,8 @@ def model_fingerprint(name):
 
 
 # A model spec's settings are of two kinds (models/spec.py). Those that define its numbers (NUMBER_KEYS)
-# are prepare_model's params and, through model_numbers, a tracked param of every rule using the model: a
-# change prepares it again and reruns what used it. How it runs (RUN_KEYS: device, batch size, backend,
+# are prepare_model's params and, through model_numbers, a tracked param of every model-bound job, so a
+# change prepares the model again and reruns what used it. How it runs (RUN_KEYS: device, batch size, backend,
 # server, engine settings, concurrency) reaches a script inside its ModelRef, passed through a params
 # function that takes `resources`: Snakemake counts such params as derived from the job's resources and
 # leaves them out of its params rerun trigger, so changing a run setting reruns nothing.
