@@ -275,8 +275,9 @@ def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded
     local = scratch_copy(tmp_path / "local", embedded_model_dir)
     served = scratch_copy(tmp_path / "vllm", embedded_model_dir)
     (served / ".venv-vllm").symlink_to(REPO / ".venv-vllm")
-    snakemake(local, *TARGETS)
-    run = snakemake(served, *TARGETS, overlays=("config/vllm.yaml",))
+    # a flag before the targets: after --configfile's list, they would be read as more config files
+    snakemake(local, "--rerun-incomplete", *TARGETS)
+    run = snakemake(served, "--rerun-incomplete", *TARGETS, overlays=("config/vllm.yaml",))
     for target in TARGETS:
         text = "raw_response" if "cwpor" in target else "transcript"
         ours, theirs = pl.read_parquet(served / target), pl.read_parquet(local / target)
