@@ -373,9 +373,9 @@ class VLLMServer:
         return cmd
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-        env.update({"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-                    "PYTHONUNBUFFERED": "1"})
+        # the prepared directory is all it reads: no hub access, no usage reports
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "PYTHONUNBUFFERED": "1"}
         if self.device == "cpu":
             env["VLLM_CPU_KVCACHE_SPACE"] = str(self.settings.cpu_kvcache_gb)
             # as many threads as the job has (OMP_NUM_THREADS, set by Snakemake from `threads`), unpinned:
