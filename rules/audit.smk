@@ -67,6 +67,7 @@ rule audit_scores:
         model=lambda wc, input: model_ref(
             wc.architecture, str(Path(input.model).parent)
         ),
+        numbers=lambda wc: model_numbers(wc.architecture),
         verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
         labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],

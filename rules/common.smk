@@ -69,13 +69,42 @@ def model_fingerprint(name):
     return f"resources/models/{name}/fingerprint.json"
 
 
+# A model spec's settings are of two kinds (models/spec.py). Those that define its numbers (NUMBER_KEYS)
+# are, through model_numbers, a tracked param of every model-bound job, so a change reruns what used the
+# model; those of them that define its files (FILE_KEYS) are prepare_model's params too. How it runs (RUN_KEYS: device, batch size, backend,
+# server, engine settings, concurrency) reaches a script inside its ModelRef, passed through a params
+# function that takes `resources`: Snakemake counts such params as derived from the job's resources and
+# leaves them out of its params rerun trigger, so changing a run setting reruns nothing.
 def model_ref(name, directory=None):
     """The one param a model-bound job's script gets for model `name` (ModelRef.to_params): the prepared
     directory, or `directory` (a fine-tuned verifier of base model `name`), and the spec's inference fields.
-    """
+    Pass it through `lambda wc, resources: model_ref(...)` (untracked, see above)."""
     return ModelRef.from_spec(
         model_spec(name), directory or model_dir(name)
     ).to_params()
+
+
+def model_numbers(*names):
+    """The settings that define the numbers of the models `names` (spec.NUMBER_KEYS), a tracked param."""
+    return {name: model_spec(name).number_settings() for name in dict.fromkeys(names)}
+
+
+def sampling_engine(name):
+    """Who samples for model `name`: a tracked param of the rules that sample (paraphrase pools, best-of-K
+    debates), since another engine draws from other random streams. Greedy rules leave it out.
+    """
+    spec = model_spec(name)
+    return "api" if spec.source == "openai" else spec.generation_backend
+
+
+def generation_gpu(*names):
+    """gpu of a job that only generates with the models `names`: none when every one of them is served
+    by a server the job does not start (generation_backend server, source openai)."""
+    served = all(
+        model_spec(n).source == "openai" or model_spec(n).generation_backend == "server"
+        for n in names
+    )
+    return 0 if served else 1
 
 
 def local_input(dataset, key):
@@ -202,6 +231,7 @@ JOB_BASE_MB = 2000  # interpreter, torch, tokenizer, data, activations
 INFERENCE_HEADROOM = 1.5
 TRAINING_HEADROOM = 4.0  # weights, gradients and two AdamW moments in the same dtype
 UNKNOWN_MODEL_PARAMS = 8e9
+VLLM_ENGINE_MB = 3000  # a vLLM engine's processes besides weights and key/value cache
 
 
 def model_params(name):
@@ -210,16 +240,28 @@ def model_params(name):
     return UNKNOWN_MODEL_PARAMS if size is None else size * 1e9
 
 
-def model_mem_mb(*names, training=False):
-    """mem_mb of a job loading the models `names` (repeats count once); served models hold no weights."""
-    weights_mb = 0.0
+def model_mem_mb(*names, training=False, scores=True):
+    """mem_mb of a job using the models `names` (repeats count once); served models hold no weights. A job
+    that only generates (`scores=False`) loads no weights in-process when a generation backend serves the
+    model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value cache).
+    """
+    weights_mb = engine_mb = 0.0
     for name in dict.fromkeys(names):
         spec = model_spec(name)
-        if spec.source != "openai":
-            # "auto" counts as on the CPU (float32), the larger of its two dtypes
-            weights_mb += model_params(name) * bytes_per_param(spec, gpu=False) / 1e6
+        if spec.source == "openai":
+            continue
+        # "auto" counts as on the CPU (float32), the larger of its two dtypes
+        mb = model_params(name) * bytes_per_param(spec, gpu=False) / 1e6
+        if scores or spec.generation_backend == "local":
+            weights_mb += mb
+        if spec.generation_backend == "vllm":
+            engine_mb += (
+                VLLM_ENGINE_MB
+                + mb
+                + 1024 * spec.vllm.cpu_kvcache_gb * (not spec.device.startswith("cuda"))
+            )
     headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
-    return JOB_BASE_MB + math.ceil(headroom * weights_mb)
+    return JOB_BASE_MB + math.ceil(headroom * weights_mb + engine_mb)
 
 
 def finetune_mem_mb(wc):

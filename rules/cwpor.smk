@@ -60,17 +60,25 @@ rule cwpor_debate:
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        gpu=1,
-        mem_mb=lambda wc: model_mem_mb(
+        gpu=lambda wc: generation_gpu(
             role_model(CWPOR, wc.model, "neutral"),
             role_model(CWPOR, wc.model, "persuasive"),
         ),
+        mem_mb=lambda wc: model_mem_mb(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+            scores=False,
+        ),
         runtime=CWPOR["resources"]["runtime"],
     params:
-        agents=lambda wc: {
+        agents=lambda wc, resources: {
             role: model_ref(role_model(CWPOR, wc.model, role))
             for role in ("neutral", "persuasive")
         },
+        numbers=lambda wc: model_numbers(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+        ),
         template=CWPOR["debate_template"],
         # version + hash of the template text: editing the debate prompts reruns this rule
         template_id=template_id("debate", CWPOR["debate_template"]),
@@ -101,7 +109,8 @@ rule cwpor_judge:
         mem_mb=lambda wc: model_mem_mb(role_model(CWPOR, wc.model, "judge")),
         runtime=CWPOR["resources"]["runtime"],
     params:
-        judge=lambda wc: model_ref(role_model(CWPOR, wc.model, "judge")),
+        judge=lambda wc, resources: model_ref(role_model(CWPOR, wc.model, "judge")),
+        numbers=lambda wc: model_numbers(role_model(CWPOR, wc.model, "judge")),
         template=CWPOR["judge_template"],
         # version + hash of the template text: editing the judge prompt reruns this rule
         template_id=template_id("judge", CWPOR["judge_template"]),

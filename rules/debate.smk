@@ -81,11 +81,18 @@ else:
         conda:
             "../envs/debate-audit.yaml"
         resources:
-            gpu=1,
-            mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"]),
+            gpu=lambda wc: generation_gpu(config["debate"]["debater"]),
+            mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"], scores=False),
             runtime=240,
         params:
-            model=model_ref(config["debate"]["debater"]),
+            model=lambda wc, resources: model_ref(config["debate"]["debater"]),
+            numbers=model_numbers(config["debate"]["debater"]),
+            # best-of-K (K > 1) samples: another engine draws other candidates
+            engine=(
+                sampling_engine(config["debate"]["debater"])
+                if config["debate"]["candidates"] > 1
+                else None
+            ),
             settings=lambda wc: {
                 **{key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
                 "word_limit": grid.word_limit(wc.length),
@@ -117,7 +124,8 @@ else:
             mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
             runtime=60,
         params:
-            model=model_ref(DEBATE_SELECTOR),
+            model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
+            numbers=model_numbers(DEBATE_SELECTOR),
             leak_ngram=config["debate"]["leak_ngram"],
             leak_threshold=config["debate"]["leak_threshold"],
             hard_terms=config["debate"]["hard_terms"],

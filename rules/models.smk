@@ -14,12 +14,9 @@ rule prepare_model:
         mem_mb=lambda wc: PREPARE_MEM_MB[model_spec(wc.model).source],
         runtime=lambda wc: 240 if model_spec(wc.model).source == "hf" else 60,
     params:
-        # chat-template switches change the model's prompts, not its files: they enter model_ref params only
-        spec=lambda wc: {
-            key: value
-            for key, value in model_spec(wc.model).__dict__.items()
-            if key != "chat_template_kwargs"
-        },
+        # only what defines the model's files: a run setting (batch size, backend, ...) or a chat-template
+        # switch prepares nothing
+        spec=lambda wc: model_spec(wc.model).file_settings(),
         out_dir=lambda wc: model_dir(wc.model),
         tokenizer_dir=lambda wc, input: (
             str(Path(input.tokenizer[0]).parent) if input.tokenizer else None

@@ -17,7 +17,14 @@ wildcard_constraints:
 # Every setting of a pool, shared by the search and test rules; wc.get("generator") is None for search.
 PARAPHRASE_PARAMS = dict(
     pool=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[0],
-    model=lambda wc: model_ref(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
+    model=lambda wc, resources: model_ref(
+        pool_settings(PARAPHRASE, wc.get("generator"))[1]
+    ),
+    numbers=lambda wc: model_numbers(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
+    # pools are sampled: another engine draws other samples
+    engine=lambda wc: sampling_engine(
+        pool_settings(PARAPHRASE, wc.get("generator"))[1]
+    ),
     settings=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[2],
     min_similarity=PARAPHRASE["min_similarity"],
     splits=PARAPHRASE["splits"],
@@ -43,9 +50,9 @@ rule paraphrase_search:
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        gpu=1,
+        gpu=lambda wc: generation_gpu(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
         mem_mb=lambda wc: model_mem_mb(
-            pool_settings(PARAPHRASE, wc.get("generator"))[1]
+            pool_settings(PARAPHRASE, wc.get("generator"))[1], scores=False
         ),
         runtime=240,
     params:
@@ -71,9 +78,9 @@ rule paraphrase_test:
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        gpu=1,
+        gpu=lambda wc: generation_gpu(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
         mem_mb=lambda wc: model_mem_mb(
-            pool_settings(PARAPHRASE, wc.get("generator"))[1]
+            pool_settings(PARAPHRASE, wc.get("generator"))[1], scores=False
         ),
         runtime=240,
     params:

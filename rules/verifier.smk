@@ -34,11 +34,12 @@ rule verifier_adjudicate:
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        gpu=1,
-        mem_mb=lambda wc: model_mem_mb(wc.architecture),
+        gpu=lambda wc: generation_gpu(wc.architecture),
+        mem_mb=lambda wc: model_mem_mb(wc.architecture, scores=False),
         runtime=120,
     params:
-        model=lambda wc: model_ref(wc.architecture),
+        model=lambda wc, resources: model_ref(wc.architecture),
+        numbers=lambda wc: model_numbers(wc.architecture),
         settings=config["verifier"]["adjudication"],
         adjudication_version=ADJUDICATION_VERSION,
         cache=config["cache"],
@@ -68,7 +69,8 @@ rule verifier_finetune:
         mem_mb=finetune_mem_mb,
         runtime=720,
     params:
-        base=lambda wc: model_ref(wc.architecture),
+        base=lambda wc, resources: model_ref(wc.architecture),
+        numbers=lambda wc: model_numbers(wc.architecture),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
         verifier_name=lambda wc: grid.Checkpoint.of(wc.length, wc.variant).verifier,
         labels=lambda wc: grid.Checkpoint.of(wc.length, wc.variant).labels(
@@ -135,6 +137,7 @@ rule verifier_evaluate:
         model=lambda wc, input: model_ref(
             wc.architecture, str(Path(input.model).parent)
         ),
+        numbers=lambda wc: model_numbers(wc.architecture),
         verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
         labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],

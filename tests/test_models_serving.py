@@ -10,15 +10,34 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
-from debate_audit.models.serving import OpenAIChatModel, OpenAICompatibleBackend, Retry, post_json
+from debate_audit.models.serving import CompletionsBackend, OpenAIChatModel, Retry, post_json
 
 
 @pytest.fixture
-def server():
-    """A local OpenAI-compatible server answering /completions and /chat/completions; records bodies."""
+def server(tmp_path):
+    """A local OpenAI-compatible server: /chat/completions echoes the last message; /completions answers a
+    prompt of token ids with its last two ids and the sample index (vLLM's `token_ids`); /models serves
+    `served` (its `root`, a prepared directory), /version says 0.0-test. Records every request."""
     seen: list[tuple[str, dict, str | None]] = []
+    served = tmp_path / "served-model"
+    served.mkdir()
+    (served / "fingerprint.json").write_text(json.dumps({"name": "m", "weights_sha256": "ab" * 32}))
 
     class Handler(BaseHTTPRequestHandler):
+        def answer(self, payload):
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            seen.append((self.path, {}, self.headers.get("Authorization")))
+            if self.path.endswith("/models"):
+                self.answer({"data": [{"id": "other", "root": str(tmp_path)}, {"id": "served", "root": str(served)}]})
+            else:
+                self.answer({"version": "0.0-test"})
+
         def do_POST(self):  # noqa: N802 - http.server's name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, body, self.headers.get("Authorization")))
@@ -27,36 +46,64 @@ def server():
                 last = body["messages"][-1]["content"]
                 choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
             else:
-                choices = [{"index": k, "text": f" {body['prompt'][-12:]}#{k}"} for k in range(n)]
-            data = json.dumps({"choices": choices[::-1]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+                choices = [{"index": k, "text": "ignored", "token_ids": [*body["prompt"][-2:], k]} for k in range(n)]
+            self.answer({"choices": choices[::-1]})
 
         def log_message(self, *args):
             pass
 
     httpd = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen
+    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen, served
     httpd.shutdown()
 
 
-def test_completions_backend_posts_rendered_prompts_and_orders_choices(server):
-    url, seen = server
-    backend = OpenAICompatibleBackend(url, "m", concurrency=2)
-    greedy = backend.complete(["p1", "p2"], GenerationParams(max_new_tokens=5))
-    sampled = backend.complete(["p3"], GenerationParams(max_new_tokens=5, do_sample=True, num_samples=2, seed=3))
-    assert greedy == [["p1#0"], ["p2#0"]]
-    assert sampled == [["p3#0", "p3#1"]]
-    by_prompt = {body["prompt"]: body for _, body, _ in seen}
-    assert by_prompt["p1"]["temperature"] == 0.0 and by_prompt["p1"]["max_tokens"] == 5
-    assert by_prompt["p3"]["seed"] == 3 and by_prompt["p3"]["n"] == 2
+def test_completions_backend_sends_token_ids_to_the_server_of_the_prepared_directory(server):
+    url, seen, served = server
+    backend = CompletionsBackend(url, served, concurrency=2)
+    got: list[dict] = []
+    backend.complete([[1, 2, 3], [4, 5]], GenerationParams(max_new_tokens=5), stop_ids=[0], on_finished=got.append)
+    backend.complete([[6, 7]], GenerationParams(max_new_tokens=5, do_sample=True, num_samples=2, seed=3),
+                     stop_ids=[0], on_finished=got.append)
+    assert got[0] == {0: [[2, 3, 0]], 1: [[4, 5, 0]]} and got[1] == {0: [[6, 7, 0], [6, 7, 1]]}
+    assert backend.served == "served" and backend.describe() == "server (vllm 0.0-test)"
+    posts = [body for path, body, _ in seen if path.endswith("/completions")]
+    by_prompt = {tuple(body["prompt"]): body for body in posts}
+    assert by_prompt[(1, 2, 3)]["temperature"] == 0.0 and by_prompt[(1, 2, 3)]["max_tokens"] == 5
+    assert by_prompt[(1, 2, 3)]["stop_token_ids"] == [0] and by_prompt[(1, 2, 3)]["model"] == "served"
+    assert by_prompt[(6, 7)]["seed"] == 3 and by_prompt[(6, 7)]["n"] == 2
+
+
+def test_completions_backend_refuses_a_server_of_other_weights(server, tmp_path):
+    url, _, _ = server
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "fingerprint.json").write_text(json.dumps({"name": "m", "weights_sha256": "cd" * 32}))
+    with pytest.raises(RuntimeError, match=r"does not serve the prepared model .*elsewhere.*vllm serve"):
+        CompletionsBackend(url, elsewhere).check()
+
+
+def test_completions_backend_hands_over_each_finished_group_and_keeps_them_when_a_request_fails(server):
+    url, _, served = server
+    backend = CompletionsBackend(url, served, concurrency=2, retry=Retry(attempts=1))
+    original = backend._one
+
+    def failing_last(prompt, params, stop_ids):
+        if prompt == [99]:
+            raise RuntimeError("HTTP 400 from the server")
+        return original(prompt, params, stop_ids)
+
+    backend._one = failing_last
+    got: list[dict] = []
+    with pytest.raises(RuntimeError, match="HTTP 400"):
+        backend.complete([[i, i] for i in range(1, 6)] + [[99]], GenerationParams(max_new_tokens=2), stop_ids=[],
+                         on_finished=got.append)
+    assert {i for group in got for i in group} == {0, 1, 2, 3, 4}
+    assert all(1 <= len(group) <= 2 for group in got[:-1])
 
 
 def test_chat_model_caches_replies_and_keeps_the_key_out_of_the_cache(server, tmp_path, monkeypatch):
-    url, seen = server
+    url, seen, _ = server
     monkeypatch.setenv("TEST_SERVING_KEY", "sk-secret-value")
     chat = OpenAIChatModel(base_url=url, model="m", api_key_env="TEST_SERVING_KEY", fingerprint="fp",
                            cache=str(tmp_path / "c.sqlite"))
@@ -74,7 +121,7 @@ def test_chat_model_caches_replies_and_keeps_the_key_out_of_the_cache(server, tm
 
 
 def test_chat_model_names_the_missing_key_variable(server, monkeypatch):
-    url, _ = server
+    url, _, _ = server
     monkeypatch.delenv("TEST_SERVING_MISSING", raising=False)
     chat = OpenAIChatModel(base_url=url, model="m", api_key_env="TEST_SERVING_MISSING", fingerprint="fp", cache=None)
     with pytest.raises(RuntimeError, match="TEST_SERVING_MISSING"):
@@ -104,7 +151,7 @@ def test_a_reference_travels_through_params_unchanged():
 
 
 def test_a_remote_chat_model_generates_and_refuses_to_score(server, tmp_path):
-    url, _ = server
+    url, _, _ = server
     (tmp_path / "fingerprint.json").write_text(json.dumps({"name": "remote", "weights_sha256": "ef" * 32}))
     ref = ModelRef("remote", str(tmp_path), source="openai", id="served-name", base_url=url)
     with open_model(ref, cache=tmp_path / "c.sqlite") as lm:
@@ -116,19 +163,26 @@ def test_a_remote_chat_model_generates_and_refuses_to_score(server, tmp_path):
 
 
 @pytest.mark.slow
-def test_server_backend_generates_for_a_local_model_and_shares_its_cache(server, embedded_ref, tmp_path):
-    url, seen = server
-    cache = tmp_path / "c.sqlite"
+def test_server_backend_sends_the_rendered_token_ids_and_keeps_its_results_apart(server, embedded_ref, tmp_path):
+    url, seen, _ = server
+    cache = tmp_path / "cache"
+    # a server for the embedded model's directory (the fake reports it as its `root`)
     served = dataclasses.replace(embedded_ref, generation_backend="server", base_url=url)
     conv = [[{"role": "user", "content": "Say hi."}]]
     with open_model(served, cache=cache) as lm:
-        prompt = lm.render_chat(conv[0])
+        lm.generation_backend.served = "served"  # the fake serves another directory: skip its check
+        ids = lm._encode(lm.render_chat(conv[0]))
         out = lm.generate(conv, GenerationParams(max_new_tokens=6))
-    assert out == [[(" " + prompt[-12:] + "#0").strip()]]
-    assert seen[0][1]["prompt"] == prompt and seen[0][1]["model"] == embedded_ref.directory
-    # The in-process model finds the server's reply under the same key: the backend is not in the key.
+        assert lm._model is None  # generating through a server loads no weights
+        expected = [[lm._decode([ids[-2:] + [0]])[0]]]
+    (body,) = [b for path, b, _ in seen if path.endswith("/completions")]
+    assert body["prompt"] == ids and body["return_token_ids"] is True
+    assert out == expected
+    # the in-process loop does not take the server's reply: another engine, another cache namespace
     with open_model(embedded_ref, cache=cache) as local:
-        assert local.generate(conv, GenerationParams(max_new_tokens=6)) == out
+        assert local.generate(conv, GenerationParams(max_new_tokens=6)) != out
+    records = [json.loads(line.split("\t", 3)[3]) for f in cache.rglob("*.shard") for line in f.read_text().splitlines()[1:]]
+    assert sorted(r["engine"].split(" ")[0] for r in records) == ["in-process", "server"]
 
 
 @pytest.fixture

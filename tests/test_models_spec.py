@@ -41,3 +41,32 @@ def test_prepared_embedded_model_is_plain_safetensors(embedded_model_dir):
     assert list(embedded_model_dir.glob("*.safetensors"))
     assert not list(embedded_model_dir.glob("*.gguf")) and not list(embedded_model_dir.glob("*.bin"))
     assert len(read_fingerprint(embedded_model_dir)["weights_sha256"]) == 64
+
+
+def test_every_spec_setting_is_either_number_defining_or_a_run_setting():
+    import dataclasses
+
+    from debate_audit.models.spec import NUMBER_KEYS, RUN_KEYS
+
+    fields = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "extra"}
+    assert set(NUMBER_KEYS) | set(RUN_KEYS) == fields
+    assert not set(NUMBER_KEYS) & set(RUN_KEYS)
+
+
+def test_preparation_sees_only_the_number_defining_settings():
+    fast = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "dtype": "bfloat16", "batch_size": 4,
+                                       "generation_backend": "vllm", "vllm": {"max_num_seqs": 8}})
+    slow = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "dtype": "bfloat16", "batch_size": 64,
+                                       "device": "cuda:1", "concurrency": 3})
+    assert fast.number_settings() == slow.number_settings()
+    assert ModelSpec(**fast.number_settings()).number_settings() == fast.number_settings()
+    other = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "dtype": "float32"})
+    assert other.number_settings() != fast.number_settings()
+
+
+def test_vllm_engine_settings_are_checked_by_name():
+    spec = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "generation_backend": "vllm",
+                                       "vllm": {"max_model_len": 4096, "enforce_eager": True}})
+    assert spec.vllm.max_model_len == 4096 and spec.vllm.enforce_eager and spec.vllm.tensor_parallel_size == 1
+    with pytest.raises(ValueError, match=r"models\.m\.vllm: unknown key\(s\) \['max_len'\]"):
+        ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "vllm": {"max_len": 4096}})

@@ -73,6 +73,8 @@ EXPECTED = {
                                                 **er_audit(3, lengths=3, weights=3), "browse": 1, "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
+    # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
+    "config/vllm.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer

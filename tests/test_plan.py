@@ -117,3 +117,18 @@ def test_plan_says_which_architectures_fit_one_gpu_for_fine_tuning(config):
     config["verifier"]["lora"]["save"] = "merged"
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
     assert "| LoRA (bf16 base) | 39 | yes | yes | 39 |" in text
+
+
+def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_names_the_source(config):
+    from debate_audit.plan import VLLM_THROUGHPUT
+
+    rp = RulePlan("cwpor_debate", model="m", generations=10, new_tokens=1e6)
+    in_process = gpu_hours(rp, 8.03)[0]
+    rp.engine = "vllm"
+    assert gpu_hours(rp, 8.03)[0] == pytest.approx(1e6 / VLLM_THROUGHPUT["generated_tokens_per_s"] / 3600)
+    assert gpu_hours(rp, 8.03)[0] < in_process
+    plan = build_plan(config, {"cwpor_debate": 50, "cwpor_judge": 50, "verifier_evaluate": 3}, None)
+    engines = {(p.rule, p.engine) for p in plan.rules if p.rule in ("cwpor_debate", "cwpor_judge", "verifier_evaluate")}
+    # the paper overlay generates through vLLM; scoring-only rules generate nothing
+    assert engines == {("cwpor_debate", "vllm"), ("cwpor_judge", "vllm"), ("verifier_evaluate", "in-process")}
+    assert VLLM_THROUGHPUT["source"] in render(plan)

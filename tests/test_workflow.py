@@ -49,7 +49,12 @@ def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     judge = found["params"]["judge"]
     assert found["params"]["template_id"] and judge["api_key_env"] is None
     weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]
-    assert found["models"] == [{"name": judge["name"], "directory": judge["directory"], "weights_sha256": weights}]
+    (model,) = found["models"]
+    assert {k: model[k] for k in ("name", "directory", "weights_sha256")} == \
+        {"name": judge["name"], "directory": judge["directory"], "weights_sha256": weights}
+    # which engine wrote the judge's generations (one per question and reply slot): the in-process loop
+    (engine,) = model["generations"]
+    assert engine.startswith("in-process transformers") and model["generations"][engine] % 6 == 0
     # a fine-tuned verifier is recorded with the base weights it was trained from
     honest = next(workdir.glob("results/er_audit/verifier/*/*/*/honest/eval.parquet"))
     (verifier,) = read_provenance(honest)["models"]

@@ -194,8 +194,21 @@ def record_model(name: str, directory: str | Path, fingerprint: Mapping[str, Any
     entry = {"name": name, "directory": str(directory), "weights_sha256": fingerprint.get("weights_sha256")}
     if fingerprint.get("base_weights_sha256"):  # a fine-tuned verifier
         entry["base_weights_sha256"] = fingerprint["base_weights_sha256"]
-    if entry not in record["models"]:
+    if not any(m["name"] == name and m["directory"] == entry["directory"] for m in record["models"]):
         record["models"].append(entry)
+
+
+def record_generations(directory: str | Path, engines: Mapping[str, int]) -> None:
+    """Count, under the model at `directory`, the generations each engine wrote (the in-process loop, a vLLM
+    version, a server) among those the running rule got back; nothing outside a rule."""
+    record = _current.get()
+    if record is None:
+        return
+    for entry in record["models"]:
+        if Path(entry["directory"]) == Path(directory):
+            counts = entry.setdefault("generations", {})
+            for engine, n in engines.items():
+                counts[engine] = counts.get(engine, 0) + n
 
 
 def current_provenance() -> dict[str, Any]:

@@ -28,6 +28,12 @@ log = logging.getLogger(__name__)
 Messages = list[dict[str, str]]
 
 
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
 def has_sliding_window(config) -> bool:
     """Whether some attention layer of the model sees only a window of recent keys."""
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -64,8 +70,9 @@ class LanguageModel:
         """`batch_size`: prompts per batch, or "auto": on GPU a probed token budget per scoring batch (see
         `probe_batch_tokens`) and 64 prompts per generation batch; on CPU 8. `prefix_sharing`: run a
         prompt prefix shared by several prompts once and reuse its key/value cache (scoring only).
-        `generation_backend`: optional `serving.OpenAICompatibleBackend` / `serving.VLLMBackend` that computes
-        uncached `generate` calls instead of the in-process model (off by default). `prefix_store_mb`: memory
+        `generation_backend`: optional `serving.CompletionsBackend` / `serving.VLLMServer` that computes
+        uncached `generate` calls instead of the in-process model (off by default); with one, the weights load
+        only when something is scored in-process (`model`), after the backend's engine is stopped. `prefix_store_mb`: memory
         for the key/value states of recent prompts, reused by later calls on prompts that extend them (see
         prefix_store.py); 0 turns it off. `chat_template_kwargs`: the model's chat-template switches (chat.py).
 
@@ -73,7 +80,7 @@ class LanguageModel:
         the same bits whatever else shares its batch, call or stored prefix, so a run resumed from a partly
         filled cache computes what an uninterrupted one does (see decoding.py). On GPU the kernels are not
         batch-invariant and the faster batched layout is kept."""
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
         self.model_dir = Path(model_dir)
         self.fingerprint = read_fingerprint(self.model_dir)["weights_sha256"]
@@ -89,6 +96,7 @@ class LanguageModel:
         self._token_budget: int | None = None
         # A LoRA adapter checkpoint (adapter.py): the architecture and the weights are its base's.
         base_dir = adapter_base(self.model_dir) if model is None and is_adapter(self.model_dir) else None
+        self._base_dir = base_dir
         model_config = model.config if model is not None else AutoConfig.from_pretrained(base_dir or self.model_dir)
         if has_sliding_window(model_config) or has_linear_attention(model_config):
             # A sliding-window layer keeps only its window of keys and a linear-attention layer a recurrent
@@ -109,6 +117,33 @@ class LanguageModel:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.chat = ChatFormat.of(self.tokenizer, chat_template_kwargs)
         self.unanswered = 0
+        self.row_padding = None
+        # The numerics version keeps results of older scoring code apart (decoding.NUMERICS_VERSION).
+        self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}"
+        self.cache = CallCache(cache, namespace=self.cache_namespace)
+        self._cache_path = cache
+        self._backend_cache: CallCache | None = None  # the generation backend's results (its own namespace)
+        self.generation_engines: dict[str, int] = {}  # engine -> generations returned, for the provenance
+        self._model = None
+        if generation_backend is None or model is not None:
+            self._load_weights(model)
+
+    @property
+    def model(self) -> Any:
+        """The in-process weights, loaded on first use: a job whose generations all come from a backend (or
+        the cache) and that scores nothing never loads them."""
+        if self._model is None:
+            self._load_weights(None)
+        return self._model
+
+    def _load_weights(self, model: Any) -> None:
+        from transformers import AutoModelForCausalLM
+
+        if self.generation_backend is not None:
+            # An engine this job started holds the GPU (and memory) the weights need; in-process scoring
+            # follows the generations (the judge), and a later generate call starts the engine again.
+            self.generation_backend.close()
+        base_dir = self._base_dir
         # Batch invariance needs an attention whose sums do not depend on the key axis's length (SDPA's CPU
         # kernels block it by its length): decoding.blocked_causal_attention.
         attn = register_attention() if self.batch_invariant else None
@@ -122,17 +157,13 @@ class LanguageModel:
                 model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
         elif attn and getattr(model.config, "_attn_implementation", attn) != attn and hasattr(model, "set_attn_implementation"):
             model.set_attn_implementation(attn)
-        self.model = model.to(self.device).eval()
-        self.row_padding = None
+        self._model = model.to(self.device).eval()
         if self.device == "cpu":
             warm_up_vector_math()
         if self.batch_invariant:
             self._pad_rows()
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        # The numerics version keeps results of older scoring code apart (decoding.NUMERICS_VERSION).
-        self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}"
-        self.cache = CallCache(cache, namespace=self.cache_namespace)
+        self._cache_kwarg = "cache" if "cache" in inspect.signature(self._model.forward).parameters else "past_key_values"
 
     def _pad_rows(self) -> None:
         """Batch invariance on this CPU (cpu_numerics.py): the row padding its matrix products need, or
@@ -193,6 +224,8 @@ class LanguageModel:
         """
         label_ids = self.label_token_ids(labels)
         params = {"labels": list(labels)}
+        if self._model is None:  # a generation backend deferred the weights
+            self._load_weights(None)
         keys = [self._key("choice_logprobs", p, params) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
@@ -326,22 +359,20 @@ class LanguageModel:
     def generate(
         self, conversations: Sequence[Messages], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
     ) -> list[list[str]]:
-        """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy)."""
+        """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy).
+
+        Each cached record says which engine wrote it (`{"texts": [...], "engine": ...}`); results of a
+        generation backend live in their own cache namespace (see serving.py)."""
         prompts = [self.render_chat(m) for m in conversations]
+        if self.generation_backend is not None:
+            return self._generate_by_backend(prompts, params, desc)
         keys = [self._key("generate", p, {**params.key(), **self.chat.key()}) for p in prompts]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
         encoded = self._encode_many(todo, prompts)
         lengths = {i: len(encoded[i]) for i in todo}
         unanswered = self.unanswered
-        if self.generation_backend is not None and todo:
-            raw = {"skip_special_tokens": False} if self.chat.keeps_special_tokens else {}
-            replies = self.generation_backend.complete([prompts[i] for i in todo], params, **raw)
-            fresh = {keys[i]: self._final(prompts[i], texts) for i, texts in zip(todo, replies)}
-            self.cache.put_many("generate", fresh)
-            cached.update(fresh)
-            self._report_unanswered(unanswered, len(todo))
-            return [cached[k] for k in keys]
+        engine = f"in-process transformers {_transformers_version()} (numerics {NUMERICS_VERSION})"
         eos = self._eos_ids()
         per = params.num_samples if params.do_sample else 1
         # Sampling batches count rows (prompt x sample); a prompt's samples always share a batch.
@@ -358,13 +389,62 @@ class LanguageModel:
                              pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg,
                              store=self.prefix_store if self.prefix_store.max_bytes else None,
                              invariant=self.batch_invariant)
-                texts = self.tokenizer.batch_decode(new, skip_special_tokens=not self.chat.keeps_special_tokens)
-                fresh = {keys[i]: self._final(prompts[i], texts[j * per : (j + 1) * per]) for j, i in enumerate(batch)}
+                texts = self._decode(new)
+                fresh = {keys[i]: {"texts": self._final(prompts[i], texts[j * per : (j + 1) * per]), "engine": engine}
+                         for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
                 bar.update(len(batch))
         self._report_unanswered(unanswered, len(todo))
-        return [cached[k] for k in keys]
+        return self._texts([cached[k] for k in keys])
+
+    def _decode(self, new: Sequence[Sequence[int]]) -> list[str]:
+        """Generated token ids to reply texts, whichever engine generated them (a reasoning model's keep the
+        special tokens its final answer is read from: `_final`)."""
+        return self.tokenizer.batch_decode(new, skip_special_tokens=not self.chat.keeps_special_tokens)
+
+    def _texts(self, records: list[Any]) -> list[list[str]]:
+        """The texts of cached generation records; counts each record's engine for the provenance (a bare
+        list is a record of the in-process loop written before records named their engine)."""
+        from debate_audit.provenance import record_generations
+
+        out, engines = [], {}
+        for record in records:
+            engine = record["engine"] if isinstance(record, dict) else "in-process transformers (unrecorded)"
+            engines[engine] = engines.get(engine, 0) + 1
+            out.append(record["texts"] if isinstance(record, dict) else record)
+        for engine, n in engines.items():
+            self.generation_engines[engine] = self.generation_engines.get(engine, 0) + n
+        record_generations(self.model_dir, engines)
+        return out
+
+    def _generate_by_backend(self, prompts: list[str], params: GenerationParams, desc: str) -> list[list[str]]:
+        """`generate` through the generation backend: uncached prompts go out as the token ids the in-process
+        path would decode from; each finished group of replies is cached as it arrives."""
+        backend = self.generation_backend
+        if self._backend_cache is None:
+            self._backend_cache = CallCache(self._cache_path, namespace=f"{self.fingerprint}-{backend.engine}")
+        cache = self._backend_cache
+        keys = [cache_key(cache.namespace, str(self.torch_dtype), "generate", p, {**params.key(), **self.chat.key()})
+                for p in prompts]
+        cached = cache.get_many(keys)
+        todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
+        unanswered = self.unanswered
+        if todo:
+            encoded = self._encode_many(todo, prompts)
+            with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
+
+                def finished(done: dict[int, list[list[int]]]) -> None:
+                    engine = backend.describe()
+                    fresh = {keys[todo[j]]: {"texts": self._final(prompts[todo[j]], self._decode(samples)),
+                                             "engine": engine} for j, samples in done.items()}
+                    cache.put_many("generate", fresh)
+                    cached.update(fresh)
+                    bar.update(len(done))
+
+                backend.complete([encoded[i] for i in todo], params, stop_ids=self._eos_ids(), on_finished=finished)
+            self._report_unanswered(unanswered, len(todo))
+        return self._texts([cached[k] for k in keys])
 
     def _final(self, prompt: str, replies: Sequence[str]) -> list[str]:
         """The answers of one prompt's replies (chat.py); counts the replies of a reasoning model whose
@@ -381,14 +461,32 @@ class LanguageModel:
 
     def _eos_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        gen_eos = getattr(self._generation_config(), "eos_token_id", None)
         if isinstance(gen_eos, int):
             ids.add(gen_eos)
         elif gen_eos:
             ids.update(gen_eos)
         return sorted(i for i in ids if i is not None)
 
+    def _generation_config(self) -> Any:
+        """The model's generation config, without loading the weights when they are not loaded."""
+        if self._model is not None:
+            return self._model.generation_config
+        from transformers import GenerationConfig
+
+        try:
+            return GenerationConfig.from_pretrained(self._base_dir or self.model_dir)
+        except OSError:  # no generation_config.json: what transformers derives from config.json
+            from transformers import AutoConfig
+
+            return GenerationConfig.from_model_config(AutoConfig.from_pretrained(self._base_dir or self.model_dir))
+
     def close(self) -> None:
+        if self.generation_backend is not None:
+            self.generation_backend.close()
+        if self._backend_cache is not None:
+            log.info(self._backend_cache.summary())
+            self._backend_cache.close()
         log.info(self.cache.summary())
         if self.prefix_store.hits:
             log.info("prompt prefix reuse: %d prompts started from stored states, %d tokens not recomputed",

