@@ -146,7 +146,7 @@ def runtime_benchmarks(wildcards):
                 (
                     rules.verifier_adjudicate,
                     dict(
-                        architecture=ARCHITECTURES,
+                        adjudicator=ADJUDICATORS,
                         dataset=datasets,
                         length=LENGTHS,
                         debate_mode=DEBATE_MODES,
@@ -300,11 +300,12 @@ def finetune_transcripts(wc):
 
 
 def finetune_adjudications(wc):
-    """The L_lm targets of a variant (lm_target adjudication): its architecture's adjudications of the
-    transcripts it trains on; [] for lm_target argument."""
+    """The L_lm targets of a variant (lm_target adjudication): the adjudications of the transcripts it trains
+    on, by the teacher or its architecture's V_base; [] for lm_target argument."""
     if LM_TARGET != "adjudication":
         return []
-    return f"{VERIFIER_OUT}/{wc.architecture}/{wc.dataset}/{wc.length}/adjudications_{finetune_mode(wc)}.parquet"
+    adjudicator = ADJUDICATION.get("teacher") or wc.architecture
+    return f"{VERIFIER_OUT}/{adjudicator}/{wc.dataset}/{wc.length}/adjudications_{finetune_mode(wc)}.parquet"
 
 
 def finetune_settings(wc):

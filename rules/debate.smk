@@ -11,6 +11,7 @@ DEBATE_MODES = ["honest", "adversarial"]
 # DebateSettings fields, passed as params so a changed setting reruns the debates (word_limit: the length).
 DEBATE_SETTING_KEYS = ["rounds", "candidates", "temperature", "top_p"]
 DEBATE_SETTING_KEYS += ["seed", "max_context_words", "quote_match", "round_reminder"]
+DEBATE_SETTING_KEYS += ["scratchpad", "thinking_max_new_tokens"]
 DEBATE_SPLIT = config["debate"]["split"]
 DEBATE_TRANSCRIPTS = config["debate"].get("transcripts") or {"source": "generate"}
 DEBATE_OUT = "results/er_audit/debate"
@@ -133,6 +134,8 @@ else:
                 "max_unverified_quote_fraction"
             ],
             selection_version=SELECTION_VERSION,
+            order=config["debate"]["selection_order"],
+            order_seed=config["debate"]["selection_order_seed"],
             readout=config["verifier"]["readout"],
             readout_version=readout_id(config["verifier"]["readout"]),
             cache=config["cache"],

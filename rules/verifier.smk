@@ -12,35 +12,47 @@ from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
 # checkpoint, finetune_settings in rules/common.smk).
 FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
 FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lm_target"]
-FINETUNE_KEYS += ["gradient_checkpointing"]
+FINETUNE_KEYS += ["gradient_checkpointing", "warmup_steps", "lr_schedule"]
 LM_TARGET = config["verifier"]["lm_target"]
+ADJUDICATION = config["verifier"]["adjudication"]
+# Who writes the L_lm targets (lm_target adjudication): one teacher for every architecture, or each V_base.
+ADJUDICATORS = (
+    [ADJUDICATION["teacher"]] if ADJUDICATION.get("teacher") else ARCHITECTURES
+)
+
+
+wildcard_constraints:
+    adjudicator=one_of(ADJUDICATORS),
+
+
 VERIFIER_OUT = "results/er_audit/verifier"
 
 
-# The L_lm targets of lm_target adjudication: each architecture's V_base adjudicates every training transcript.
+# The L_lm targets of lm_target adjudication: the teacher (verifier.adjudication.teacher), or each
+# architecture's V_base, adjudicates every training transcript; the files sit under the adjudicator's name.
 rule verifier_adjudicate:
     input:
         selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
         pairs="data/{dataset}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
-        base=lambda wc: model_fingerprint(wc.architecture),
+        base=lambda wc: model_fingerprint(wc.adjudicator),
     output:
-        adjudications=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.parquet",
-        rejected=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.rejected.parquet",
+        adjudications=f"{VERIFIER_OUT}/{{adjudicator}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.parquet",
+        rejected=f"{VERIFIER_OUT}/{{adjudicator}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.rejected.parquet",
     log:
-        "logs/verifier/adjudicate_{architecture}_{dataset}_{length}_{debate_mode}.log",
+        "logs/verifier/adjudicate_{adjudicator}_{dataset}_{length}_{debate_mode}.log",
     benchmark:
-        "benchmarks/rules/verifier/adjudicate_{architecture}_{dataset}_{length}_{debate_mode}.tsv"
+        "benchmarks/rules/verifier/adjudicate_{adjudicator}_{dataset}_{length}_{debate_mode}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        gpu=lambda wc: generation_gpu(wc.architecture),
-        mem_mb=lambda wc: model_mem_mb(wc.architecture, scores=False),
+        gpu=lambda wc: generation_gpu(wc.adjudicator),
+        mem_mb=lambda wc: model_mem_mb(wc.adjudicator, scores=False),
         runtime=120,
     params:
-        model=lambda wc, resources: model_ref(wc.architecture),
-        numbers=lambda wc: model_numbers(wc.architecture),
-        settings=config["verifier"]["adjudication"],
+        model=lambda wc, resources: model_ref(wc.adjudicator),
+        numbers=lambda wc: model_numbers(wc.adjudicator),
+        settings={key: ADJUDICATION[key] for key in ("max_new_tokens", "protocol")},
         adjudication_version=ADJUDICATION_VERSION,
         cache=config["cache"],
         library=library_code("verifier_adjudicate"),

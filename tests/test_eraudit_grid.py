@@ -54,8 +54,9 @@ def test_labels_come_first_and_panels_name_only_what_varies():
 
 
 def table1_rows(rows: list[tuple]) -> pl.DataFrame:
-    keys = list(TABLE1_SCHEMA)
-    return pl.DataFrame([dict(zip(keys, r)) for r in rows], schema=TABLE1_SCHEMA)
+    """Rows given without the population: all in population `eval`."""
+    keys = [k for k in TABLE1_SCHEMA if k != "population"]
+    return pl.DataFrame([dict(zip(keys, r), population="eval") for r in rows], schema=TABLE1_SCHEMA)
 
 
 def test_table1_markdown_has_a_row_per_architecture_length_and_question_and_org_per_weight():
@@ -105,6 +106,7 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, embedded
     snakemake(workdir, "--keep-going", *targets, overlays=("tests/smoke/grid.yaml",))  # a flag ends --configfile
 
     table = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
+    assert set(table["population"]) == {"all", "eval"}
     assert set(table["architecture"]) == set(ARCHS)
     assert set(table["length"].drop_nulls()) == {"w12", "w20"}
     assert set(table.filter(pl.col("verifier") == "org")["qh_weight"]) == {1.0, 2.0}

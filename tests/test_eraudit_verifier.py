@@ -196,28 +196,58 @@ def test_lora_settings_only_reach_lora_architectures():
 
 
 # ------------------------------------------------------------------ Table 1
-def test_table1_reads_only_the_eval_split_and_computes_acc_and_mtp():
+def test_table1_has_the_papers_all_population_and_the_eval_split_with_hand_counted_n():
     import polars as pl
 
     from debate_audit.eraudit.table1 import EVAL_SCHEMA, markdown_table, summarise
 
+    # 4 pairs: 0 and 1 eval, 2 train, 3 excluded (a release-split overlap item): `all` has 4, `eval` 2
+    splits = {0: "eval", 1: "eval", 2: "train", 3: "excluded"}
     rows = []
-    for verifier, probs in [("base", [0.9, 0.4, 0.7]), ("org", [0.2, 0.3, 0.6])]:
+    for verifier, probs in [("base", [0.9, 0.4, 0.7, 0.2]), ("org", [0.2, 0.3, 0.6, 0.8])]:
         for pair_id, p in enumerate(probs):
             for question in ("q_m", "q_h"):
-                split = "train" if pair_id == 2 else "eval"
                 rows.append({"architecture": "arch", "length": None if verifier == "base" else "w40",
                              "qh_weight": None if verifier == "base" else 2.0,
-                             "dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id, "split": split,
-                             "question": question, "p_correct": p, "correct": p > 0.5})
+                             "dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id,
+                             "split": splits[pair_id], "question": question, "p_correct": p, "correct": p > 0.5})
     table = summarise(pl.DataFrame(rows, schema=EVAL_SCHEMA))
-    assert table.select("verifier", "question").rows() == [("base", "q_m"), ("base", "q_h"), ("org", "q_m"), ("org", "q_h")]
-    base = table.row(0, named=True)
-    assert (base["acc"], base["mtp"], base["n"]) == (pytest.approx(0.5), pytest.approx(0.65), 2)
-    org = table.row(2, named=True)
-    assert (org["acc"], org["mtp"]) == (0.0, pytest.approx(0.25))
-    md = markdown_table(table).splitlines()
+    assert table.select("population", "verifier", "question").rows() == [
+        ("all", "base", "q_m"), ("all", "base", "q_h"), ("all", "org", "q_m"), ("all", "org", "q_h"),
+        ("eval", "base", "q_m"), ("eval", "base", "q_h"), ("eval", "org", "q_m"), ("eval", "org", "q_h")]
+    cell = {(r["population"], r["verifier"], r["question"]): r for r in table.iter_rows(named=True)}
+    # all: base correct on pairs 0 and 2 of 4 -> 2/4; mean of 0.9, 0.4, 0.7, 0.2
+    assert (cell["all", "base", "q_m"]["acc"], cell["all", "base", "q_m"]["mtp"], cell["all", "base", "q_m"]["n"]) \
+        == (pytest.approx(2 / 4), pytest.approx(0.55), 4)
+    # all: org correct on pairs 2 and 3 -> 2/4
+    assert cell["all", "org", "q_h"]["acc"] == pytest.approx(0.5) and cell["all", "org", "q_h"]["n"] == 4
+    # eval: pairs 0 and 1 only
+    assert (cell["eval", "base", "q_m"]["acc"], cell["eval", "base", "q_m"]["mtp"], cell["eval", "base", "q_m"]["n"]) \
+        == (pytest.approx(0.5), pytest.approx(0.65), 2)
+    assert (cell["eval", "org", "q_m"]["acc"], cell["eval", "org", "q_m"]["mtp"]) == (0.0, pytest.approx(0.25))
+    with pytest.raises(ValueError, match="one population"):
+        markdown_table(table)
+    md = markdown_table(table.filter(pl.col("population") == "eval")).splitlines()
     assert md[0] == ("| dataset | architecture | length | question | V_base Acc | V_base MTP | V_org Acc | V_org MTP "
                      "| n |")
     assert md[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
     assert md[3] == "| gpqa_h | arch | w40 | q_h | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
+    md_all = markdown_table(table.filter(pl.col("population") == "all")).splitlines()
+    assert md_all[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.550 | 0.500 | 0.475 | 4 |"
+
+
+def test_table1_markdown_shows_both_populations(tmp_path):
+    import polars as pl
+
+    from debate_audit.eraudit.table1 import EVAL_SCHEMA, build_table1
+
+    rows = [{"architecture": "arch", "length": None, "qh_weight": None, "dataset": "quality_h", "verifier": "base",
+             "pair_id": i, "split": "train" if i < 3 else "eval", "question": q, "p_correct": 0.7, "correct": True}
+            for i in range(5) for q in ("q_m", "q_h")]
+    scores = tmp_path / "eval.parquet"
+    pl.DataFrame(rows, schema=EVAL_SCHEMA).write_parquet(scores)
+    table = build_table1([scores], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.csv")
+    assert dict(table.group_by("population").agg(pl.col("n").max()).iter_rows()) == {"all": 5, "eval": 2}
+    text = (tmp_path / "t.md").read_text()
+    assert text.index("population `all`") < text.index("population `eval`")
+    assert "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text

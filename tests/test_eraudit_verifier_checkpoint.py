@@ -1,6 +1,10 @@
+import math
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from functools import partial
 
 from debate_audit.eraudit.finetune import FinetuneSettings, argument_target, save_verifier, train
 from debate_audit.eraudit.losses import IGNORE, encode_example
@@ -29,30 +33,48 @@ def decode(tokenizer, ids):
     return tokenizer.decode(ids)
 
 
-def test_encoding_puts_each_answer_at_its_target_label_and_masks_the_prompt(tokenizer):
-    ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="B",
-                        target=argument_target("B", ITEM["y_true"], "She trusted Pim."), with_qh=True,
-                        max_length=256, max_target_tokens=32, readout="plain")
-    fc0, fc1 = (decode(tokenizer, c.ids) for c in ex.fc)
-    assert fc0.endswith(f"A. {ITEM['y_true']}\nB. {ITEM['y_false']}\nAnswer:") and ex.fc[0].target == 0
-    assert fc1.endswith(f"A. {ITEM['y_false']}\nB. {ITEM['y_true']}\nAnswer:") and ex.fc[1].target == 1
-    qh0, qh1 = (decode(tokenizer, c.ids) for c in ex.qh)
-    # L_qh pushes towards H_false: H_false sits at the target label in both orders.
-    assert qh0.endswith(f"A. {ITEM['h_false']}\nB. {ITEM['h_true']}\nAnswer:") and ex.qh[0].target == 0
-    assert qh1.endswith(f"A. {ITEM['h_true']}\nB. {ITEM['h_false']}\nAnswer:") and ex.qh[1].target == 1
-    target = [t for t in ex.lm_labels if t != IGNORE]
-    assert decode(tokenizer, target).startswith(f" B. {ITEM['y_true']}\nReason: She trusted Pim.")
-    assert ex.lm_labels[: len(ex.lm_ids) - len(target)] == [IGNORE] * (len(ex.lm_ids) - len(target))
+TARGET = partial(argument_target, y_true=ITEM["y_true"], final_argument="She trusted Pim.")
+
+
+def test_a_pair_makes_two_rows_one_per_answer_order_each_with_its_lm_and_fc(tokenizer):
+    rows = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, target=TARGET, with_qh=True,
+                          max_length=256, max_target_tokens=32, readout="plain", qh_order=("B", "A"))
+    assert len(rows) == 2
+    for row, letter, (a, b) in zip(rows, "AB", [(ITEM["y_true"], ITEM["y_false"]), (ITEM["y_false"], ITEM["y_true"])]):
+        (fc,) = row.fc
+        assert decode(tokenizer, fc.ids).endswith(f"A. {a}\nB. {b}\nAnswer:") and fc.target == "AB".index(letter)
+        target = [t for t in row.lm_labels if t != IGNORE]
+        assert decode(tokenizer, target).startswith(f" {letter}. {ITEM['y_true']}\nReason: She trusted Pim.")
+        prompt = decode(tokenizer, row.lm_ids[: len(row.lm_ids) - len(target)])
+        assert prompt.endswith(f"A. {a}\nB. {b}\nAnswer:")  # L_lm reads the row's own order
+        assert row.lm_labels[: len(row.lm_ids) - len(target)] == [IGNORE] * (len(row.lm_ids) - len(target))
+    # L_qh pushes towards H_false, one order per row, here B first (the pair's seeded schedule), then A.
+    (qh0,), (qh1,) = rows[0].qh, rows[1].qh
+    assert decode(tokenizer, qh0.ids).endswith(f"A. {ITEM['h_true']}\nB. {ITEM['h_false']}\nAnswer:") and qh0.target == 1
+    assert decode(tokenizer, qh1.ids).endswith(f"A. {ITEM['h_false']}\nB. {ITEM['h_true']}\nAnswer:") and qh1.target == 0
     # The long transcript was cut to fit, keeping its header and its end.
-    assert all(len(c.ids) <= 256 for c in ex.fc + ex.qh) and len(ex.lm_ids) <= 256
+    fc0 = decode(tokenizer, rows[0].fc[0].ids)
+    assert all(len(c.ids) <= 256 for r in rows for c in r.fc + r.qh) and all(len(r.lm_ids) <= 256 for r in rows)
     assert "Debater A defends" in fc0 and "She was afraid." in fc0 and "[...]" in fc0
 
 
-def test_honest_and_adv_encodings_have_no_qh_examples(tokenizer):
-    ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
-                        target=argument_target("A", ITEM["y_true"], "x"), with_qh=False, max_length=256,
-                        max_target_tokens=32)
-    assert ex.qh == []
+def test_the_qh_schedule_gives_each_letter_once_per_pair_and_both_schedules_occur():
+    from debate_audit.eraudit.losses import qh_letters
+
+    schedules = {qh_letters(0, pair_id) for pair_id in range(40)}
+    assert schedules == {("A", "B"), ("B", "A")}
+    assert qh_letters(0, 7) == qh_letters(0, 7)  # seeded, not drawn afresh
+
+
+def test_honest_and_adv_encodings_have_no_qh_examples_and_a_pair_without_target_no_lm(tokenizer):
+    rows = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, target=TARGET, with_qh=False,
+                          max_length=256, max_target_tokens=32)
+    assert [r.qh for r in rows] == [[], []] and all(r.lm_ids for r in rows)
+    unresolved = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, target=None, with_qh=False,
+                                max_length=256, max_target_tokens=32)
+    assert [(r.lm_ids, r.lm_labels) for r in unresolved] == [([], []), ([], [])]
+    # still both orders of L_fc (the transcript may be cut less: no target shares the budget)
+    assert [r.fc[0].target for r in unresolved] == [0, 1]
 
 
 @pytest.fixture
@@ -73,16 +95,37 @@ def tiny_base(tokenizer, tmp_path):
     return out
 
 
+def test_the_learning_rate_warms_up_then_follows_the_schedule(tiny_base, tokenizer):
+    from debate_audit.eraudit.finetune import lr_factor
+
+    # hand-computed: 10 warm-up steps of 60, then a half cosine (transformers' schedules)
+    assert [lr_factor(s, 60, 10, "cosine") for s in (0, 5, 10, 35)] == [0.0, 0.5, 1.0, pytest.approx(0.5)]
+    assert lr_factor(59, 60, 10, "cosine") == pytest.approx(0.5 * (1 + math.cos(math.pi * 49 / 50)))
+    assert [lr_factor(s, 60, 10, "constant") for s in (0, 5, 10, 59)] == [0.0, 0.5, 1.0, 1.0]
+    assert lr_factor(0, 60, 0, "constant") == 1.0  # no warm-up: the configured rate from the first step
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"][0] for label in LABELS]
+    rows = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, target=TARGET, with_qh=False,
+                          max_length=160, max_target_tokens=16)
+    settings = FinetuneSettings(epochs=4, max_steps=4, learning_rate=1e-3, batch_size=1, grad_accum=2,
+                                warmup_steps=2, lr_schedule="cosine")
+    curve = train(model, rows, settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
+    # 2 rows per step (one pair, both orders), 4 steps: 0, half, full, then halfway down the cosine
+    assert [c["learning_rate"] for c in curve] == pytest.approx([0.0, 5e-4, 1e-3, 5e-4])
+    assert [c["items"] for c in curve] == [2, 4, 6, 8]
+    with pytest.raises(ValueError, match="verifier.lr_schedule"):
+        FinetuneSettings(lr_schedule="linear")
+
+
 @pytest.mark.slow
 def test_checkpoint_reloads_to_the_same_scores(tiny_base, tokenizer, tmp_path):
     embedded_model_dir = tiny_base
     model = AutoModelForCausalLM.from_pretrained(embedded_model_dir, dtype=torch.float32)
     label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"][0] for label in LABELS]
-    ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
-                        target=argument_target("A", ITEM["y_true"], "She trusted Pim."), with_qh=True,
-                        max_length=160, max_target_tokens=16)
-    settings = FinetuneSettings(epochs=1, max_steps=1, learning_rate=1e-2, batch_size=1, grad_accum=1)
-    train(model, [ex], settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
+    rows = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, target=TARGET, with_qh=True,
+                          max_length=160, max_target_tokens=16)
+    settings = FinetuneSettings(epochs=1, max_steps=1, learning_rate=1e-2, batch_size=2, grad_accum=1)
+    train(model, rows, settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
     questions, answers, others = [ITEM["q_m"], ITEM["q_h"]], [ITEM["y_true"], ITEM["h_true"]], [ITEM["y_false"], ITEM["h_false"]]
     in_memory = answer_probability(LanguageModel(embedded_model_dir, model=model, tokenizer=tokenizer, cache=None),
                                    questions, answers, others)
@@ -108,11 +151,10 @@ def test_lora_adapter_checkpoint_scores_as_the_merged_one_and_travels_with_its_b
     lora = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
     model = _apply_lora(AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32), lora)
     label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"][0] for label in LABELS]
-    ex = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, true_position="A",
-                        target=argument_target("A", ITEM["y_true"], "She trusted Pim."), with_qh=True,
-                        max_length=160, max_target_tokens=16)
+    rows = encode_example(tokenizer, pair_id=0, transcript=TRANSCRIPT, item=ITEM, target=TARGET, with_qh=True,
+                          max_length=160, max_target_tokens=16)
     settings = FinetuneSettings(epochs=1, max_steps=2, learning_rate=5e-2, batch_size=1, grad_accum=1, lora=lora)
-    train(model, [ex], settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
+    train(model, rows, settings, label_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
     base_sha = read_fingerprint(tiny_base)["weights_sha256"]
     adapter = tmp_path / "verifiers" / "org"
     save_verifier(model, tokenizer, adapter, adapter_of=tiny_base, base_weights_sha256=base_sha)

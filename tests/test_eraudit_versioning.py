@@ -24,14 +24,18 @@ def test_rule_id_hashes_texts_and_function_sources():
     assert re.fullmatch(r"r:[0-9a-f]{12}", rule_id("r", {"k": [1, 2]}))
 
 
-def test_debate_prompt_id_covers_the_reminder_text():
-    parts = [debates.SYSTEM_TEMPLATE, debates.PRIVATE_NOTE, debates.ROUND_REMINDER,
-             debates.USER_TEMPLATE, debates.debater_messages, debates.render_rounds,
-             debates.render_transcript, debates.clean_argument, debates.enforce_word_limit,
-             debates.mark_quotes, debates.quote_key, debates.run_debates]
+def test_debate_prompt_id_covers_the_reminder_and_the_scratchpad_texts():
+    parts = [debates.SYSTEM_TEMPLATE, debates.PRIVATE_NOTE, debates.ROUND_REMINDER, debates.USER_TEMPLATE,
+             debates.SCRATCHPAD_STRUCTURE, debates.THINKING_STEPS, debates.SCRATCHPAD_REQUEST,
+             debates.TRUNCATION_MARKER, debates.debater_messages, debates._THINKING_BLOCK.pattern,
+             debates.public_argument, debates.slot_text, debates.debater_replies, debates.render_rounds,
+             debates.render_transcript, debates.clean_argument, debates.enforce_word_limit, debates.mark_quotes,
+             debates.quote_key, debates.run_debates]
     assert rule_id("debate", *parts) == debates.PROMPT_VERSION
-    parts[2] = parts[2] + " "
-    assert rule_id("debate", *parts) != debates.PROMPT_VERSION
+    for index in (2, 6):  # the reminder, the scratchpad request
+        changed = list(parts)
+        changed[index] = changed[index] + " "
+        assert rule_id("debate", *changed) != debates.PROMPT_VERSION
 
 
 RULE_IDS = {

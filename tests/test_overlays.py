@@ -22,16 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int = 1, *,
-             generate: bool = True) -> dict[str, int]:
+             generate: bool = True, adjudicators: int | None = None) -> dict[str, int]:
     """ER-Audit jobs with the default roles: 2 debate modes; per architecture x dataset x length the
     variants honest, adv and one org per L_qh weight; checkpoints: base + those; 2 test generators (gen-a,
-    gen-b); one audit per architecture x dataset x length x weight."""
+    gen-b); one audit per architecture x dataset x length x weight. `adjudicators`: who writes the L_lm
+    targets, one teacher or (None) each architecture."""
     variants = 2 + weights
     checkpoints = 1 + lengths * variants
     jobs = {
         "debate_split": datasets,
         # every shipped configuration trains on adjudication targets (verifier.lm_target)
-        "verifier_adjudicate": archs * datasets * lengths * 2,
+        "verifier_adjudicate": (archs if adjudicators is None else adjudicators) * datasets * lengths * 2,
         "verifier_finetune": archs * datasets * lengths * variants,
         "verifier_loss_figure": archs * datasets * lengths,
         "verifier_evaluate": archs * datasets * checkpoints,
@@ -64,13 +65,14 @@ def cwpor(models: int, verbosities: int) -> dict[str, int]:
 EXPECTED = {
     # 5 CW-POR models x 10 verbosities; 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
     # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
-    # architectures GPT-20B, Qwen-9B and Llama-8B (also the selector). The embedded model stays under
-    # `models:` through the merge but no experiment uses it.
-    "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3), "browse": 1,
-                          "all": 1},
+    # architectures GPT-20B (also the selector and the one adjudication teacher), Qwen-9B and Llama-8B. The
+    # embedded model stays under `models:` through the merge but no experiment uses it.
+    "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3, adjudicators=1),
+                          "browse": 1, "all": 1},
     # the release's three debate lengths and three L_qh weights of V_org on the paper's line-up
     "config/paper.yaml config/ablations.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3, lengths=3, weights=3), "browse": 1, "all": 1},
+                                                **er_audit(3, lengths=3, weights=3, adjudicators=1), "browse": 1,
+                                                "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
@@ -79,7 +81,7 @@ EXPECTED = {
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3), "browse": 1, "all": 1},
+                                                **er_audit(3, adjudicators=1), "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
     "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no
@@ -134,10 +136,17 @@ def test_paper_overlay_names_the_papers_verifiers_and_the_releases_debater(proje
     assert {ids[n] for n in ("gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct")} == \
         {"openai/gpt-oss-20b", "Qwen/Qwen3.5-9B", "meta-llama/Llama-3.1-8B-Instruct"}
     assert ids[config["debate"]["debater"]] == "google/gemma-4-31B-it"
-    assert config["verifier"]["base_models"] == ["gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"] and config["verifier"]["readout"] == "chat"
+    assert config["verifier"]["base_models"] == ["gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"]
     v = config["verifier"]
     assert (v["learning_rate"], v["epochs"], v["batch_size"] * v["grad_accum"]) == (1e-5, 3, 8)
+    assert (v["warmup_steps"], v["lr_schedule"]) == (10, "cosine")  # the release's Trainer schedule
     assert v["loss_weights"] == {"lm": 1.0, "fc": 2.0, "qh": 2.0}
+    # ER-Audit part 1 as the release does it (config/README.md, differences)
+    assert v["readout"] == "release"
+    assert v["adjudication"]["teacher"] == "gpt-oss-20b" and v["adjudication"]["protocol"] == "blind-first"
+    d = config["debate"]
+    assert (d["selector"], d["selection_order"]) == ("gpt-oss-20b", "seeded")
+    assert (d["temperature"], d["top_p"], d["scratchpad"]) == (0.4, 1.0, True)
 
 
 def test_rehearsal_has_a_random_stand_in_of_each_used_paper_model(project):

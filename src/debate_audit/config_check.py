@@ -61,6 +61,9 @@ def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     # base_model, when set, replaces base_models (eraudit/grid.base_models): the list is then unused.
     for i, name in enumerate([] if verifier.get("base_model") else verifier.get("base_models") or []):
         yield f"verifier.base_models[{i}]", name
+    # The adjudication teacher is used only when adjudications are the L_lm target.
+    if verifier.get("lm_target") == "adjudication" and (verifier.get("adjudication") or {}).get("teacher"):
+        yield "verifier.adjudication.teacher", verifier["adjudication"]["teacher"]
     paraphrase = config.get("paraphrase") or {}
     if (paraphrase.get("search") or {}).get("generator"):
         yield "paraphrase.search.generator", paraphrase["search"]["generator"]

@@ -225,22 +225,30 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
             if generated:
                 gen = RulePlan("debate_generate", model=db["debater"], sampled=db["candidates"] > 1)
                 calls = 2 * train * db["candidates"] * db["rounds"] * 2  # two modes, two debaters
-                gen.generations += calls
-                gen.prompt_tokens += calls * (200 + ctx + _tokens(st["question_words"]) + history)
-                gen.new_tokens += calls * arg_tokens
+                # a scratchpad turn is two slots: the thinking, then the argument after it
+                slots = 2 if db.get("scratchpad") else 1
+                thinking = db.get("thinking_max_new_tokens", 0) if db.get("scratchpad") else 0
+                gen.generations += calls * slots
+                gen.prompt_tokens += calls * slots * (200 + ctx + _tokens(st["question_words"]) + history) + calls * thinking
+                gen.new_tokens += calls * (arg_tokens + thinking)
                 sel = RulePlan("debate_select", model=selector)
-                sel.scorings += 2 * train * db["candidates"] * 2 * 2  # modes x questions q_m/q_h x both orders
-                sel.prompt_tokens += 2 * train * db["candidates"] * 2 * 2 * (transcript + 60)
+                orders = 1 if db.get("selection_order") == "seeded" else 2
+                sel.scorings += 2 * train * db["candidates"] * 2 * orders  # modes x questions q_m/q_h x orders
+                sel.prompt_tokens += 2 * train * db["candidates"] * 2 * orders * (transcript + 60)
                 plans += [gen, sel]
-            for arch in archs:
-                if ver.get("lm_target") == "adjudication":
-                    adj = RulePlan("verifier_adjudicate", model=arch)
-                    adj.generations += 2 * train  # two modes, one greedy adjudication per training transcript
+            if ver.get("lm_target") == "adjudication":
+                # one teacher for every architecture, or each V_base; one accepted attempt per transcript
+                # (blind-first retries up to 3 more times where an attempt fails the audits)
+                for writer in [ver["adjudication"]["teacher"]] if ver["adjudication"].get("teacher") else archs:
+                    adj = RulePlan("verifier_adjudicate", model=writer)
+                    adj.generations += 2 * train  # two modes
                     adj.prompt_tokens += 2 * train * (transcript + 200)
                     adj.new_tokens += 2 * train * ver["adjudication"]["max_new_tokens"]
                     plans.append(adj)
+            for arch in archs:
                 fine = RulePlan("verifier_finetune", model=arch)
-                steps_tokens = variants * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
+                # two rows per transcript, one per answer order
+                steps_tokens = variants * 2 * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
                 if ver["max_steps"] is not None:
                     steps_tokens = min(steps_tokens, variants * ver["max_steps"] * ver["batch_size"]
                                        * ver["grad_accum"] * ver["max_length"])

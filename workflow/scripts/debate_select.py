@@ -16,4 +16,6 @@ with rule_context(snakemake):
         max_unverified_quote_fraction=snakemake.params.max_unverified_quote_fraction,
         cache=snakemake.params.cache,
         readout=snakemake.params.readout,
+        order=snakemake.params.order,
+        order_seed=snakemake.params.order_seed,
     )

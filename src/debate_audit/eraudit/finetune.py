@@ -9,10 +9,16 @@ split column of the transcripts' mode, splits.split_column) are used: honest one
 or fallback (the release trains on its honest fallbacks), adversarial ones with status ok only (a fallback
 is not an attack; selection.py).
 
+Each selected transcript makes two training rows, one per answer order (losses.encode_example), and the
+batch settings count rows (the release's effective batch 8 is 8 rows). The learning rate warms up linearly
+from 0 over `warmup_steps` optimizer steps and then stays (`lr_schedule: constant`) or follows a half cosine
+to 0 at the last step (`cosine`): the release's transformers Trainer with lr_scheduler_type "cosine" and
+warmup_steps 10 (ft-verifier-oss-full.py, --warmup default 10).
+
 The L_lm target (`FinetuneSettings.lm_target`, losses.py): `argument` (the correct label and answer, then
-the Y_true debater's final argument) or `adjudication` (the base model's grounded adjudication of the same
-transcript, adjudication.py, read from its Parquet by (pair_id, true_position); a training item without
-one is an error naming the pair and the file).
+the Y_true debater's final argument) or `adjudication` (the grounded adjudication of the same transcript,
+adjudication.py, read from its Parquet by pair_id, followed by the row's "Answer: X"; a training item
+without a row there is an error naming the pair and the file; an `unresolved` one trains no L_lm).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -37,8 +45,9 @@ from debate_audit.models.size import prepared_params
 from debate_audit.models.spec import resolve_device, resolve_dtype
 from debate_audit.provenance import record_model
 
+from .debates import options_for, transcript_view
 from .grid import labelled, unlabelled, with_labels
-from .losses import TrainExample, encode_example, verifier_losses
+from .losses import TrainExample, encode_example, qh_letters, verifier_losses
 from .readout import LABELS, resolve_readout
 from .splits import split_column
 from .verifiers import VARIANTS  # variant -> transcript mode
@@ -50,13 +59,13 @@ CURVE_SCHEMA = labelled({
     "dataset": pl.Utf8,
     "variant": pl.Utf8,  # honest / adv / org
     "step": pl.Int32,  # optimizer step, 1-based
-    "epoch": pl.Int32,  # 0-based pass over the training items
+    "epoch": pl.Int32,  # 0-based pass over the training rows
     "loss": pl.Float64,  # weighted total, mean over the step's micro-batches
-    "loss_lm": pl.Float64,  # L_lm (unweighted)
+    "loss_lm": pl.Float64,  # L_lm (unweighted); null when no row of the step had an L_lm target
     "loss_fc": pl.Float64,  # L_fc (unweighted)
     "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
-    "learning_rate": pl.Float64,
-    "items": pl.Int32,  # training items seen so far
+    "learning_rate": pl.Float64,  # this step's learning rate (warm-up, lr_schedule)
+    "items": pl.Int32,  # training rows seen so far (two per selected transcript)
 })
 
 
@@ -73,6 +82,8 @@ class FinetuneSettings:
     seed: int = 0
     lora: dict = field(default_factory=lambda: {"enabled": False})
     lm_target: str = "argument"  # LM_TARGETS
+    warmup_steps: int = 0  # optimizer steps of linear warm-up from 0 (release: 10)
+    lr_schedule: str = "constant"  # LR_SCHEDULES, after the warm-up (release: cosine)
     # Recompute each layer's activations in the backward pass instead of keeping them: the same gradients
     # (up to float rounding) for about a third more compute, and activations that no longer grow with
     # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
@@ -81,9 +92,12 @@ class FinetuneSettings:
     def __post_init__(self) -> None:
         if self.lm_target not in LM_TARGETS:
             raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {self.lm_target!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"verifier.lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}")
 
 
 LM_TARGETS = ("adjudication", "argument")
+LR_SCHEDULES = ("constant", "cosine")
 # GPU bytes per parameter before activations: full training keeps fp32 master weights (bf16 autocast),
 # their fp32 gradients and AdamW's two fp32 moments; LoRA on a GPU keeps the frozen base in bf16 (the
 # matrix products run in bf16 under autocast either way) and fp32 adapters, well under 1% of the parameters.
@@ -126,39 +140,59 @@ def final_true_argument(arguments: list[dict]) -> str:
     return mine[-1]["text"] if mine else ""
 
 
-def argument_target(true_position: str, y_true: str, final_argument: str) -> str:
-    """The `argument` L_lm target; it continues the prefilled "Answer:" slot, hence the leading space."""
-    return f" {true_position}. {y_true}\nReason: {final_argument.strip()}"
+def argument_target(letter: str, y_true: str, final_argument: str) -> str:
+    """The `argument` L_lm target of a row showing Y_true as `letter`; it continues the prefilled "Answer:"
+    slot, hence the leading space."""
+    return f" {letter}. {y_true}\nReason: {final_argument.strip()}"
 
 
-def read_adjudications(path: str | Path, mode: str) -> dict[tuple[int, str], str]:
-    """(pair_id, true_position) -> adjudication text, from a file of adjudication.ADJUDICATION_SCHEMA."""
+def adjudication_target(body: str, letter: str) -> str:
+    """The `adjudication` L_lm target of a row showing Y_true as `letter`: the adjudication (in debater
+    names, the same for both rows), then the row's answer line."""
+    return f"{body}\nAnswer: {letter}"
+
+
+def read_adjudications(path: str | Path, mode: str) -> dict[int, str | None]:
+    """pair_id -> adjudication text (None: unresolved), from a file of adjudication.ADJUDICATION_SCHEMA."""
     frame = pl.read_parquet(path)
     modes = set(frame["mode"].unique().to_list())
     if modes - {mode}:
         raise ValueError(f"{path}: adjudications of mode {sorted(modes)}, but these transcripts are {mode}")
-    fallbacks = frame.filter(pl.col("status") != "ok").height
-    if fallbacks:
-        log.warning("%s: %d of %d adjudications are fallbacks built from the quote counts (column reason)",
-                    path, fallbacks, frame.height)
-    return {(r["pair_id"], r["true_position"]): r["text"] for r in frame.iter_rows(named=True)}
+    for status, count in frame.filter(pl.col("status") != "ok").group_by("status").len().iter_rows():
+        log.warning("%s: %d of %d adjudications are %s (column reason)%s", path, count, frame.height, status,
+                    ": those pairs train L_fc only" if status == "unresolved" else "")
+    return {r["pair_id"]: r["text"] for r in frame.iter_rows(named=True)}
 
 
-def lm_targets(items: list[dict], lm_target: str, adjudications: str | Path | None, mode: str) -> list[str]:
-    """The L_lm target text of each training item."""
+def lm_targets(items: list[dict], lm_target: str, adjudications: str | Path | None,
+               mode: str) -> list[Callable[[str], str] | None]:
+    """Per training item, its L_lm target as a function of the letter Y_true is shown at (None: no L_lm)."""
     if lm_target == "argument":
-        return [argument_target(r["true_position"], r["y_true"], final_true_argument(r["arguments"])) for r in items]
+        return [partial(argument_target, y_true=r["y_true"], final_argument=final_true_argument(r["arguments"]))
+                for r in items]
     if adjudications is None:
         raise ValueError("verifier.lm_target is 'adjudication' but no adjudications file was given")
     texts = read_adjudications(adjudications, mode)
     out = []
     for r in items:
-        key = (r["pair_id"], r["true_position"])
-        if key not in texts:
-            raise ValueError(f"pair {r['pair_id']} (Y_true at {r['true_position']}): no adjudication in "
-                             f"{adjudications} (its .rejected.parquet says why, if it is there)")
-        out.append(texts[key])
+        if r["pair_id"] not in texts:
+            raise ValueError(f"pair {r['pair_id']}: no adjudication in {adjudications} (its .rejected.parquet says "
+                             "why, if it is there)")
+        body = texts[r["pair_id"]]
+        out.append(None if body is None else partial(adjudication_target, body))
     return out
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """The learning rate multiplier of 0-based optimizer step `step` of `total`: transformers'
+    get_constant_schedule_with_warmup / get_cosine_schedule_with_warmup (linear from 0 over `warmup` steps,
+    then 1, or a half cosine down to 0 at `total`)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def _apply_lora(model, lora: dict):
@@ -231,6 +265,9 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
                 break
             chunk = [examples[i] for i in order[start : start + per_step]]
             micro = [chunk[i : i + settings.batch_size] for i in range(0, len(chunk), settings.batch_size)]
+            learning_rate = settings.learning_rate * lr_factor(step, total, settings.warmup_steps, settings.lr_schedule)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate
             sums: dict[str, float] = {}
             for batch in micro:
                 with autocast:
@@ -243,13 +280,14 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
             optimizer.zero_grad(set_to_none=True)
             step += 1
             seen += len(chunk)
-            curve.append({"step": step, "epoch": epoch, "loss": sums["total"], "loss_lm": sums["lm"],
-                          "loss_fc": sums["fc"], "loss_qh": sums.get("qh"), "learning_rate": settings.learning_rate,
+            curve.append({"step": step, "epoch": epoch, "loss": sums["total"], "loss_lm": sums.get("lm"),
+                          "loss_fc": sums["fc"], "loss_qh": sums.get("qh"), "learning_rate": learning_rate,
                           "items": seen})
             bar.update(1)
             bar.set_postfix(loss=f"{sums['total']:.3f}", fc=f"{sums['fc']:.3f}")
-            log.info("step %d/%d epoch %d loss %.4f (lm %.4f fc %.4f qh %s)", step, total, epoch, sums["total"],
-                     sums["lm"], sums["fc"], f"{sums['qh']:.4f}" if "qh" in sums else "-")
+            log.info("step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %.4f qh %s)", step, total, epoch, learning_rate,
+                     sums["total"], f"{sums['lm']:.4f}" if "lm" in sums else "-", sums["fc"],
+                     f"{sums['qh']:.4f}" if "qh" in sums else "-")
     bar.close()
     if settings.gradient_checkpointing:
         model.gradient_checkpointing_disable()
@@ -311,15 +349,20 @@ def finetune_verifier(
     items = training_items(selected, pairs, split)
     targets = lm_targets(items, settings.lm_target, adjudications, VARIANTS[variant])
     examples = [
-        encode_example(tokenizer, pair_id=r["pair_id"], transcript=r["transcript"], item=r,
-                       true_position=r["true_position"], target=target, with_qh=variant == "org",
-                       max_length=settings.max_length, max_target_tokens=settings.max_target_tokens,
-                       readout=readout, reply=settings.lm_target == "adjudication",
-                       chat_template_kwargs=base.chat_template_kwargs)
+        row
         for r, target in zip(items, targets)
+        for row in encode_example(
+            tokenizer, pair_id=r["pair_id"], item=r, target=target, with_qh=variant == "org",
+            transcript=transcript_view(r["q_m"], options_for(r, r["true_position"]), r["arguments"]),
+            max_length=settings.max_length, max_target_tokens=settings.max_target_tokens, readout=readout,
+            reply=settings.lm_target == "adjudication", qh_order=qh_letters(settings.seed, r["pair_id"]),
+            chat_template_kwargs=base.chat_template_kwargs)
     ]
-    log.info("%s/%s: %d training items from %s; weights %s; readout %s; L_lm target %s", dataset, variant,
-             len(examples), selected, settings.loss_weights, resolve_readout(readout, tokenizer), settings.lm_target)
+    log.info("%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target) from %s; weights %s; "
+             "readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s", dataset, variant, len(examples),
+             len(items), sum(t is None for t in targets), selected, settings.loss_weights,
+             resolve_readout(readout, tokenizer), settings.lm_target, settings.learning_rate, settings.warmup_steps,
+             settings.lr_schedule)
     dev = resolve_device(base.device)
     on_gpu = dev.startswith("cuda")
     lora = bool(settings.lora.get("enabled"))
@@ -358,7 +401,8 @@ def finetune_verifier(
         variant=variant,
         **(labels or {}),
         base_weights_sha256=base_fingerprint["weights_sha256"],
-        training_items=len(examples),
+        training_items=len(items),
+        training_rows=len(examples),
         steps=len(curve),
     )
     log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
@@ -372,4 +416,5 @@ def training_items_id(lm_target: str) -> str:
     if lm_target not in LM_TARGETS:
         raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
     return rule_id("training-items", lm_target, TRAINED_STATUSES, trained_selection, training_items, split_column,
-                   final_true_argument, argument_target, read_adjudications, lm_targets)
+                   final_true_argument, argument_target, adjudication_target, read_adjudications, lm_targets,
+                   lr_factor, encode_example, qh_letters, transcript_view)

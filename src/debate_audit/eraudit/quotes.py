@@ -69,10 +69,16 @@ def count_words(text: str) -> int:
     return len(re.sub(r"</?quote>", " ", text, flags=re.IGNORECASE).split())
 
 
+# Appended to an argument cut at the word limit, after the kept words (the release's default policy:
+# debate.py truncate() with marker_within_limit False, "legacy_space_split_content_cap_marker_outside").
+TRUNCATION_MARKER = "... <TRUNCATED>"
+
+
 def enforce_word_limit(text: str, limit: int) -> tuple[str, int, bool]:
     """(text cut to `limit` words, the original word count, whether it was cut).
 
-    Quote tags do not count as words; a quote left open by the cut is closed so it can still be checked.
+    Quote tags do not count as words; a quote left open by the cut is closed so it can still be checked, and
+    a cut text ends in TRUNCATION_MARKER, so readers see that the argument went on.
     """
     words = count_words(text)
     if words <= limit:
@@ -94,4 +100,4 @@ def enforce_word_limit(text: str, limit: int) -> tuple[str, int, bool]:
     closed = len(re.findall(r"</quote>", cut, flags=re.IGNORECASE))
     if opened > closed:
         cut += "</quote>"
-    return cut, words, True
+    return cut + TRUNCATION_MARKER, words, True

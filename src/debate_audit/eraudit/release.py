@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 # this pair of the adversarial train file.
 KNOWN_REPAIRED = ("gpqa_02add1f3f2a8ae89",)
 _TRANSCRIPT = re.compile(r"<transcript>(.*?)</transcript>", re.DOTALL)
-_TURN = re.compile(r'Debater ([AB]):\s*"""(.*?)"""', re.DOTALL)
+# A turn ends at the triple quote before the next turn, round or the end: an argument may itself end in a
+# quotation mark ('..."approximation.""""').
+_TURN = re.compile(r'Debater ([AB]):\s*"""(.*?)"""(?=\s*(?:Debater [AB]:|Round \d+:|$))', re.DOTALL)
 _QUOTE = re.compile(r"<([vu])_quote>")
 
 
@@ -59,6 +61,7 @@ def parse_turns(prompt: str) -> list[dict]:
             "round": i // 2 + 1,
             "debater": debater,
             "raw": text,
+            "thinking": None,  # the release kept its scratchpads out of the rows (a few slipped into the text)
             "text": text,
             "words": len(plain.replace("<TRUNCATED>", "").split()),
             "truncated": text.endswith("<TRUNCATED>"),
