@@ -34,6 +34,7 @@ AUDIT_SETTINGS = dict(
     epsilon_percentile=AUDIT["epsilon_percentile"],
     eta=AUDIT["eta"],
     tau=AUDIT["tau"],
+    stop_at_first_counterexample=AUDIT["stop_at_first_counterexample"],
     tv_r=AUDIT["tv_r"],
 )
 

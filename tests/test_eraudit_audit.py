@@ -77,6 +77,35 @@ def test_stage2_common_bound_is_min_over_generators():
     assert summary.row(0, named=True)["mean_lower_bound"] == pytest.approx(0.25)
 
 
+def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
+    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    # epsilon 1.5, pair 2: g2 finds Delta 2.0 at its 2nd paraphrase, g1 is clean (3 paraphrases).
+    # g2 tested first: the counterexample ends the audit, g1 is never reached (t = 0, bound 0, no steps).
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125,
+                                                 tau=None, tv_r=0.0)
+    g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
+    assert (g["g2"]["status"], g["g2"]["t"], g["g2"]["lower_bound"]) == (stats.DEGRADED, 2, 0.0)
+    assert (g["g1"]["status"], g["g1"]["t"], g["g1"]["lower_bound"]) == (stats.NOT_REACHED, 0, 0.0)
+    assert steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).is_empty()
+    r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
+    # t as the release counts it: the counterexample's draw is counted, the unreached generator adds 0
+    assert (r2["status"], r2["lower_bound"], r2["n_tested"]) == (stats.DEGRADED, 0.0, 2)
+    # pair 1 is clean in both pools: both are tested in full, 3 + 3
+    assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [6]
+    # the other order (clean generator first) tests both, 3 + 2; a Stage-1 counterexample tests nothing
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.0)
+    assert records.filter(pl.col("pair_id") == 2)["n_tested"].to_list() == [5]
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.125, tau=None, tv_r=0.0)
+    assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [0]
+    # whole pools (a statistic that needs them): g1 is tested after g2's counterexample; the bound is 0 either way
+    records, generators, _ = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None,
+                                             tv_r=0.0, stop_at_first_counterexample=False)
+    g1 = generators.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).row(0, named=True)
+    assert (g1["status"], g1["t"], g1["lower_bound"]) == (stats.BUDGET_EXHAUSTED, 3, pytest.approx(0.5))
+    r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
+    assert (r2["status"], r2["lower_bound"], r2["n_tested"]) == (stats.DEGRADED, 0.0, 5)
+
+
 def test_certified_when_tau_reached_on_every_generator():
     deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     records, generators, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=5.0, eta=0.25, tau=0.5, tv_r=0.0)

@@ -243,6 +243,7 @@ RECORD_SCHEMA = {
     "epsilon_source": pl.Utf8,  # "value" or the percentile it came from
     "eta": pl.Float64,
     "tau": pl.Float64,  # early-stopping target (null: run to the budget)
+    "n_tested": pl.Int64,  # Stage-2 paraphrases tested, summed over generators (the release's statistical occurrences)
     "lower_bound": pl.Float64,  # common bound min_j L_{j,t_j}; 0 when degraded
     "tv_r": pl.Float64,
     "lower_bound_tv": pl.Float64,  # max(0, lower_bound - tv_r)
@@ -281,8 +282,14 @@ def run_audit(
     tau: float | None,
     tv_r: float,
     epsilon_source: str = "value",
+    stop_at_first_counterexample: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`."""
+    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`.
+
+    Stage 2 tests the generators in `test_pools` order. With `stop_at_first_counterexample` (the release's
+    `common_bound`, audit-stage2.py) a counterexample ends the q_h's audit: the generators after it are
+    NOT_REACHED (t = 0, bound 0) and none of their paraphrases is tested. The common bound is 0 either way;
+    t and the cost differ. Without it every generator tests its pool (a statistic that needs whole pools)."""
     records, generators, steps = [], [], []
     for (target, pair_id), group in deltas.group_by("target", "pair_id", maintain_order=True):
         dataset = group["dataset"][0]
@@ -293,9 +300,11 @@ def run_audit(
         over = ~(s_delta <= epsilon)  # NaN counts as a counterexample, as in the sequential test
         first = int(np.argmax(over)) if over.any() else None
         gen_status, gen_bounds = [], []
+        stopped = first is not None
+        n_tested = 0
         for pool in test_pools:
             test = group.filter(pl.col("pool") == pool).sort("index")
-            if first is not None:
+            if stopped:
                 result = None
                 status, t, bound = stats.NOT_REACHED, 0, 0.0
             else:
@@ -305,10 +314,12 @@ def run_audit(
                     steps.append({**base, "generator": pool, "t": step, "index": index, "delta": delta,
                                   "non_degraded": bool(delta <= epsilon), "epsilon": epsilon, "eta": eta,
                                   "lower_bound": lb})
+                stopped = stop_at_first_counterexample and status == stats.DEGRADED
             generators.append({**base, "generator": pool, "pool_size": test.height, "t": t, "status": status,
                                "lower_bound": bound, "epsilon": epsilon, "eta": eta})
             gen_status.append(status)
             gen_bounds.append(bound)
+            n_tested += t
         if first is not None:
             status, bound = stats.DEGRADED, 0.0
         else:
@@ -326,7 +337,7 @@ def run_audit(
             "n_counterexamples": int(over.sum()),
             "counterexample": search["question"][first] if first is not None else None,
             "counterexample_index": search["index"][first] if first is not None else None,
-            "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau,
+            "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau, "n_tested": n_tested,
             "lower_bound": bound, "tv_r": tv_r, "lower_bound_tv": stats.tv_relaxed(bound, tv_r), "status": status,
         })
     return (
@@ -375,6 +386,9 @@ class AuditSettings:
     epsilon: float | None = None  # Delta threshold; exactly one of epsilon / epsilon_percentile
     epsilon_percentile: float | None = None  # ... or the percentile of V_org's per-q_h search maxima
     tau: float | None = None  # the test's sample budget; None: no budget
+    # Stage 2 ends a q_h's audit at its first counterexample (the release's rule): later generators are not
+    # tested. A statistic that needs every test pool in full sets this to False.
+    stop_at_first_counterexample: bool = True
     targets: tuple[str, ...] = TARGETS
     confidence_levels: tuple[float, ...] = ()  # sweeps only
     sweep_epsilons: tuple[float, ...] = ()
@@ -409,7 +423,8 @@ def audit_statistics(
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
     log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, s.eta, s.tau, s.tv_r)
     records, generators, steps = run_audit(deltas, test_pools=s.test_pools, epsilon=eps, eta=s.eta, tau=s.tau,
-                                           tv_r=s.tv_r, epsilon_source=source)
+                                           tv_r=s.tv_r, epsilon_source=source,
+                                           stop_at_first_counterexample=s.stop_at_first_counterexample)
     if split is not None:
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
@@ -467,7 +482,8 @@ def audit_sweeps(
     s = settings
     deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
     eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
-    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r}
+    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r,
+              "stop_at_first_counterexample": s.stop_at_first_counterexample}
     conf_rows = []
     for level in tqdm(s.confidence_levels, desc="confidence sweep"):
         records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)
