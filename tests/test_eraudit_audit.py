@@ -5,6 +5,7 @@ import pytest
 
 from debate_audit.eraudit import audit, stats
 from debate_audit.models import ModelRef
+from conftest import REPO
 
 
 def _scores(checkpoint, p_qm, p_qh, search, tests, pair_id=1, dataset="quality_h"):
@@ -212,6 +213,28 @@ def test_epsilon_is_a_percentile_of_per_question_maxima_of_org():
         assert "(3 q_h)" in source
     # the flattened rule this replaces would give the median of all six search deltas, 0.35
     assert audit.resolve_epsilon(deltas, epsilon=None, percentile=50)[0] != pytest.approx(0.35)
+
+
+def test_epsilon_is_the_10th_percentile_of_org_per_question_maxima_as_the_release():
+    # five q_h; V_org's search maxima 0.47, 3.0, 0.9, 5.0, 0.2 (q_h 2's larger test-pool Delta does not count)
+    deltas = _deltas([
+        ("org", 1, "search", [0.1, 0.47]), ("org", 2, "search", [3.0, 1.0]), ("org", 3, "search", [0.9]),
+        ("org", 4, "search", [5.0, 4.0, 0.0]), ("org", 5, "search", [0.2, 0.2]), ("org", 2, "g1", [9.0]),
+    ])
+    eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=10)
+    # sorted maxima [0.2, 0.47, 0.9, 3.0, 5.0]; p10 sits 0.4 of the way from the 1st to the 2nd
+    assert eps == pytest.approx(0.2 + 0.4 * (0.47 - 0.2))
+    assert source == "p10 of per-q_h max search Delta of V_org (5 q_h)"
+    # an equal maximum is no counterexample (Delta > epsilon), as in the release: at epsilon 0.2, q_h 5 survives
+    records, _, _ = audit.run_audit(deltas.with_columns(pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"),
+                                                        pl.lit(1.0).alias("gain")),
+                                    test_pools=["g1"], epsilon=0.2, eta=0.1, tau=None, tv_r=0.0)
+    assert records.filter(pl.col("n_counterexamples") == 0)["pair_id"].to_list() == [5]
+    # the paper overlay uses this rule and sweeps the release's three percentiles
+    import yaml
+
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["audit"]
+    assert (paper["epsilon"], paper["epsilon_percentile"], paper["sweep_epsilon_percentiles"]) == (None, 10, [10, 25, 50])
 
 
 def test_epsilon_percentile_is_per_dataset_and_needs_org_search_deltas():

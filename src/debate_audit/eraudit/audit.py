@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from debate_audit.data.io import write_parquet
 from debate_audit.models.loading import ModelRef, open_model
 
-from . import stats, verifiers
+from . import runtime, stats, verifiers
 from .grid import labelled, with_labels
 from .paraphrase import SEARCH_POOL
 from .versioning import rule_id
@@ -89,9 +89,13 @@ def score_checkpoint(
     cache: str | None = None,
     readout: str = "auto",
     labels: dict | None = None,
+    device_time_out: str | Path | None = None,
 ) -> pl.DataFrame:
     """Score `checkpoint` (base / honest / adv / org) on every audited question; `labels`: its grid cell
-    (architecture, length, qh_weight; eraudit/grid.py), the leading columns of the output."""
+    (architecture, length, qh_weight; eraudit/grid.py), the leading columns of the output.
+
+    The questions of the counterexample search (q_m, q_h, the search pool) and of the sequential test (the
+    test pools) are scored in two calls whose device time goes to `device_time_out` (runtime.py, Table 3)."""
     from .readout import answer_probability
 
     pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
@@ -101,17 +105,35 @@ def score_checkpoint(
     if empty:
         log.warning("%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)",
                     dataset, empty)
-    # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once.
-    unique = rows.select("question", "answer", "other").unique(maintain_order=True)
+    # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once, in
+    # the first stage that reads it.
+    stage = pl.when(pl.col("pool").is_null() | (pl.col("pool") == SEARCH_POOL)).then(pl.lit(runtime.STAGES[0]))
+    unique = (rows.with_columns(stage.otherwise(pl.lit(runtime.STAGES[1])).alias("stage"))
+              .group_by("question", "answer", "other", maintain_order=True).agg(pl.col("stage").min()))
+    probs, timings = [], []
     with open_model(model, cache=cache) as lm:
-        probs = answer_probability(lm, unique["question"].to_list(), unique["answer"].to_list(),
-                                   unique["other"].to_list(), readout=readout,
-                                   desc=f"{dataset} {checkpoint} readout")
-    scored = rows.join(unique.with_columns(pl.Series("p_answer", probs, dtype=pl.Float64)),
-                       on=["question", "answer", "other"], how="left", nulls_equal=True)
+        device = getattr(lm, "device", "cpu")
+        for name in runtime.STAGES:
+            part = unique.filter(pl.col("stage") == name)
+            before = runtime.computed_calls(lm)
+            p, seconds = runtime.timed(lambda: answer_probability(
+                lm, part["question"].to_list(), part["answer"].to_list(), part["other"].to_list(), readout=readout,
+                desc=f"{dataset} {checkpoint} {name} readout") if part.height else [], device)
+            after = runtime.computed_calls(lm)
+            probs.append(part.with_columns(pl.Series("p_answer", p, dtype=pl.Float64)))
+            timings.append({"dataset": dataset, "checkpoint": checkpoint, "stage": name, "questions": part.height,
+                            "prompts": 2 * part.height, "computed": None if before is None else after - before,
+                            "device": runtime.device_name(device), "device_s": seconds})
+            log.info("%s %s %s: %d questions scored in %.2f s on %s", dataset, checkpoint, name, part.height,
+                     seconds, device)
+    scored = rows.join(pl.concat(probs).drop("stage"), on=["question", "answer", "other"], how="left",
+                       nulls_equal=True)
     scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"))
     scored = with_labels(scored, labels)
     write_parquet(scored, labelled(SCORE_SCHEMA), out)
+    if device_time_out is not None:
+        write_parquet(with_labels(pl.DataFrame(timings, schema=runtime.DEVICE_TIME_SCHEMA), labels),
+                      labelled(runtime.DEVICE_TIME_SCHEMA), device_time_out)
     log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
     return scored
 
