@@ -7,21 +7,8 @@ from debate_audit.eraudit.readout import readout_id
 
 AUDIT = config["audit"]
 AUDIT_OUT = "results/er_audit/audit"
-# The checkpoints audit_scores reads: V_base and the audited targets of every setting (names from
-# eraudit/verifiers.py, path ids from eraudit/grid.py).
-AUDIT_CHECKPOINTS = list(
-    dict.fromkeys(
-        cp.path_id
-        for setting in AUDIT_SETTINGS_GRID.values()
-        for cp in setting.checkpoints(AUDIT["targets"])
-    )
-)
-# One audit per architecture x dataset x setting (length, L_qh weight).
-AUDIT_CELLS = dict(
-    architecture=ARCHITECTURES,
-    dataset=AUDIT_DATASETS,
-    setting=list(AUDIT_SETTINGS_GRID),
-)
+# The planned audits (one per architecture x dataset x setting: length, L_qh weight) and the checkpoints
+# their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/common.smk).
 
 
 # AuditSettings fields (eraudit/audit.py); the sweep grids go to audit_sweeps only, so changing one reruns the
@@ -129,21 +116,21 @@ rule audit_sweeps:
 
 rule audit_figures:
     input:
-        summaries=expand(
+        summaries=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
-        records=expand(
+        records=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
-        confidence=expand(
+        confidence=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
-        epsilon=expand(
+        epsilon=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
         pool_reports=expand(
             f"{PARAPHRASE_OUT}/{{dataset}}/{{pool}}.report.parquet",
@@ -209,15 +196,13 @@ rule audit_runtime:
     input:
         report=f"{AUDIT_OUT}/summary.md",
         benchmarks=runtime_benchmarks,
-        device_times=[
-            f"{AUDIT_OUT}/{arch}/{dataset}/{cp}/device_time.parquet"
-            for arch in ARCHITECTURES
-            for dataset in AUDIT_DATASETS
-            for cp in AUDIT_CHECKPOINTS
-        ],
-        records=expand(
+        device_times=cell_paths(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/device_time.parquet",
+            AUDIT_SCORE_CELLS,
+        ),
+        records=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
     output:
         gpu_csv=report(

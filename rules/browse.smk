@@ -15,9 +15,8 @@ BROWSE_AUDIT_FILES = {
             for stem in ("deltas", "records", "steps", "generators")
         },
     )
-    for dataset in AUDIT_DATASETS
-    for arch in ARCHITECTURES
-    for setting in AUDIT_SETTINGS_GRID
+    for (arch, dataset), settings in PLANNED_SETTINGS.items()
+    for setting in (s.path_id for s in settings)
 }
 
 

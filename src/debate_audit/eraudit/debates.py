@@ -105,6 +105,9 @@ class DebateSettings:
     max_context_words: int | None = None  # cut long contexts (CPU default); None keeps the whole context
     quote_match: str = "normalised"  # quote verification rule (quotes.py): "normalised" (release) or "exact"
     round_reminder: bool = True  # adversarial: repeat the private instruction's reminder every round
+    # The limit the prompts state, when it differs from the cut at word_limit (the release's 250-word config
+    # prompts 200 words: config/debate-250.yaml, prompts.word_limit); None states word_limit.
+    prompt_word_limit: int | None = None
 
     def __post_init__(self) -> None:
         quote_key("", self.quote_match)  # fail on an unknown mode before any model work
@@ -157,14 +160,13 @@ def debater_messages(
 ) -> list[dict[str, str]]:
     mine, theirs = (options[0], options[1]) if debater == "A" else (options[1], options[0])
     other = "B" if debater == "A" else "A"
-    system = SYSTEM_TEMPLATE.format(debater=debater, mine=mine, other=other, theirs=theirs,
-                                    word_limit=settings.word_limit)
+    stated = settings.prompt_word_limit or settings.word_limit
+    system = SYSTEM_TEMPLATE.format(debater=debater, mine=mine, other=other, theirs=theirs, word_limit=stated)
     if private is not None:
         system += PRIVATE_NOTE.format(q_h=private["q_h"], h_true=private["h_true"], h_false=private["h_false"])
     history = render_rounds(earlier) if earlier else "(no arguments yet)"
     user = USER_TEMPLATE.format(context=context, q_m=item["q_m"], option_a=options[0], option_b=options[1],
-                                history=history, round_no=round_no, debater=debater,
-                                word_limit=settings.word_limit)
+                                history=history, round_no=round_no, debater=debater, word_limit=stated)
     if private is not None and settings.round_reminder:
         user += ROUND_REMINDER.format(round_no=round_no)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
