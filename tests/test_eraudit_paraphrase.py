@@ -364,41 +364,26 @@ def test_report_filter_keeps_exactly_size_and_records_what_the_checks_would_drop
 @pytest.fixture
 def chat_server():
     """A local OpenAI-compatible /chat/completions server: its first request gets a 503 (Retry-After 0), then
-    each request is answered with a numbered rewrite of the question; records every request body."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    each request is answered with a numbered rewrite of the question; records every answered request's body."""
+    from conftest import json_server
 
     bodies, statuses = [], []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if not statuses:
-                statuses.append(503)
-                data = b'{"error": "overloaded"}'
-                self.send_response(503)
-                self.send_header("Retry-After", "0")
-            else:
-                statuses.append(200)
-                bodies.append(body)
-                question = body["messages"][-1]["content"].rsplit("Original question:\n", 1)[-1].strip()
-                text = f"Seed {body['seed']}: {question}"
-                if "numbered list" in body["messages"][-1]["content"]:
-                    text = f"1. {text}\n2. Also {question}"
-                data = json.dumps({"choices": [{"index": 0, "message": {"content": text}}]}).encode()
-                self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body, headers):
+        if not statuses:
+            statuses.append(503)
+            return 503, {"Retry-After": "0"}, {"error": "overloaded"}
+        statuses.append(200)
+        bodies.append(body)
+        prompt = body["messages"][-1]["content"]
+        question = prompt.rsplit("Original question:\n", 1)[-1].strip()
+        text = f"Seed {body['seed']}: {question}"
+        if "numbered list" in prompt:
+            text = f"1. {text}\n2. Also {question}"
+        return 200, {}, {"choices": [{"index": 0, "message": {"content": text}}]}
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", bodies, statuses
-    httpd.shutdown()
+    with json_server(respond) as url:
+        yield url, bodies, statuses
 
 
 @pytest.mark.parametrize(("pool", "size"), [("gen-gpt", 3), ("search", 4)])

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from conftest import json_server
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
 from debate_audit.models.serving import OpenAIChatModel, OpenAICompatibleBackend, Retry, post_json
@@ -18,29 +17,18 @@ def server():
     """A local OpenAI-compatible server answering /completions and /chat/completions; records bodies."""
     seen: list[tuple[str, dict, str | None]] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, body, self.headers.get("Authorization")))
-            n = body.get("n", 1)
-            if self.path.endswith("/chat/completions"):
-                last = body["messages"][-1]["content"]
-                choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
-            else:
-                choices = [{"index": k, "text": f" {body['prompt'][-12:]}#{k}"} for k in range(n)]
-            data = json.dumps({"choices": choices[::-1]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body, headers):
+        seen.append((path, body, headers.get("Authorization")))
+        n = body.get("n", 1)
+        if path.endswith("/chat/completions"):
+            last = body["messages"][-1]["content"]
+            choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
+        else:
+            choices = [{"index": k, "text": f" {body['prompt'][-12:]}#{k}"} for k in range(n)]
+        return 200, {}, {"choices": choices[::-1]}
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen
-    httpd.shutdown()
+    with json_server(respond) as url:
+        yield url, seen
 
 
 def test_completions_backend_posts_rendered_prompts_and_orders_choices(server):
@@ -137,26 +125,13 @@ def flaky_server():
     script: list[tuple[int, dict[str, str]]] = []
     attempts: list[str | None] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            self.rfile.read(int(self.headers["Content-Length"]))
-            attempts.append(self.headers.get("Authorization"))
-            status, headers = script.pop(0) if script else (200, {})
-            data = json.dumps({"choices": [{"index": 0, "text": "ok"}]} if status == 200 else {"error": "busy"}).encode()
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body, headers):
+        attempts.append(headers.get("Authorization"))
+        status, extra = script.pop(0) if script else (200, {})
+        return status, extra, {"choices": [{"index": 0, "text": "ok"}]} if status == 200 else {"error": "busy"}
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", script, attempts
-    httpd.shutdown()
+    with json_server(respond) as url:
+        yield url, script, attempts
 
 
 FAST = Retry(attempts=4, backoff_s=0.01, max_wait_s=0.05)
