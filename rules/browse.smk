@@ -8,7 +8,7 @@ BROWSE_AUDIT_FILES = {
         pairs=f"data/{dataset}.parquet",
         debates={
             mode: f"{DEBATE_OUT}/{dataset}/{AUDIT_SETTINGS_GRID[setting].length}/debates_{mode}.parquet"
-            for mode in DEBATE_MODES
+            for mode in PLAN.debate_modes(dataset, AUDIT_SETTINGS_GRID[setting].length)
         },
         **{
             stem: f"{AUDIT_OUT}/{arch}/{dataset}/{setting}/{stem}.parquet"
