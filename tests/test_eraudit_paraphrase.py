@@ -334,12 +334,12 @@ def test_report_filter_keeps_exactly_size_and_records_what_the_checks_would_drop
     # pair 1: an empty reply is replaced by a fresh draw; a repeat, a missing number and a dissimilar
     # rewrite are kept (and flagged); the candidate beyond the size is surplus
     draws = FakeDraws({
-        0: {1: ["a b 7", "  ", "a b 7", "no number", "far off 7"], 2: ["c d 7"]},
+        0: {1: ["a b 7", "  ", "a b 7", "no number", "far off 7"], 2: ["c d 7", "?!"]},
         1: {1: ["e f 7", "g h 7"], 2: []},
     })
     pools = paraphrase.fill_pools({1: "orig 7", 2: "other 7"}, 5, draws, _similarity, min_similarity=0.5,
                                   max_topup_rounds=1, dedupe=True, apply_checks=False)
-    assert draws.calls == [(0, {1: 5, 2: 5}), (1, {1: 1, 2: 4})]
+    assert draws.calls == [(0, {1: 5, 2: 5}), (1, {1: 1, 2: 3})]
     assert [(k.text, k.check) for k in pools[1].kept] == [
         ("a b 7", None), ("a b 7", "duplicate"), ("no number", "missing_number"), ("far off 7", "low_similarity"),
         ("e f 7", None)]
@@ -351,8 +351,10 @@ def test_report_filter_keeps_exactly_size_and_records_what_the_checks_would_drop
     assert rep[1]["rejected_duplicate"] == rep[1]["rejected_missing_number"] == 0
     assert kept.filter(pl.col("pair_id") == 1)["check"].to_list() == [
         None, "duplicate", "missing_number", "low_similarity", None]
-    # a generator that runs dry still leaves a short pool, reported, never filled with anything else
-    assert (rep[2]["kept"], rep[2]["shortfall"]) == (1, 4)
+    # punctuation alone is not blank: kept and flagged empty; a generator that runs dry still leaves a short
+    # pool, reported, never filled with anything else
+    assert [(k.text, k.check) for k in pools[2].kept] == [("c d 7", None), ("?!", "empty")]
+    assert (rep[2]["kept"], rep[2]["shortfall"], rep[2]["flagged_empty"]) == (2, 3, 1)
     assert kept.height + rejected.height == sum(r["generated"] for r in rep.values())
     # the same draws under filter drop: the flagged ones are rejected instead, and pair 1 comes up short
     pools = paraphrase.fill_pools({1: "orig 7"}, 5, FakeDraws({0: {1: draws.per_round[0][1]}, 1: {1: []}}),

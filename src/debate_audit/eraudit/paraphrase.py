@@ -53,8 +53,9 @@ log = logging.getLogger(__name__)
 
 SEARCH_POOL = "search"
 FILTERS = ("report", "drop")  # `paraphrase.filter` (module docstring)
-# Checks whose verdict a `report` pool records for each kept paraphrase (empty candidates are never kept).
-FLAGGED = tuple(r for r in REASONS if r != "empty")
+# Checks whose verdict a `report` pool records for each kept paraphrase ("empty": punctuation alone, kept
+# because the release only refuses a blank reply).
+FLAGGED = REASONS
 
 
 # ------------------------------------------------------------------------------------ output schemas
