@@ -7,21 +7,8 @@ from debate_audit.eraudit.readout import readout_id
 
 AUDIT = config["audit"]
 AUDIT_OUT = "results/er_audit/audit"
-# The checkpoints audit_scores reads: V_base and the audited targets of every setting (names from
-# eraudit/verifiers.py, path ids from eraudit/grid.py).
-AUDIT_CHECKPOINTS = list(
-    dict.fromkeys(
-        cp.path_id
-        for setting in AUDIT_SETTINGS_GRID.values()
-        for cp in setting.checkpoints(AUDIT["targets"])
-    )
-)
-# One audit per architecture x dataset x setting (length, L_qh weight).
-AUDIT_CELLS = dict(
-    architecture=ARCHITECTURES,
-    dataset=AUDIT_DATASETS,
-    setting=list(AUDIT_SETTINGS_GRID),
-)
+# The planned audits (one per architecture x dataset x setting: length, L_qh weight) and the checkpoints
+# their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/common.smk).
 
 
 # AuditSettings fields (eraudit/audit.py); the sweep grids go to audit_sweeps only, so changing one reruns the
@@ -34,6 +21,7 @@ AUDIT_SETTINGS = dict(
     epsilon_percentile=AUDIT["epsilon_percentile"],
     eta=AUDIT["eta"],
     tau=AUDIT["tau"],
+    stop_at_first_counterexample=AUDIT["stop_at_first_counterexample"],
     tv_r=AUDIT["tv_r"],
 )
 
@@ -53,6 +41,8 @@ rule audit_scores:
         model=checkpoint_fingerprint,
     output:
         scores=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/scores.parquet",
+        # seconds of the scoring calls per audit stage (Table 3)
+        device_time=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/device_time.parquet",
     log:
         "logs/audit/scores_{architecture}_{dataset}_{verifier}.log",
     benchmark:
@@ -127,21 +117,21 @@ rule audit_sweeps:
 
 rule audit_figures:
     input:
-        summaries=expand(
+        summaries=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
-        records=expand(
+        records=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
-        confidence=expand(
+        confidence=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
-        epsilon=expand(
+        epsilon=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
-            **AUDIT_CELLS,
+            AUDIT_SETTING_CELLS,
         ),
         pool_reports=expand(
             f"{PARAPHRASE_OUT}/{{dataset}}/{{pool}}.report.parquet",
@@ -201,19 +191,36 @@ rule audit_figures:
         "../workflow/scripts/audit_figures.py"
 
 
-# Table 3 reads only this run's benchmark records (runtime_benchmarks in rules/common.smk).
+# Table 3: GPU-seconds per hidden question from the scoring jobs' device time and the audits' records, and
+# wall time per job from this run's benchmark records only (runtime_benchmarks in rules/common.smk).
 rule audit_runtime:
     input:
         report=f"{AUDIT_OUT}/summary.md",
         benchmarks=runtime_benchmarks,
+        device_times=cell_paths(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/device_time.parquet",
+            AUDIT_SCORE_CELLS,
+        ),
+        records=cell_paths(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
+            AUDIT_SETTING_CELLS,
+        ),
     output:
+        gpu_csv=report(
+            f"{AUDIT_OUT}/table3_gpu_seconds.csv",
+            caption="../report/captions/audit_gpu_seconds.rst",
+            category="ER-Audit",
+            subcategory="4. Runtime",
+            labels={"table": "Table 3 (GPU-seconds per q_h)"},
+        ),
+        gpu_parquet=f"{AUDIT_OUT}/table3_gpu_seconds.parquet",
         markdown=f"{AUDIT_OUT}/table3_runtime.md",
         csv=report(
             f"{AUDIT_OUT}/table3_runtime.csv",
             caption="../report/captions/audit_runtime.rst",
             category="ER-Audit",
             subcategory="4. Runtime",
-            labels={"table": "Table 3"},
+            labels={"table": "Table 3 (wall time per job)"},
         ),
         parquet=f"{AUDIT_OUT}/table3_runtime.parquet",
     log:
@@ -228,4 +235,10 @@ rule audit_runtime:
         "../workflow/scripts/audit_runtime.py"
 
 
-ALL_TARGETS.extend([f"{AUDIT_OUT}/summary.md", f"{AUDIT_OUT}/table3_runtime.md"])
+ALL_TARGETS.extend(
+    [
+        f"{AUDIT_OUT}/summary.md",
+        f"{AUDIT_OUT}/table3_runtime.md",
+        f"{AUDIT_OUT}/table3_gpu_seconds.csv",
+    ]
+)

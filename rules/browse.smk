@@ -8,16 +8,15 @@ BROWSE_AUDIT_FILES = {
         pairs=f"data/{dataset}.parquet",
         debates={
             mode: f"{DEBATE_OUT}/{dataset}/{AUDIT_SETTINGS_GRID[setting].length}/debates_{mode}.parquet"
-            for mode in DEBATE_MODES
+            for mode in PLAN.debate_modes(dataset, AUDIT_SETTINGS_GRID[setting].length)
         },
         **{
             stem: f"{AUDIT_OUT}/{arch}/{dataset}/{setting}/{stem}.parquet"
             for stem in ("deltas", "records", "steps", "generators")
         },
     )
-    for dataset in AUDIT_DATASETS
-    for arch in ARCHITECTURES
-    for setting in AUDIT_SETTINGS_GRID
+    for (arch, dataset), settings in PLANNED_SETTINGS.items()
+    for setting in (s.path_id for s in settings)
 }
 
 

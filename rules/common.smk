@@ -25,13 +25,29 @@ if unpinned_warnings(MODEL_SPECS.values()):
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
 
-# The ER-Audit grid (eraudit/grid.py): verifier architectures x debate lengths x V_org's L_qh weights.
+# The ER-Audit grid (eraudit/grid.py): verifier architectures x debate lengths x V_org's L_qh weights, the
+# further lengths and weights reaching only the cells debate.length_sweep / verifier.qh_sweep name (PLAN).
 ARCHITECTURES = grid.base_models(config["verifier"])
 LENGTHS = grid.lengths(config["debate"])
 QH_WEIGHTS = grid.qh_weights(config["verifier"])
 VARIANT_IDS = grid.variant_ids(QH_WEIGHTS)
-AUDIT_SETTINGS_GRID = {s.path_id: s for s in grid.settings(LENGTHS, QH_WEIGHTS)}
-# base, then <length>/<variant> of every fine-tuned verifier
+PLAN = grid.Plan.from_config(config)
+ER_DATASETS = config["verifier"]["datasets"]
+# The planned cells: (architecture, dataset) -> its checkpoints (base, then <length>/<variant>) and audits.
+PLANNED_CHECKPOINTS = {
+    (arch, dataset): PLAN.checkpoints(arch, dataset)
+    for arch in ARCHITECTURES
+    for dataset in ER_DATASETS
+}
+PLANNED_SETTINGS = {
+    (arch, dataset): PLAN.settings(arch, dataset, config["audit"]["targets"])
+    for arch in ARCHITECTURES
+    for dataset in ER_DATASETS
+}
+AUDIT_SETTINGS_GRID = {
+    s.path_id: s for settings in PLANNED_SETTINGS.values() for s in settings
+}
+# every checkpoint id of any cell (the wildcard's values)
 CHECKPOINT_IDS = ["base", *(f"{l}/{v}" for l in LENGTHS for v in VARIANT_IDS)]
 # Best-of-K selection scores candidates with one model, so every architecture trains on the same transcripts
 # (as the release's verifiers did).
@@ -123,65 +139,25 @@ def source_location(input_value, dataset, key):
 # prepared by an earlier run, or linked in, has no record here and must not be prepared again for a table.
 def runtime_benchmarks(wildcards):
     # Called when the DAG is built, after every rules/*.smk has defined its rules and lists.
-    datasets = config["verifier"]["datasets"]
+    generated = DEBATE_TRANSCRIPTS["source"] == "generate"
     cells = [
         (rules.cwpor_debate, CWPOR_CELLS),
         (rules.cwpor_judge, CWPOR_CELLS),
+        *([(rules.debate_generate, c) for c in DEBATE_CELLS] if generated else []),
+        *([(rules.debate_select, c) for c in DEBATE_CELLS] if generated else []),
         *(
-            [
-                (
-                    rules.debate_generate,
-                    dict(dataset=datasets, length=LENGTHS, debate_mode=DEBATE_MODES),
-                ),
-                (
-                    rules.debate_select,
-                    dict(dataset=datasets, length=LENGTHS, debate_mode=DEBATE_MODES),
-                ),
-            ]
-            if DEBATE_TRANSCRIPTS["source"] == "generate"
-            else []
-        ),
-        *(
-            [
-                (
-                    rules.verifier_adjudicate,
-                    dict(
-                        adjudicator=ADJUDICATORS,
-                        dataset=datasets,
-                        length=LENGTHS,
-                        debate_mode=DEBATE_MODES,
-                    ),
-                )
-            ]
+            [(rules.verifier_adjudicate, c) for c in ADJUDICATION_CELLS]
             if LM_TARGET == "adjudication"
             else []
         ),
-        (
-            rules.verifier_finetune,
-            dict(
-                architecture=ARCHITECTURES,
-                dataset=datasets,
-                length=LENGTHS,
-                variant=VARIANT_IDS,
-            ),
-        ),
-        (
-            rules.verifier_evaluate,
-            dict(architecture=ARCHITECTURES, dataset=datasets, verifier=CHECKPOINT_IDS),
-        ),
+        *[(rules.verifier_finetune, c) for c in FINETUNE_CELLS],
+        *[(rules.verifier_evaluate, c) for c in CHECKPOINT_CELLS],
         (rules.paraphrase_search, dict(dataset=AUDIT_DATASETS)),
         (
             rules.paraphrase_test,
             dict(dataset=AUDIT_DATASETS, generator=PARAPHRASE_TEST_GENERATORS),
         ),
-        (
-            rules.audit_scores,
-            dict(
-                architecture=ARCHITECTURES,
-                dataset=AUDIT_DATASETS,
-                verifier=AUDIT_CHECKPOINTS,
-            ),
-        ),
+        *[(rules.audit_scores, c) for c in AUDIT_SCORE_CELLS],
     ]
     return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
 
@@ -317,6 +293,57 @@ def finetune_settings(wc):
         "loss_weights": weights,
         "lora": grid.lora_settings(config["verifier"], wc.architecture),
     }
+
+
+# ---------------------------------------------- the planned cells as wildcard values (one dict per job)
+# debates per dataset x length x mode; adjudications per writer x dataset x length x mode; fine-tuned
+# variants; evaluated checkpoints; audit scores (V_base and the targets of the planned audits); audits.
+DEBATE_CELLS = [
+    dict(dataset=d, length=l, debate_mode=m)
+    for d in ER_DATASETS
+    for l in LENGTHS
+    for m in PLAN.debate_modes(d, l)
+]
+# adjudications sit under their writer: the one teacher (verifier.adjudication.teacher) or each V_base
+ADJUDICATION_CELLS = [
+    dict(adjudicator=w, dataset=d, length=l, debate_mode=m)
+    for (w, d, l, m) in dict.fromkeys(
+        (config["verifier"]["adjudication"].get("teacher") or a, d, l, m)
+        for a in ARCHITECTURES
+        for d in ER_DATASETS
+        for l in LENGTHS
+        for m in PLAN.adjudication_modes(a, d, l)
+    )
+]
+FINETUNE_CELLS = [
+    dict(architecture=a, dataset=d, length=l, variant=v)
+    for a in ARCHITECTURES
+    for d in ER_DATASETS
+    for l in LENGTHS
+    for v in PLAN.variants(a, d, l)
+]
+CHECKPOINT_CELLS = [
+    dict(architecture=a, dataset=d, verifier=cp)
+    for (a, d), cps in PLANNED_CHECKPOINTS.items()
+    for cp in cps
+]
+AUDIT_SCORE_CELLS = [
+    dict(architecture=a, dataset=d, verifier=cp)
+    for (a, d), settings in PLANNED_SETTINGS.items()
+    for cp in dict.fromkeys(
+        c.path_id for s in settings for c in s.checkpoints(config["audit"]["targets"])
+    )
+]
+AUDIT_SETTING_CELLS = [
+    dict(architecture=a, dataset=d, setting=s.path_id)
+    for (a, d), settings in PLANNED_SETTINGS.items()
+    for s in settings
+]
+
+
+def cell_paths(pattern, cells):
+    """`pattern` filled in with each cell's wildcard values."""
+    return [expand(pattern, **c)[0] for c in cells]
 
 
 # ---------------------------------------------- ER-Audit audit (rules/audit.smk)

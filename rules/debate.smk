@@ -97,6 +97,9 @@ else:
             settings=lambda wc: {
                 **{key: config["debate"].get(key) for key in DEBATE_SETTING_KEYS},
                 "word_limit": grid.word_limit(wc.length),
+                "prompt_word_limit": config["debate"]["prompt_word_limits"].get(
+                    wc.length
+                ),
             },
             splits=config["debate"]["splits"],
             max_items=config["debate"].get("max_items"),
@@ -145,10 +148,8 @@ else:
 
 
 ALL_TARGETS.extend(
-    expand(
+    cell_paths(
         f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
-        dataset=config["verifier"]["datasets"],
-        length=LENGTHS,
-        debate_mode=DEBATE_MODES,
+        DEBATE_CELLS,
     )
 )

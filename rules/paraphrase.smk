@@ -1,7 +1,8 @@
 # ER-Audit part 2: paraphrase pools of every audited q_h (one search pool, one test pool per generator).
 
-from debate_audit.eraudit.paraphrase import PROMPT_VERSION as PARAPHRASE_PROMPT_VERSION
+from debate_audit.eraudit.paraphrase import POOL_VERSION as PARAPHRASE_POOL_VERSION
 from debate_audit.eraudit.paraphrase import pool_settings
+from debate_audit.eraudit.paraphrase_prompts import prompt_id
 
 PARAPHRASE = config["paraphrase"]
 PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])
@@ -27,9 +28,12 @@ PARAPHRASE_PARAMS = dict(
     ),
     settings=lambda wc: pool_settings(PARAPHRASE, wc.get("generator"))[2],
     min_similarity=PARAPHRASE["min_similarity"],
+    prompt=PARAPHRASE["prompt"],
+    filter=PARAPHRASE["filter"],
     splits=PARAPHRASE["splits"],
     max_pairs=PARAPHRASE["max_pairs"],
-    prompt_version=PARAPHRASE_PROMPT_VERSION,
+    prompt_version=prompt_id(PARAPHRASE["prompt"]),
+    pool_version=PARAPHRASE_POOL_VERSION,
     cache=config["cache"],
 )
 

@@ -99,9 +99,10 @@ rule verifier_finetune:
 
 rule verifier_loss_figure:
     input:
-        curves=expand(
-            f"{VERIFIER_OUT}/{{{{architecture}}}}/{{{{dataset}}}}/{{{{length}}}}/{{variant}}/loss_curve.parquet",
-            variant=VARIANT_IDS,
+        curves=lambda wc: expand(
+            f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/{{variant}}/loss_curve.parquet",
+            variant=PLAN.variants(wc.architecture, wc.dataset, wc.length),
+            **wc,
         ),
     output:
         png=report(
@@ -162,11 +163,9 @@ rule verifier_evaluate:
 
 rule verifier_table1:
     input:
-        scores=expand(
+        scores=cell_paths(
             f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
-            architecture=ARCHITECTURES,
-            dataset=config["verifier"]["datasets"],
-            verifier=CHECKPOINT_IDS,
+            CHECKPOINT_CELLS,
         ),
     output:
         table=f"{VERIFIER_OUT}/table1.parquet",
@@ -189,11 +188,10 @@ rule verifier_table1:
 
 
 ALL_TARGETS.extend([f"{VERIFIER_OUT}/table1.md"])
+# one loss figure per architecture x dataset x length with a fine-tuned variant
 ALL_TARGETS.extend(
-    expand(
-        f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/loss_curves.png",
-        architecture=ARCHITECTURES,
-        dataset=config["verifier"]["datasets"],
-        length=LENGTHS,
+    dict.fromkeys(
+        f"{VERIFIER_OUT}/{c['architecture']}/{c['dataset']}/{c['length']}/loss_curves.png"
+        for c in FINETUNE_CELLS
     )
 )

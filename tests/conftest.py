@@ -66,3 +66,40 @@ def smoke_run(tmp_path_factory, embedded_model_dir):
     workdir = scratch_copy(tmp_path_factory.mktemp("workflow"), embedded_model_dir, copy_model=True)
     first = snakemake(workdir)
     return workdir, first
+
+
+@contextlib.contextmanager
+def json_server(respond):
+    """A local HTTP server on 127.0.0.1 answering every POST with `respond(path, body, request headers)` ->
+    (status, response headers, JSON payload), and every GET with `respond(path, None, request headers)`;
+    yields its base URL (`.../v1`)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send(respond(self.path, None, self.headers))
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"null")
+            self.send(respond(self.path, body, self.headers))
+
+        def send(self, answer):
+            status, headers, payload = answer
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(data))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/v1"
+    finally:
+        httpd.shutdown()

@@ -5,6 +5,7 @@ import pytest
 
 from debate_audit.eraudit import audit, stats
 from debate_audit.models import ModelRef
+from conftest import REPO
 
 
 def _scores(checkpoint, p_qm, p_qh, search, tests, pair_id=1, dataset="quality_h"):
@@ -75,6 +76,35 @@ def test_stage2_common_bound_is_min_over_generators():
     summary = audit.summarize(records)
     assert summary.row(0, named=True)["cr"] == 0.0
     assert summary.row(0, named=True)["mean_lower_bound"] == pytest.approx(0.25)
+
+
+def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
+    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    # epsilon 1.5, pair 2: g2 finds Delta 2.0 at its 2nd paraphrase, g1 is clean (3 paraphrases).
+    # g2 tested first: the counterexample ends the audit, g1 is never reached (t = 0, bound 0, no steps).
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125,
+                                                 tau=None, tv_r=0.0)
+    g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
+    assert (g["g2"]["status"], g["g2"]["t"], g["g2"]["lower_bound"]) == (stats.DEGRADED, 2, 0.0)
+    assert (g["g1"]["status"], g["g1"]["t"], g["g1"]["lower_bound"]) == (stats.NOT_REACHED, 0, 0.0)
+    assert steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).is_empty()
+    r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
+    # t as the release counts it: the counterexample's draw is counted, the unreached generator adds 0
+    assert (r2["status"], r2["lower_bound"], r2["n_tested"]) == (stats.DEGRADED, 0.0, 2)
+    # pair 1 is clean in both pools: both are tested in full, 3 + 3
+    assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [6]
+    # the other order (clean generator first) tests both, 3 + 2; a Stage-1 counterexample tests nothing
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.0)
+    assert records.filter(pl.col("pair_id") == 2)["n_tested"].to_list() == [5]
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.125, tau=None, tv_r=0.0)
+    assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [0]
+    # whole pools (a statistic that needs them): g1 is tested after g2's counterexample; the bound is 0 either way
+    records, generators, _ = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None,
+                                             tv_r=0.0, stop_at_first_counterexample=False)
+    g1 = generators.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).row(0, named=True)
+    assert (g1["status"], g1["t"], g1["lower_bound"]) == (stats.BUDGET_EXHAUSTED, 3, pytest.approx(0.5))
+    r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
+    assert (r2["status"], r2["lower_bound"], r2["n_tested"]) == (stats.DEGRADED, 0.0, 5)
 
 
 def test_certified_when_tau_reached_on_every_generator():
@@ -183,6 +213,28 @@ def test_epsilon_is_a_percentile_of_per_question_maxima_of_org():
         assert "(3 q_h)" in source
     # the flattened rule this replaces would give the median of all six search deltas, 0.35
     assert audit.resolve_epsilon(deltas, epsilon=None, percentile=50)[0] != pytest.approx(0.35)
+
+
+def test_epsilon_is_the_10th_percentile_of_org_per_question_maxima_as_the_release():
+    # five q_h; V_org's search maxima 0.47, 3.0, 0.9, 5.0, 0.2 (q_h 2's larger test-pool Delta does not count)
+    deltas = _deltas([
+        ("org", 1, "search", [0.1, 0.47]), ("org", 2, "search", [3.0, 1.0]), ("org", 3, "search", [0.9]),
+        ("org", 4, "search", [5.0, 4.0, 0.0]), ("org", 5, "search", [0.2, 0.2]), ("org", 2, "g1", [9.0]),
+    ])
+    eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=10)
+    # sorted maxima [0.2, 0.47, 0.9, 3.0, 5.0]; p10 sits 0.4 of the way from the 1st to the 2nd
+    assert eps == pytest.approx(0.2 + 0.4 * (0.47 - 0.2))
+    assert source == "p10 of per-q_h max search Delta of V_org (5 q_h)"
+    # an equal maximum is no counterexample (Delta > epsilon), as in the release: at epsilon 0.2, q_h 5 survives
+    records, _, _ = audit.run_audit(deltas.with_columns(pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"),
+                                                        pl.lit(1.0).alias("gain")),
+                                    test_pools=["g1"], epsilon=0.2, eta=0.1, tau=None, tv_r=0.0)
+    assert records.filter(pl.col("n_counterexamples") == 0)["pair_id"].to_list() == [5]
+    # the paper overlay uses this rule and sweeps the release's three percentiles
+    import yaml
+
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["audit"]
+    assert (paper["epsilon"], paper["epsilon_percentile"], paper["sweep_epsilon_percentiles"]) == (None, 10, [10, 25, 50])
 
 
 def test_epsilon_percentile_is_per_dataset_and_needs_org_search_deltas():

@@ -224,6 +224,14 @@ def test_private_instruction_text_names_target_but_user_turn_does_not():
     assert '"HF"' in msgs[0]["content"] and "Hidden?" not in msgs[1]["content"]
 
 
+def test_a_stated_word_limit_below_the_cut_as_the_releases_250_word_config():
+    item = items()[0]
+    settings = DebateSettings(word_limit=250, prompt_word_limit=200)
+    system, user = (m["content"] for m in debater_messages(item, CONTEXT, "A", ("T", "F"), 1, [], settings))
+    assert "at most 200 words" in system and "(200 words at most)" in user and "250" not in system + user
+    assert settings.max_new_tokens == DebateSettings(word_limit=250).max_new_tokens  # room up to the 250 cut
+
+
 def test_adversarial_reminder_is_repeated_every_round_to_the_true_debater_only():
     model = ScriptedModel()
     rows = run_debates(model, items()[:1], "adversarial", "quality_h", DebateSettings(rounds=3, word_limit=10))

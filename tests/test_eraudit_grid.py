@@ -41,6 +41,59 @@ def test_a_setting_audits_base_and_the_targets_of_its_length_and_weight():
     assert [cp.path_id for cp in setting.checkpoints(["org"])] == ["base", "w50/org_qh4"]
 
 
+def _release_ablations_plan() -> grid.Plan:
+    import yaml
+
+    from conftest import REPO
+
+    overlay = yaml.safe_load((REPO / "config" / "ablations.yaml").read_text())
+    return grid.Plan.from_config({"debate": overlay["debate"], "verifier": overlay["verifier"]})
+
+
+def test_the_release_ablations_plan_only_the_releases_cells():
+    plan = _release_ablations_plan()
+    assert plan.lengths == ("w150", "w50", "w250") and plan.weights == (2.0, 1.0, 3.0, 4.0, 5.0)
+    gpt, llama, targets = "gpt-oss-20b", "llama-3.1-8b-instruct", ["honest", "adv", "org"]
+    # main cells: every architecture and dataset, V_org at the main weight; GPT-20B's V_org at every weight
+    assert plan.variants(llama, "gpqa_h", "w150") == ["honest", "adv", "org_qh2"]
+    assert plan.variants(gpt, "gpqa_h", "w150") == ["honest", "adv"] + [f"org_qh{w}" for w in (2, 1, 3, 4, 5)]
+    # the length ablation: honest debates and V_honest only, QuALITY-H only, GPT-20B only
+    assert plan.variants(gpt, "quality_h", "w50") == ["honest"] == plan.variants(gpt, "quality_h", "w250")
+    assert plan.variants(gpt, "gpqa_h", "w50") == [] == plan.variants(llama, "quality_h", "w250")
+    assert plan.debate_modes("quality_h", "w250") == ["honest"] and plan.debate_modes("gpqa_h", "w50") == []
+    assert plan.debate_modes("gpqa_h", "w150") == ["honest", "adversarial"]
+    assert plan.adjudication_modes(gpt, "quality_h", "w50") == ["honest"]
+    assert plan.adjudication_modes(llama, "quality_h", "w50") == []
+    assert plan.checkpoints(gpt, "quality_h")[-2:] == ["w50/honest", "w250/honest"]
+    # audits where every target was trained: one per weight on GPT-20B, none at the honest-only lengths
+    assert [s.path_id for s in plan.settings(gpt, "quality_h", targets)] == [
+        f"w150_qh{w}" for w in (2, 1, 3, 4, 5)]
+    assert [s.path_id for s in plan.settings(llama, "quality_h", targets)] == ["w150_qh2"]
+    # auditing V_honest alone: one audit per length, never a copy per weight
+    assert [s.path_id for s in plan.settings(gpt, "quality_h", ["honest"])] == ["w150_qh2", "w50_qh2", "w250_qh2"]
+
+
+def test_a_plan_without_reach_keys_is_the_full_grid():
+    plan = grid.Plan.from_config({"debate": {"word_limit": [50, 150]}, "verifier": {"loss_weights": {"qh": [1, 4]}}})
+    for length in ("w50", "w150"):
+        assert plan.variants("a", "gpqa_h", length) == ["honest", "adv", "org_qh1", "org_qh4"]
+        assert plan.debate_modes("gpqa_h", length) == ["honest", "adversarial"]
+    assert [s.path_id for s in plan.settings("a", "gpqa_h", ["org"])] == ["w50_qh1", "w50_qh4", "w150_qh1",
+                                                                          "w150_qh4"]
+
+
+def test_the_sweeps_reach_only_this_runs_architectures_datasets_and_lengths():
+    from debate_audit.config_check import _sweep_errors
+
+    debate = {"word_limit": [150, 50], "prompt_word_limits": {"w250": 200}, "length_sweep": {"datasets": ["gpqa_h"]}}
+    verifier = {"base_models": ["a"], "datasets": ["quality_h"], "qh_sweep": {"architectures": ["b"]}}
+    assert _sweep_errors(debate, verifier) == [
+        "debate.length_sweep.datasets[0]: 'gpqa_h' is not one of this run's datasets ['quality_h']",
+        "verifier.qh_sweep.architectures[0]: 'b' is not one of this run's architectures ['a']",
+        "debate.prompt_word_limits.w250: 'w250' is not one of the debate lengths ['w150', 'w50']",
+    ]
+
+
 def test_labels_come_first_and_panels_name_only_what_varies():
     frame = pl.DataFrame({"dataset": ["gpqa_h", "gpqa_h"], "x": [1, 2]})
     a = grid.with_labels(frame, {"architecture": "a", "length": "w50", "qh_weight": 2.0})

@@ -3,7 +3,7 @@ carries the ids of exactly what it uses."""
 
 import re
 
-from debate_audit.eraudit import adjudication, audit, debates, finetune, paraphrase, selection, splits
+from debate_audit.eraudit import adjudication, audit, debates, finetune, paraphrase, paraphrase_prompts, selection, splits
 from debate_audit.eraudit.versioning import rule_id
 from conftest import REPO
 
@@ -67,9 +67,12 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
         params = set(re.findall(r"^\s+(\w+_version)=", blocks[rule], re.M))
         assert set(names) <= params, rule
         assert not (params & every) - set(names), rule
-    assert "prompt_version=PARAPHRASE_PROMPT_VERSION" in (REPO / "rules" / "paraphrase.smk").read_text()
+    paraphrase_rules = (REPO / "rules" / "paraphrase.smk").read_text()
+    assert 'prompt_version=prompt_id(PARAPHRASE["prompt"])' in paraphrase_rules
+    assert "pool_version=PARAPHRASE_POOL_VERSION" in paraphrase_rules
     # distinct ids per module
-    ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.PROMPT_VERSION,
+    ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.POOL_VERSION,
+           paraphrase_prompts.prompt_id("release"), paraphrase_prompts.prompt_id("project"),
            finetune.training_items_id("argument"), finetune.training_items_id("adjudication"),
            adjudication.ADJUDICATION_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
     assert len(set(ids)) == len(ids)

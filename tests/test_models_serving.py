@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from conftest import json_server
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
 from debate_audit.models.serving import CompletionsBackend, OpenAIChatModel, Retry, post_json
@@ -23,39 +22,22 @@ def server(tmp_path):
     served.mkdir()
     (served / "fingerprint.json").write_text(json.dumps({"name": "m", "weights_sha256": "ab" * 32}))
 
-    class Handler(BaseHTTPRequestHandler):
-        def answer(self, payload):
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body, headers):
+        seen.append((path, body or {}, headers.get("Authorization")))
+        if body is None:  # GET
+            if path.endswith("/models"):
+                return 200, {}, {"data": [{"id": "other", "root": str(tmp_path)}, {"id": "served", "root": str(served)}]}
+            return 200, {}, {"version": "0.0-test"}
+        n = body.get("n", 1)
+        if path.endswith("/chat/completions"):
+            last = body["messages"][-1]["content"]
+            choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
+        else:
+            choices = [{"index": k, "text": "ignored", "token_ids": [*body["prompt"][-2:], k]} for k in range(n)]
+        return 200, {}, {"choices": choices[::-1]}
 
-        def do_GET(self):  # noqa: N802 - http.server's name
-            seen.append((self.path, {}, self.headers.get("Authorization")))
-            if self.path.endswith("/models"):
-                self.answer({"data": [{"id": "other", "root": str(tmp_path)}, {"id": "served", "root": str(served)}]})
-            else:
-                self.answer({"version": "0.0-test"})
-
-        def do_POST(self):  # noqa: N802 - http.server's name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, body, self.headers.get("Authorization")))
-            n = body.get("n", 1)
-            if self.path.endswith("/chat/completions"):
-                last = body["messages"][-1]["content"]
-                choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
-            else:
-                choices = [{"index": k, "text": "ignored", "token_ids": [*body["prompt"][-2:], k]} for k in range(n)]
-            self.answer({"choices": choices[::-1]})
-
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", seen, served
-    httpd.shutdown()
+    with json_server(respond) as url:
+        yield url, seen, served
 
 
 def test_completions_backend_sends_token_ids_to_the_server_of_the_prepared_directory(server):
@@ -191,26 +173,13 @@ def flaky_server():
     script: list[tuple[int, dict[str, str]]] = []
     attempts: list[str | None] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            self.rfile.read(int(self.headers["Content-Length"]))
-            attempts.append(self.headers.get("Authorization"))
-            status, headers = script.pop(0) if script else (200, {})
-            data = json.dumps({"choices": [{"index": 0, "text": "ok"}]} if status == 200 else {"error": "busy"}).encode()
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body, headers):
+        attempts.append(headers.get("Authorization"))
+        status, extra = script.pop(0) if script else (200, {})
+        return status, extra, {"choices": [{"index": 0, "text": "ok"}]} if status == 200 else {"error": "busy"}
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1", script, attempts
-    httpd.shutdown()
+    with json_server(respond) as url:
+        yield url, script, attempts
 
 
 FAST = Retry(attempts=4, backoff_s=0.01, max_wait_s=0.05)

@@ -61,6 +61,18 @@ def cwpor(models: int, verbosities: int) -> dict[str, int]:
     return {**CWPOR_FIXED, "cwpor_debate": models * verbosities, "cwpor_judge": models * verbosities}
 
 
+# config/ablations.yaml over the paper's 3 architectures x 2 datasets, beyond the main cells (er_audit(3)):
+# 2 honest debates (+ selection) at 50 / 250 words on QuALITY-H; GPT-20B (the paper overlay's one teacher,
+# 4 main adjudications) adjudicates them (2) and trains
+# V_honest on them (2) and V_org at L_qh 1, 3, 4, 5 on both datasets (8); 2 more loss figures; 10 more
+# checkpoints evaluated; 4 more V_org scored and audited per dataset's GPT-20B (8), none at the honest-only
+# lengths.
+RELEASE_ABLATIONS = {
+    "debate_generate": 4 + 2, "debate_select": 4 + 2, "verifier_adjudicate": 4 + 2, "verifier_finetune": 18 + 10,
+    "verifier_loss_figure": 6 + 2, "verifier_evaluate": 24 + 10, "audit_scores": 24 + 8,
+    "audit_statistics": 6 + 8, "audit_sweeps": 6 + 8,
+}
+
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
     # 5 CW-POR models x 10 verbosities; 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
@@ -69,10 +81,18 @@ EXPECTED = {
     # embedded model stays under `models:` through the merge but no experiment uses it.
     "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3, adjudicators=1),
                           "browse": 1, "all": 1},
-    # the release's three debate lengths and three L_qh weights of V_org on the paper's line-up
+    # the release's ablations: lengths 50 / 250 honest-only on QuALITY-H with GPT-20B, L_qh 1..5 of GPT-20B's
+    # V_org on both datasets (main: 150 words, L_qh 2 everywhere)
     "config/paper.yaml config/ablations.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3, lengths=3, weights=3, adjudicators=1), "browse": 1,
+                                                **er_audit(3, adjudicators=1), **RELEASE_ABLATIONS, "browse": 1,
                                                 "all": 1},
+    # a full grid: three debate lengths x three L_qh weights on the paper's line-up
+    "config/paper.yaml config/ablations-grid.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
+                                                     **er_audit(3, lengths=3, weights=3, adjudicators=1),
+                                                     "browse": 1, "all": 1},
+    # the paper's generator roles on API models: 3 more models prepared (no weights: a fingerprint each)
+    "config/paper.yaml config/api-generators.yaml": {"prepare_model": 12, **cwpor(5, 10), **PREPARE_DATASETS,
+                                                     **er_audit(3, adjudicators=1), "browse": 1, "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # every generating rule through vLLM: the same jobs as the default (the engines start inside them)

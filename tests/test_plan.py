@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
+from snakemake.utils import update_config
 
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
@@ -44,12 +46,25 @@ def test_subset_caps_the_questions(config):
     assert sum(p.generations for p in debate) == pytest.approx(2 * 3 * len(config["cwpor"]["verbosity"]) * 5)
 
 
-def test_paraphrase_test_generations_follow_pool_size_per_generator(config):
+@pytest.mark.parametrize(("filter_", "redrawn"), [("report", 1.0), ("drop", 1.25)])
+def test_paraphrase_test_generations_follow_pool_size_per_generator(config, filter_, redrawn):
+    # filter report (the release's) redraws only empty replies; filter drop ~20% of the draws
     config["paraphrase"]["max_pairs"] = 4
+    config["paraphrase"]["filter"] = filter_
     tests = [p for p in model_calls(config, stats()) if p.rule == "paraphrase_test"]
-    per_dataset_and_generator = 4 * config["paraphrase"]["test"]["size"] * 1.25
+    per_dataset_and_generator = 4 * config["paraphrase"]["test"]["size"] * redrawn
     n = len(config["verifier"]["datasets"]) * len(config["paraphrase"]["test"]["generators"])
     assert sum(p.generations for p in tests) == pytest.approx(n * per_dataset_and_generator)
+
+
+def test_the_release_ablations_plan_only_their_cells(config):
+    config["debate"]["max_items"] = None
+    update_config(config, yaml.safe_load((REPO / "config" / "ablations.yaml").read_text()))
+    evaluate = [p for p in model_calls(config, stats()) if p.rule == "verifier_evaluate"]
+    # checkpoints per architecture (base + trained) x items x q_m / q_h x both orders: Llama-8B and Qwen-9B
+    # 1 + 3 on each dataset; GPT-20B 1 + 3 + 4 more V_org, and on QuALITY-H (20 items) V_honest at 50 / 250
+    quality, gpqa = (4 + 4 + 10) * 20 * 4, (4 + 4 + 8) * 10 * 4
+    assert sum(p.scorings for p in evaluate) == pytest.approx(quality + gpqa)
 
 
 def test_gpu_time_doubles_with_parameters_and_tokens():

@@ -147,7 +147,8 @@ def test_report_of_the_smoke_run_holds_every_figure_and_table(smoke_run, tmp_pat
     results = workdir / "results"
     expected = sorted(results.rglob("*.png")) + [results / p for p in (
         "cwpor/tables/summary.csv", "cwpor/tables/fig3_examples.md", "er_audit/verifier/table1.csv",
-        "er_audit/audit/summary.csv", "er_audit/audit/table3_runtime.csv", "browse/index.html")]
+        "er_audit/audit/summary.csv", "er_audit/audit/table3_runtime.csv", "er_audit/audit/table3_gpu_seconds.csv",
+        "browse/index.html")]
     assert len(expected) >= 10 + 6
     missing = [str(p.relative_to(workdir)) for p in expected if hashlib.sha256(p.read_bytes()).hexdigest() not in held]
     assert not missing, f"not in the report: {missing}"

@@ -223,8 +223,28 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         errors.extend(f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
                       f"(verifier.base_models: {architectures})"
                       for i, name in enumerate(lora) if name not in architectures)
+    if isinstance(config.get("debate"), dict) and isinstance(verifier, dict):
+        errors.extend(_sweep_errors(config["debate"], verifier))
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
+    return errors
+
+
+def _sweep_errors(debate: dict[str, Any], verifier: dict[str, Any]) -> list[str]:
+    """The ablations' reach names verifier architectures and datasets of this run; a stated word limit names
+    one of its lengths."""
+    errors = []
+    known = {"architectures": grid.base_models(verifier), "datasets": list(verifier.get("datasets") or [])}
+    for key, entry in (("debate.length_sweep", debate.get("length_sweep")), ("verifier.qh_sweep",
+                                                                               verifier.get("qh_sweep"))):
+        for field, allowed in known.items():
+            for i, name in enumerate((entry or {}).get(field) or []):
+                if name not in allowed:
+                    errors.append(f"{key}.{field}[{i}]: {name!r} is not one of this run's {field} {allowed}")
+    lengths = grid.lengths(debate) if "word_limit" in debate else []
+    for length in debate.get("prompt_word_limits") or {}:
+        if length not in lengths:
+            errors.append(f"debate.prompt_word_limits.{length}: {length!r} is not one of the debate lengths {lengths}")
     return errors
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .eraudit import grid
+from .eraudit import grid, paraphrase_prompts
 from .markdown import markdown_table
 from .models.size import bytes_per_param, params_b
 from .models.spec import ModelSpec
@@ -206,25 +206,30 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
         plans += [debate, judge]
 
     db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
-    # The ER-Audit grid (eraudit/grid.py): architectures x debate lengths x V_org's L_qh weights.
+    # The ER-Audit grid (eraudit/grid.py): the planned cells of architectures x debate lengths x V_org's L_qh
+    # weights (the further lengths and weights reach only the cells the sweeps name).
     archs = grid.base_models(ver)
     selector = db.get("selector") or archs[0]
     generated = ((db.get("transcripts") or {}).get("source") or "generate") == "generate"
-    limits = [grid.word_limit(x) for x in grid.lengths(db)] if generated else [grid.as_list(db["word_limit"])[0]]
-    variants = 2 + len(grid.qh_weights(ver))  # honest, adv, one org per weight
-    targets = sum(len(grid.qh_weights(ver)) if t == "org" else 1 for t in aud["targets"])
+    cells = grid.Plan.from_config(config)
+    # prompt tokens besides the question: the chosen prompt version's template, as words
+    template = paraphrase_prompts.prompts(par.get("prompt", "release"))
+    overhead = {"search": 20 + _tokens(len(template.batch("", 100)[-1]["content"].split())),
+                "test": 20 + _tokens(len(template.single("")[-1]["content"].split()))}
     for dataset in ver["datasets"]:
         st = stats[dataset]
         n_items = st["n"] if db["max_items"] is None else min(st["n"], db["max_items"])
         train = n_items * (1 - db["eval_fraction"]) if db["splits"] == ["train"] else n_items
         ctx = _tokens(min(st.get("context_words", 0), db["max_context_words"] or math.inf))
-        for words in limits:
+        for length in cells.lengths:
+            words = grid.word_limit(length) if generated else grid.as_list(db["word_limit"])[0]
+            modes = len(cells.debate_modes(dataset, length))
             arg_tokens = int(words * 1.5) + 16
             history = _tokens(words) * 2 * db["rounds"] / 2
             transcript = _tokens(words) * 2 * db["rounds"] + _tokens(st["question_words"])
             if generated:
                 gen = RulePlan("debate_generate", model=db["debater"], sampled=db["candidates"] > 1)
-                calls = 2 * train * db["candidates"] * db["rounds"] * 2  # two modes, two debaters
+                calls = modes * train * db["candidates"] * db["rounds"] * 2  # two debaters
                 # a scratchpad turn is two slots: the thinking, then the argument after it
                 slots = 2 if db.get("scratchpad") else 1
                 thinking = db.get("thinking_max_new_tokens", 0) if db.get("scratchpad") else 0
@@ -233,19 +238,25 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
                 gen.new_tokens += calls * (arg_tokens + thinking)
                 sel = RulePlan("debate_select", model=selector)
                 orders = 1 if db.get("selection_order") == "seeded" else 2
-                sel.scorings += 2 * train * db["candidates"] * 2 * orders  # modes x questions q_m/q_h x orders
-                sel.prompt_tokens += 2 * train * db["candidates"] * 2 * orders * (transcript + 60)
+                sel.scorings += modes * train * db["candidates"] * 2 * orders  # questions q_m/q_h x orders
+                sel.prompt_tokens += modes * train * db["candidates"] * 2 * orders * (transcript + 60)
                 plans += [gen, sel]
             if ver.get("lm_target") == "adjudication":
-                # one teacher for every architecture, or each V_base; one accepted attempt per transcript
-                # (blind-first retries up to 3 more times where an attempt fails the audits)
-                for writer in [ver["adjudication"]["teacher"]] if ver["adjudication"].get("teacher") else archs:
+                # one teacher for every architecture, or each V_base: each writer adjudicates a transcript mode
+                # once where some variant trains on it; one accepted attempt per transcript (blind-first
+                # retries up to 3 more times where an attempt fails the audits)
+                teacher = ver["adjudication"].get("teacher")
+                writers: dict[str, set[str]] = {}
+                for arch in archs:
+                    writers.setdefault(teacher or arch, set()).update(cells.adjudication_modes(arch, dataset, length))
+                for writer, used in writers.items():
                     adj = RulePlan("verifier_adjudicate", model=writer)
-                    adj.generations += 2 * train  # two modes
-                    adj.prompt_tokens += 2 * train * (transcript + 200)
-                    adj.new_tokens += 2 * train * ver["adjudication"]["max_new_tokens"]
+                    adj.generations += len(used) * train
+                    adj.prompt_tokens += len(used) * train * (transcript + 200)
+                    adj.new_tokens += len(used) * train * ver["adjudication"]["max_new_tokens"]
                     plans.append(adj)
             for arch in archs:
+                variants = len(cells.variants(arch, dataset, length))
                 fine = RulePlan("verifier_finetune", model=arch)
                 # two rows per transcript, one per answer order
                 steps_tokens = variants * 2 * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
@@ -254,30 +265,32 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
                                        * ver["grad_accum"] * ver["max_length"])
                 fine.train_tokens += steps_tokens
                 plans.append(fine)
-        checkpoints = 1 + len(limits) * variants
         for arch in archs:
             ev = RulePlan("verifier_evaluate", model=arch)
-            ev.scorings += checkpoints * n_items * 4  # checkpoints x q_m/q_h x both orders
+            ev.scorings += len(cells.checkpoints(arch, dataset)) * n_items * 4  # checkpoints x q_m/q_h x 2 orders
             ev.prompt_tokens += ev.scorings * (60 + _tokens(st["question_words"]))
             plans.append(ev)
         pairs = n_items if par["max_pairs"] is None else min(n_items, par["max_pairs"])
         search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)
         rounds = 1 + par["search"]["max_topup_rounds"]
         search.generations += pairs * par["search"]["samples"] * rounds
-        search.prompt_tokens += search.generations * (120 + _tokens(st["question_words"]))
+        search.prompt_tokens += search.generations * (overhead["search"] + _tokens(st["question_words"]))
         search.new_tokens += search.generations * par["search"]["max_new_tokens"]
         plans.append(search)
         for name, gen_cfg in par["test"]["generators"].items():
             test = RulePlan("paraphrase_test", model=gen_cfg["model"], sampled=True)
             max_new = gen_cfg.get("max_new_tokens", par["test"]["max_new_tokens"])
-            test.generations += pairs * par["test"]["size"] * 1.25  # ~20% of draws rejected and redrawn
-            test.prompt_tokens += test.generations * (60 + _tokens(st["question_words"]))
+            # filter drop: ~20% of draws rejected and redrawn; filter report redraws empty replies only
+            test.generations += pairs * par["test"]["size"] * (1.25 if par.get("filter") == "drop" else 1.0)
+            test.prompt_tokens += test.generations * (overhead["test"] + _tokens(st["question_words"]))
             test.new_tokens += test.generations * max_new
             plans.append(test)
         per_pair = par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"]) + 1
         for arch in archs:
             scores = RulePlan("audit_scores", model=arch)
-            scores.scorings += (1 + len(limits) * targets) * pairs * per_pair * 2
+            scored = {cp.path_id for setting in cells.settings(arch, dataset, aud["targets"])
+                      for cp in setting.checkpoints(aud["targets"])}
+            scores.scorings += len(scored) * pairs * per_pair * 2
             scores.prompt_tokens += scores.scorings * (60 + _tokens(st["question_words"]))
             plans.append(scores)
     return plans

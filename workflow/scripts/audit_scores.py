@@ -9,6 +9,7 @@ with rule_context(snakemake):
         reports=list(snakemake.input.reports),
         model=ModelRef.from_params(snakemake.params.model),
         out=snakemake.output.scores,
+        device_time_out=snakemake.output.device_time,
         dataset=snakemake.wildcards.dataset,
         checkpoint=snakemake.params.verifier_name,
         readout=snakemake.params.readout,

@@ -12,7 +12,12 @@ with rule_context(snakemake):
         out=snakemake.output.paraphrases,
         rejected=snakemake.output.rejected,
         report=snakemake.output.report,
-        settings=PoolSettings.from_config(snakemake.params.settings, snakemake.params.min_similarity),
+        settings=PoolSettings.from_config(
+            snakemake.params.settings,
+            snakemake.params.min_similarity,
+            prompt=snakemake.params.prompt,
+            filter=snakemake.params.filter,
+        ),
         splits=snakemake.params.splits,
         max_pairs=snakemake.params.max_pairs,
         cache=snakemake.params.cache,

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from debate_audit.data.io import write_parquet
 from debate_audit.models.loading import ModelRef, open_model
 
-from . import stats, verifiers
+from . import runtime, stats, verifiers
 from .grid import labelled, with_labels
 from .paraphrase import SEARCH_POOL
 from .versioning import rule_id
@@ -89,9 +89,13 @@ def score_checkpoint(
     cache: str | None = None,
     readout: str = "auto",
     labels: dict | None = None,
+    device_time_out: str | Path | None = None,
 ) -> pl.DataFrame:
     """Score `checkpoint` (base / honest / adv / org) on every audited question; `labels`: its grid cell
-    (architecture, length, qh_weight; eraudit/grid.py), the leading columns of the output."""
+    (architecture, length, qh_weight; eraudit/grid.py), the leading columns of the output.
+
+    The questions of the counterexample search (q_m, q_h, the search pool) and of the sequential test (the
+    test pools) are scored in two calls whose device time goes to `device_time_out` (runtime.py, Table 3)."""
     from .readout import answer_probability
 
     pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
@@ -101,17 +105,35 @@ def score_checkpoint(
     if empty:
         log.warning("%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)",
                     dataset, empty)
-    # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once.
-    unique = rows.select("question", "answer", "other").unique(maintain_order=True)
+    # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once, in
+    # the first stage that reads it.
+    stage = pl.when(pl.col("pool").is_null() | (pl.col("pool") == SEARCH_POOL)).then(pl.lit(runtime.STAGES[0]))
+    unique = (rows.with_columns(stage.otherwise(pl.lit(runtime.STAGES[1])).alias("stage"))
+              .group_by("question", "answer", "other", maintain_order=True).agg(pl.col("stage").min()))
+    probs, timings = [], []
     with open_model(model, cache=cache) as lm:
-        probs = answer_probability(lm, unique["question"].to_list(), unique["answer"].to_list(),
-                                   unique["other"].to_list(), readout=readout,
-                                   desc=f"{dataset} {checkpoint} readout")
-    scored = rows.join(unique.with_columns(pl.Series("p_answer", probs, dtype=pl.Float64)),
-                       on=["question", "answer", "other"], how="left", nulls_equal=True)
+        device = getattr(lm, "device", "cpu")
+        for name in runtime.STAGES:
+            part = unique.filter(pl.col("stage") == name)
+            before = runtime.computed_calls(lm)
+            p, seconds = runtime.timed(lambda: answer_probability(
+                lm, part["question"].to_list(), part["answer"].to_list(), part["other"].to_list(), readout=readout,
+                desc=f"{dataset} {checkpoint} {name} readout") if part.height else [], device)
+            after = runtime.computed_calls(lm)
+            probs.append(part.with_columns(pl.Series("p_answer", p, dtype=pl.Float64)))
+            timings.append({"dataset": dataset, "checkpoint": checkpoint, "stage": name, "questions": part.height,
+                            "prompts": 2 * part.height, "computed": None if before is None else after - before,
+                            "device": runtime.device_name(device), "device_s": seconds})
+            log.info("%s %s %s: %d questions scored in %.2f s on %s", dataset, checkpoint, name, part.height,
+                     seconds, device)
+    scored = rows.join(pl.concat(probs).drop("stage"), on=["question", "answer", "other"], how="left",
+                       nulls_equal=True)
     scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"))
     scored = with_labels(scored, labels)
     write_parquet(scored, labelled(SCORE_SCHEMA), out)
+    if device_time_out is not None:
+        write_parquet(with_labels(pl.DataFrame(timings, schema=runtime.DEVICE_TIME_SCHEMA), labels),
+                      labelled(runtime.DEVICE_TIME_SCHEMA), device_time_out)
     log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
     return scored
 
@@ -243,6 +265,7 @@ RECORD_SCHEMA = {
     "epsilon_source": pl.Utf8,  # "value" or the percentile it came from
     "eta": pl.Float64,
     "tau": pl.Float64,  # early-stopping target (null: run to the budget)
+    "n_tested": pl.Int64,  # Stage-2 paraphrases tested, summed over generators (the release's statistical occurrences)
     "lower_bound": pl.Float64,  # common bound min_j L_{j,t_j}; 0 when degraded
     "tv_r": pl.Float64,
     "lower_bound_tv": pl.Float64,  # max(0, lower_bound - tv_r)
@@ -281,8 +304,14 @@ def run_audit(
     tau: float | None,
     tv_r: float,
     epsilon_source: str = "value",
+    stop_at_first_counterexample: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`."""
+    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`.
+
+    Stage 2 tests the generators in `test_pools` order. With `stop_at_first_counterexample` (the release's
+    `common_bound`, audit-stage2.py) a counterexample ends the q_h's audit: the generators after it are
+    NOT_REACHED (t = 0, bound 0) and none of their paraphrases is tested. The common bound is 0 either way;
+    t and the cost differ. Without it every generator tests its pool (a statistic that needs whole pools)."""
     records, generators, steps = [], [], []
     for (target, pair_id), group in deltas.group_by("target", "pair_id", maintain_order=True):
         dataset = group["dataset"][0]
@@ -293,9 +322,11 @@ def run_audit(
         over = ~(s_delta <= epsilon)  # NaN counts as a counterexample, as in the sequential test
         first = int(np.argmax(over)) if over.any() else None
         gen_status, gen_bounds = [], []
+        stopped = first is not None
+        n_tested = 0
         for pool in test_pools:
             test = group.filter(pl.col("pool") == pool).sort("index")
-            if first is not None:
+            if stopped:
                 result = None
                 status, t, bound = stats.NOT_REACHED, 0, 0.0
             else:
@@ -305,10 +336,12 @@ def run_audit(
                     steps.append({**base, "generator": pool, "t": step, "index": index, "delta": delta,
                                   "non_degraded": bool(delta <= epsilon), "epsilon": epsilon, "eta": eta,
                                   "lower_bound": lb})
+                stopped = stop_at_first_counterexample and status == stats.DEGRADED
             generators.append({**base, "generator": pool, "pool_size": test.height, "t": t, "status": status,
                                "lower_bound": bound, "epsilon": epsilon, "eta": eta})
             gen_status.append(status)
             gen_bounds.append(bound)
+            n_tested += t
         if first is not None:
             status, bound = stats.DEGRADED, 0.0
         else:
@@ -326,7 +359,7 @@ def run_audit(
             "n_counterexamples": int(over.sum()),
             "counterexample": search["question"][first] if first is not None else None,
             "counterexample_index": search["index"][first] if first is not None else None,
-            "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau,
+            "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau, "n_tested": n_tested,
             "lower_bound": bound, "tv_r": tv_r, "lower_bound_tv": stats.tv_relaxed(bound, tv_r), "status": status,
         })
     return (
@@ -375,6 +408,9 @@ class AuditSettings:
     epsilon: float | None = None  # Delta threshold; exactly one of epsilon / epsilon_percentile
     epsilon_percentile: float | None = None  # ... or the percentile of V_org's per-q_h search maxima
     tau: float | None = None  # the test's sample budget; None: no budget
+    # Stage 2 ends a q_h's audit at its first counterexample (the release's rule): later generators are not
+    # tested. A statistic that needs every test pool in full sets this to False.
+    stop_at_first_counterexample: bool = True
     targets: tuple[str, ...] = TARGETS
     confidence_levels: tuple[float, ...] = ()  # sweeps only
     sweep_epsilons: tuple[float, ...] = ()
@@ -409,7 +445,8 @@ def audit_statistics(
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
     log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, s.eta, s.tau, s.tv_r)
     records, generators, steps = run_audit(deltas, test_pools=s.test_pools, epsilon=eps, eta=s.eta, tau=s.tau,
-                                           tv_r=s.tv_r, epsilon_source=source)
+                                           tv_r=s.tv_r, epsilon_source=source,
+                                           stop_at_first_counterexample=s.stop_at_first_counterexample)
     if split is not None:
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
@@ -467,7 +504,8 @@ def audit_sweeps(
     s = settings
     deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
     eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
-    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r}
+    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r,
+              "stop_at_first_counterexample": s.stop_at_first_counterexample}
     conf_rows = []
     for level in tqdm(s.confidence_levels, desc="confidence sweep"):
         records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)

@@ -156,9 +156,11 @@ def audit_figures(
     summary.write_csv(summary_csv)
 
     reject_cols = [c for c in pools.columns if c.startswith("rejected_")]
+    flag_cols = [c for c in pools.columns if c.startswith("flagged_")]  # paraphrase.filter report: kept anyway
     pool_table = pools.group_by("dataset", "pool", "generator", maintain_order=True).agg(
         pl.len().alias("q_h"), pl.col("size").first(), pl.col("generated").sum(), pl.col("kept").sum(),
         *[pl.col(c).sum().alias(c.removeprefix("rejected_")) for c in reject_cols],
+        *[pl.col(c).sum() for c in flag_cols],
         pl.col("duplicates_kept").sum(),
         (pl.col("shortfall") > 0).sum().alias("pools_short"), pl.col("shortfall").sum(),
     )
@@ -218,7 +220,8 @@ def audit_figures(
         frame_table(eps.select(*KEYS, "target", "epsilon", "epsilon_source", "cr", "mean_lower_bound",
                              "mean_lower_bound_survivors")),
         "",
-        "## Paraphrase pools (generated / kept / rejected by reason / shortfall, summed over q_h)",
+        "## Paraphrase pools (generated / kept / rejected by reason / kept but flagged by a check / shortfall, "
+        "summed over q_h)",
         "",
         frame_table(pool_table),
         "",

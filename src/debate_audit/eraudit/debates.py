@@ -143,6 +143,9 @@ class DebateSettings:
     round_reminder: bool = True  # adversarial: repeat the private instruction's reminder every round
     scratchpad: bool = False  # a private <thinking> block before each <argument> (the release's debaters)
     thinking_max_new_tokens: int = 256  # token budget of the scratchpad slot
+    # The limit the prompts state, when it differs from the cut at word_limit (the release's 250-word config
+    # prompts 200 words: config/debate-250.yaml, prompts.word_limit); None states word_limit.
+    prompt_word_limit: int | None = None
 
     def __post_init__(self) -> None:
         quote_key("", self.quote_match)  # fail on an unknown mode before any model work
@@ -213,18 +216,18 @@ def debater_messages(
 ) -> list[dict[str, str]]:
     mine, theirs = (options[0], options[1]) if debater == "A" else (options[1], options[0])
     other = "B" if debater == "A" else "A"
-    system = SYSTEM_TEMPLATE.format(debater=debater, mine=mine, other=other, theirs=theirs,
-                                    word_limit=settings.word_limit)
+    stated = settings.prompt_word_limit or settings.word_limit
+    system = SYSTEM_TEMPLATE.format(debater=debater, mine=mine, other=other, theirs=theirs, word_limit=stated)
     if private is not None:
         system += PRIVATE_NOTE.format(q_h=private["q_h"], h_true=private["h_true"], h_false=private["h_false"])
     history = render_rounds(earlier) if earlier else "(no arguments yet)"
     user = USER_TEMPLATE.format(context=context, q_m=item["q_m"], option_a=options[0], option_b=options[1],
                                 history=history, round_no=round_no, debater=debater,
-                                word_limit=settings.word_limit)
+                                word_limit=stated)
     if settings.scratchpad:
         system += SCRATCHPAD_STRUCTURE
         steps = THINKING_STEPS[min(round_no, len(THINKING_STEPS)) - 1]
-        user += SCRATCHPAD_REQUEST.format(steps=steps, word_limit=settings.word_limit)
+        user += SCRATCHPAD_REQUEST.format(steps=steps, word_limit=stated)
     if private is not None and settings.round_reminder:
         user += ROUND_REMINDER.format(round_no=round_no)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -10,6 +10,12 @@ Each cell of the grid is named once here and the rules, tables and figures use t
   `adv` or `org_qh<weight>` (only V_org is trained with L_qh, so only V_org is swept over
   `verifier.loss_weights.qh`; V_honest and V_adv of a length serve every weight).
 - setting: `<length>_qh<weight>`, one audit (V_base and the targets of that length and weight).
+
+The grid need not be a full product (`Plan`): the first value of `debate.word_limit` and of
+`verifier.loss_weights.qh` is the main setting and reaches every architecture and dataset; the further ones
+(the ablations) reach only the cells `debate.length_sweep` and `verifier.qh_sweep` name (their keys unset:
+every cell, the product). The release's length ablation is honest-only on QuALITY-H, its L_qh sweep trains
+GPT-20B only (config/ablations.yaml). An audit runs where every audited target was trained.
 """
 
 from __future__ import annotations
@@ -147,8 +153,84 @@ class Setting:
         return {"architecture": architecture, "length": self.length, "qh_weight": self.qh_weight}
 
 
-def settings(length_ids: list[str], weights: list[float]) -> list[Setting]:
-    return [Setting(length, w) for length in length_ids for w in weights]
+@dataclass(frozen=True)
+class Reach:
+    """The cells a sweep's further values reach: each key lists what it reaches; None reaches all."""
+
+    architectures: tuple[str, ...] | None = None
+    datasets: tuple[str, ...] | None = None
+    modes: tuple[str, ...] | None = None  # debate modes (honest / adversarial): the length sweep only
+
+    @classmethod
+    def from_config(cls, entry: Mapping[str, Any] | None) -> Reach:
+        entry = entry or {}
+        return cls(**{k: None if entry.get(k) is None else tuple(entry[k]) for k in ("architectures", "datasets",
+                                                                                    "modes") if k in entry})
+
+    def reaches(self, architecture: str | None = None, dataset: str | None = None, mode: str | None = None) -> bool:
+        """Whether the cell is reached; a key given as None is not looked at (debates have no architecture)."""
+        return all(allowed is None or value is None or value in allowed
+                   for allowed, value in ((self.architectures, architecture), (self.datasets, dataset),
+                                          (self.modes, mode)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which cells of architectures x datasets x lengths x variants the run trains, evaluates and audits."""
+
+    lengths: tuple[str, ...]  # the main length first
+    weights: tuple[float, ...]  # V_org's main L_qh weight first
+    length_reach: Reach = Reach()
+    weight_reach: Reach = Reach()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Plan:
+        debate, verifier = config["debate"], config["verifier"]
+        return cls(tuple(lengths(debate)), tuple(qh_weights(verifier)), Reach.from_config(debate.get("length_sweep")),
+                   Reach.from_config(verifier.get("qh_sweep")))
+
+    def debate_modes(self, dataset: str, length: str) -> list[str]:
+        """The transcript modes debated at `length` (honest / adversarial)."""
+        modes = list(dict.fromkeys(VARIANTS.values()))
+        if length == self.lengths[0]:
+            return modes
+        return [m for m in modes if self.length_reach.reaches(dataset=dataset, mode=m)]
+
+    def variants(self, architecture: str, dataset: str, length: str) -> list[str]:
+        """The fine-tuned variant ids of one architecture, dataset and length (org_qh<w> per reached weight)."""
+        out = []
+        for name, mode in VARIANTS.items():
+            if length != self.lengths[0] and not self.length_reach.reaches(architecture, dataset, mode):
+                continue
+            if name != ORG:
+                out.append(name)
+                continue
+            out += [f"{ORG}_qh{weight_id(w)}" for w in self.weights
+                    if w == self.weights[0] or self.weight_reach.reaches(architecture, dataset)]
+        return out
+
+    def adjudication_modes(self, architecture: str, dataset: str, length: str) -> list[str]:
+        """The transcript modes whose adjudications one architecture's variants at `length` train on."""
+        used = {VARIANTS[Checkpoint.of(length, v).verifier] for v in self.variants(architecture, dataset, length)}
+        return [m for m in dict.fromkeys(VARIANTS.values()) if m in used]
+
+    def checkpoints(self, architecture: str, dataset: str) -> list[str]:
+        """Path ids of every checkpoint of one architecture and dataset: base, then <length>/<variant>."""
+        return ["base"] + [f"{length}/{v}" for length in self.lengths for v in self.variants(architecture, dataset,
+                                                                                              length)]
+
+    def settings(self, architecture: str, dataset: str, targets: list[str]) -> list[Setting]:
+        """The audits of one architecture and dataset: every length x weight at which each target was trained
+        (a further weight only when V_org is audited: without it the audit would repeat the main weight's)."""
+        out = []
+        weights = self.weights if ORG in targets else self.weights[:1]
+        for length in self.lengths:
+            trained = set(self.variants(architecture, dataset, length))
+            for w in weights:
+                setting = Setting(length, w)
+                if all(cp.variant_id in trained for cp in setting.checkpoints(targets)[1:]):
+                    out.append(setting)
+        return out
 
 
 def with_labels(frame: pl.DataFrame, labels: Mapping[str, Any] | None) -> pl.DataFrame:

@@ -6,6 +6,16 @@
   single-paraphrase prompt. They are drawn fresh (another prompt, their own seeds), never taken from the
   search pool, so the sequential test sees i.i.d. draws of that generator.
 
+The prompts are versioned (`paraphrase.prompt`, paraphrase_prompts.py): the release's wording or the
+project's earlier short prompts. What the checks do is `paraphrase.filter`:
+
+- `report` (the release's rule, config/paper.yaml): every non-empty candidate is kept in draw order until the
+  pool holds exactly its size; the checks below run on every kept paraphrase and their verdict is recorded
+  (`check` column, `flagged_<reason>` counts in the report), never applied. The release filters nothing: its
+  Stage 1 input holds exactly 100 strings per q_h and its Stage 2 uses each pool's first 100 strings, repeats
+  included; an empty reply stops its generator script, so here an empty candidate is replaced by a fresh draw.
+- `drop`: a candidate failing a check is rejected (with its reason), so a pool can come up short.
+
 Every candidate is validated (paraphrase_validation.py). Test pools use only the per-draw checks (empty,
 identical to q_h, a missing number or symbol, the similarity floor), never the duplicate check: the bound
 L_{j,t} = eta^(1/t) of the sequential test holds for i.i.d. draws from one fixed distribution. A check that
@@ -26,7 +36,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -35,43 +45,17 @@ from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 
 from . import paraphrase_validation as validation
-from .paraphrase_validation import REASONS, SURPLUS, check, cheap_reason, normalize, parse_numbered_list, parse_single
+from .paraphrase_prompts import prompts
+from .paraphrase_validation import REASONS, SURPLUS, check, cheap_reason, normalize
 from .versioning import rule_id
 
 log = logging.getLogger(__name__)
 
 SEARCH_POOL = "search"
-
-SYSTEM = "You rewrite questions. You never answer them."
-
-
-def search_messages(question: str, n: int) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": SYSTEM},
-        {
-            "role": "user",
-            "content": (
-                f"Rewrite the question below in {n} different ways. Each rewrite must ask exactly the same "
-                "thing: keep every name, entity, number, negation, quantifier and technical notation. Vary "
-                "the wording and the sentence structure. Do not answer the question. Write a numbered list "
-                f"with one rewrite per line.\n\nQuestion: {question.strip()}"
-            ),
-        },
-    ]
-
-
-def single_messages(question: str) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": SYSTEM},
-        {
-            "role": "user",
-            "content": (
-                "Rewrite this question in different words so that it asks exactly the same thing. Keep every "
-                "name, number, negation and technical notation. Do not answer it. Reply with the rewritten "
-                f"question only.\n\nQuestion: {question.strip()}"
-            ),
-        },
-    ]
+FILTERS = ("report", "drop")  # `paraphrase.filter` (module docstring)
+# Checks whose verdict a `report` pool records for each kept paraphrase ("empty": punctuation alone, kept
+# because the release only refuses a blank reply).
+FLAGGED = REASONS
 
 
 # ------------------------------------------------------------------------------------ output schemas
@@ -84,6 +68,7 @@ PARAPHRASE_SCHEMA = {
     "round": pl.Int64,  # 0 = first draw, 1.. = top-up rounds
     "text": pl.Utf8,  # the paraphrase of q_h
     "similarity": pl.Float64,  # cosine similarity to q_h (all-MiniLM-L6-v2)
+    "check": pl.Utf8,  # filter report: the first check it fails, which filter drop would reject it for; else null
 }
 
 PARAPHRASE_REJECTED_SCHEMA = {
@@ -108,6 +93,8 @@ POOL_REPORT_SCHEMA = {
     "kept": pl.Int64,  # paraphrases in the pool (<= size)
     "duplicates_kept": pl.Int64,  # kept paraphrases equal to an earlier kept one (test pools keep them)
     **{f"rejected_{reason}": pl.Int64 for reason in (*REASONS, SURPLUS)},  # rejections by reason
+    # filter report: kept paraphrases a check would have rejected, by its reason (0 with filter drop)
+    **{f"flagged_{reason}": pl.Int64 for reason in FLAGGED},
     "shortfall": pl.Int64,  # size - kept: missing after the last top-up round
 }
 
@@ -117,10 +104,17 @@ Draw = Callable[[int, dict[int, int]], dict[int, list[str]]]
 Similarity = Callable[[list[str], list[str]], list[float]]
 
 
+class Kept(NamedTuple):
+    round: int
+    text: str
+    similarity: float
+    check: str | None  # filter report: the check it fails (kept anyway); None when it passes all
+
+
 @dataclass
 class Pool:
     original: str
-    kept: list[tuple[int, str, float]] = field(default_factory=list)  # (round, text, similarity)
+    kept: list[Kept] = field(default_factory=list)
     rejected: list[tuple[int, str, str, float | None]] = field(default_factory=list)  # (round, text, reason, sim)
     generated: int = 0
     rounds: int = 0
@@ -135,11 +129,13 @@ def fill_pools(
     min_similarity: float,
     max_topup_rounds: int,
     dedupe: bool = True,
+    apply_checks: bool = True,
 ) -> dict[int, Pool]:
     """Fill one pool of `size` validated paraphrases per key (pair_id).
 
     `dedupe`: reject a candidate equal to one already kept (search pool). Test pools pass False so every
-    check looks at one draw alone (module docstring).
+    check looks at one draw alone (module docstring). `apply_checks` False (filter report): keep every
+    non-empty candidate and record the first check it fails in `Kept.check`.
 
     `draw(round, need)` returns fresh candidates for the keys in `need` (key -> number still missing);
     round 0 is the first draw, rounds 1..max_topup_rounds top up the pools still short.
@@ -161,13 +157,14 @@ def fill_pools(
         sims = similarity([pools[k].original for k, _ in pending], [t for _, t in pending]) if pending else []
         for (key, text), sim in zip(pending, sims):
             pool = pools[key]
-            seen = [normalize(t) for _, t, _ in pool.kept] if dedupe else []
+            seen = [normalize(k.text) for k in pool.kept] if dedupe else []
             sim_value: float | None = None if not normalize(text) else float(sim)
-            reason = check(pool.original, text, seen, sim if sim_value is not None else float("nan"), min_similarity)
+            verdict = check(pool.original, text, seen, sim if sim_value is not None else float("nan"), min_similarity)
+            reason = verdict if apply_checks else ("empty" if not text.strip() else None)
             if reason is None and len(pool.kept) >= size:
                 reason = SURPLUS
             if reason is None:
-                pool.kept.append((round_, text, float(sim)))
+                pool.kept.append(Kept(round_, text, float(sim), verdict))
             else:
                 pool.rejected.append((round_, text, reason, sim_value))
         need = {key: size - len(pools[key].kept) for key in need if len(pools[key].kept) < size}
@@ -182,10 +179,13 @@ def pool_frames(
     for pair_id in sorted(pools):
         p = pools[pair_id]
         base = {"dataset": dataset, "pair_id": pair_id, "pool": pool, "generator": generator}
-        for index, (round_, text, sim) in enumerate(p.kept):
-            kept.append({**base, "index": index, "round": round_, "text": text, "similarity": sim})
-        counts = {f"rejected_{reason}": 0 for reason in (*REASONS, SURPLUS)}
-        keys = [normalize(text) for _, text, _ in p.kept]
+        counts = {f"rejected_{reason}": 0 for reason in (*REASONS, SURPLUS)} | {f"flagged_{r}": 0 for r in FLAGGED}
+        for index, k in enumerate(p.kept):
+            kept.append({**base, "index": index, "round": k.round, "text": k.text, "similarity": k.similarity,
+                         "check": k.check})
+            if k.check is not None:
+                counts[f"flagged_{k.check}"] += 1
+        keys = [normalize(k.text) for k in p.kept]
         duplicates = len(keys) - len(set(keys))
         for round_, text, reason, sim in p.rejected:
             rejected.append({**base, "round": round_, "text": text, "reason": reason, "similarity": sim})
@@ -243,13 +243,23 @@ class PoolSettings:
     min_similarity: float  # embedding similarity to q_h a paraphrase needs (`paraphrase.min_similarity`)
     max_topup_rounds: int  # extra rounds for pools still short
     search_samples: int = 1  # search pool only (config `samples`): sampled replies per q_h and round
+    prompt: str = "release"  # `paraphrase.prompt`: the prompt version (paraphrase_prompts.py)
+    filter: str = "report"  # `paraphrase.filter`: report (release: keep exactly `size`) or drop
+
+    def __post_init__(self) -> None:
+        prompts(self.prompt)  # names the key when unknown
+        if self.filter not in FILTERS:
+            raise ValueError(f"paraphrase.filter: {self.filter!r} is not one of {list(FILTERS)}")
 
     @classmethod
-    def from_config(cls, settings: dict[str, Any], min_similarity: float) -> PoolSettings:
-        """From one pool's entry of `pool_settings` (its other keys, e.g. the model, are not drawing settings)."""
+    def from_config(cls, settings: dict[str, Any], min_similarity: float, *, prompt: str = "release",
+                    filter: str = "report") -> PoolSettings:
+        """From one pool's entry of `pool_settings` (its other keys, e.g. the model, are not drawing settings)
+        and the section-wide `paraphrase.min_similarity`, `.prompt` and `.filter`."""
         return cls(size=settings["size"], temperature=settings["temperature"], top_p=settings["top_p"],
                    seed=settings["seed"], max_new_tokens=settings["max_new_tokens"], min_similarity=min_similarity,
-                   max_topup_rounds=settings["max_topup_rounds"], search_samples=settings.get("samples", 1))
+                   max_topup_rounds=settings["max_topup_rounds"], search_samples=settings.get("samples", 1),
+                   prompt=prompt, filter=filter)
 
 
 def build_pool(
@@ -271,49 +281,73 @@ def build_pool(
     """Search pool (`pool == "search"`: batch prompt, numbered list) or a test pool (single prompt, seeded).
 
     `settings.search_samples`: sampled replies of the batch prompt per q_h and round (search pool only);
-    small models list only a few distinct rewrites per reply.
+    small models list only a few distinct rewrites per reply. An API generator (`source: openai`) is sent one
+    request per sample (`sample`), so every reply is cached under its own key.
     """
-    size, temperature, top_p = settings.size, settings.temperature, settings.top_p
-    seed, max_new_tokens, search_samples = settings.seed, settings.max_new_tokens, settings.search_samples
+    size, search_samples = settings.size, settings.search_samples
+    template = prompts(settings.prompt)
     from .embeddings import SentenceEmbedder
 
     frame = select_pairs(pairs, split, splits, max_pairs)
     originals = dict(zip(frame["pair_id"].to_list(), frame["q_h"].to_list()))
     embedder = embedder or SentenceEmbedder()
     search = pool == SEARCH_POOL
+    one_per_request = generator.source == "openai"
 
     # `lm` is the generator, open while fill_pools draws (below).
     def draw(round_: int, need: dict[int, int]) -> dict[int, list[str]]:
         # Each round has its own seed, so top-up draws are fresh samples, never repeats from the cache.
-        round_seed = seed + 1000 * round_
+        round_seed = settings.seed + 1000 * round_
         keys = list(need)
         if search:
             # Ask for a few more than missing: the small models often stop early or repeat themselves.
-            messages = [search_messages(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
-            params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
-                                      top_p=top_p, num_samples=search_samples, seed=round_seed)
-            outs = lm.generate(messages, params, desc=f"{dataset} search round {round_}")
-            return {k: [item for text in texts for item in parse_numbered_list(text)] for k, texts in zip(keys, outs)}
+            messages = [template.batch(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
+            outs = sample(lm, messages, [search_samples] * len(keys), settings, round_seed, one_per_request,
+                          desc=f"{dataset} search round {round_}")
+            return {k: [item for text in texts for item in template.parse_batch(text)] for k, texts in zip(keys, outs)}
         # Test pools: one sample per missing paraphrase, all i.i.d. from the single-paraphrase prompt.
-        outs_by_n: dict[int, list[int]] = {}
-        for k in keys:
-            outs_by_n.setdefault(need[k], []).append(k)
-        result: dict[int, list[str]] = {}
-        for n, group in outs_by_n.items():
-            params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
-                                      top_p=top_p, num_samples=n, seed=round_seed)
-            outs = lm.generate([single_messages(originals[k]) for k in group], params,
-                               desc=f"{dataset} {pool} round {round_}")
-            result.update({k: [parse_single(t) for t in texts] for k, texts in zip(group, outs)})
-        return result
+        outs = sample(lm, [template.single(originals[k]) for k in keys], [need[k] for k in keys], settings,
+                      round_seed, one_per_request, desc=f"{dataset} {pool} round {round_}")
+        return {k: [template.parse_single(t) for t in texts] for k, texts in zip(keys, outs)}
 
     with open_model(generator, cache=cache) as lm:
         pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=settings.min_similarity,
-                           max_topup_rounds=settings.max_topup_rounds, dedupe=search)
+                           max_topup_rounds=settings.max_topup_rounds, dedupe=search,
+                           apply_checks=settings.filter == "drop")
     _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator.name, size=size), out, rejected, report)
 
 
-__all__ = ["PoolSettings", "cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "select_pairs"]
+def sample(lm: Any, conversations: list[Any], counts: list[int], settings: PoolSettings, seed: int,
+           one_per_request: bool, *, desc: str) -> list[list[str]]:
+    """`counts[i]` sampled replies to `conversations[i]`, all drawn with `seed`.
+
+    A local model draws them as one generate call per count (the samples of one call are i.i.d.). With
+    `one_per_request` (an API generator) sample j of every conversation is its own request with seed
+    `seed + j`: Anthropic's OpenAI-compatible endpoint takes n = 1 only, the release asked for one
+    paraphrase per call, and each reply gets its own cache key."""
+    def params(n: int, seed_: int) -> GenerationParams:
+        return GenerationParams(max_new_tokens=settings.max_new_tokens, do_sample=True,
+                                temperature=settings.temperature, top_p=settings.top_p, num_samples=n, seed=seed_)
+
+    out: list[list[str]] = [[] for _ in conversations]
+    if one_per_request:
+        for j in range(max(counts, default=0)):
+            rows = [i for i, n in enumerate(counts) if n > j]
+            replies = lm.generate([conversations[i] for i in rows], params(1, seed + j), desc=f"{desc} sample {j}")
+            for i, texts in zip(rows, replies):
+                out[i].extend(texts)
+        return out
+    by_count: dict[int, list[int]] = {}
+    for i, n in enumerate(counts):
+        by_count.setdefault(n, []).append(i)
+    for n, rows in by_count.items():
+        for i, texts in zip(rows, lm.generate([conversations[i] for i in rows], params(n, seed), desc=desc)):
+            out[i] = texts
+    return out
+
+
+__all__ = ["PoolSettings", "cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "sample",
+           "select_pairs"]
 
 
 def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -330,8 +364,8 @@ def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> t
     return generator, entry["model"], {**settings, **entry}
 
 
-# Content id of the prompts, the parsing and the filters of every pool (rule params carry it).
-PROMPT_VERSION = rule_id("paraphrase", SYSTEM, search_messages, single_messages, fill_pools, PoolSettings,
-                         build_pool, validation.cheap_reason, validation.check, validation.normalize, validation.numbers,
-                         validation.symbols, validation.strip_wrapping, validation.parse_numbered_list,
-                         validation.parse_single, "".join(sorted(validation._PLAIN_PUNCTUATION)))
+# Content id of the drawing, the filters and the checks of every pool (rule params carry it beside the id of
+# the prompt version in use, paraphrase_prompts.prompt_id).
+POOL_VERSION = rule_id("paraphrase-pool", fill_pools, PoolSettings, build_pool, sample, validation.cheap_reason,
+                       validation.check, validation.normalize, validation.numbers, validation.symbols,
+                       "".join(sorted(validation._PLAIN_PUNCTUATION)))
