@@ -1,5 +1,6 @@
 # ER-Audit part 2: scores (model calls) -> Delta, counterexample search, sequential test -> sweeps -> figures.
-# Only audit_scores calls a model; changing epsilon, eta, tau or r reruns the statistics rules alone.
+# Only audit_scores calls a model; changing epsilon, eta, tau, r or the betting bound's c and w reruns the statistics
+# rules alone, and the headline bound only the figures and the browser.
 
 from debate_audit.eraudit.audit import STATISTICS_VERSION, SWEEPS_VERSION
 from debate_audit.eraudit.audit_figures import FIGURES_VERSION
@@ -35,6 +36,8 @@ AUDIT_SETTINGS = dict(
     eta=AUDIT["eta"],
     tau=AUDIT["tau"],
     tv_r=AUDIT["tv_r"],
+    betting_c=AUDIT["betting_c"],
+    betting_w=AUDIT["betting_w"],
 )
 
 

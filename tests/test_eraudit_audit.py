@@ -69,9 +69,10 @@ def test_stage2_common_bound_is_min_over_generators():
     r1 = records.filter(pl.col("pair_id") == 1).row(0, named=True)
     assert (r1["status"], r1["lower_bound"], r1["lower_bound_tv"]) == (
         stats.BUDGET_EXHAUSTED, pytest.approx(0.5), pytest.approx(0.4))
+    # the pool is read to its end (the betting bound needs every draw); the paper's bound stays 0 after its stop
     step = steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g2")).sort("t")
-    assert step["non_degraded"].to_list() == [True, False]
-    assert step["lower_bound"].to_list() == pytest.approx([0.125, 0.0])
+    assert step["non_degraded"].to_list() == [True, False, True]
+    assert step["lower_bound"].to_list() == pytest.approx([0.125, 0.0, 0.0])
     summary = audit.summarize(records)
     assert summary.row(0, named=True)["cr"] == 0.0
     assert summary.row(0, named=True)["mean_lower_bound"] == pytest.approx(0.25)
@@ -100,6 +101,10 @@ def test_audit_settings_fail_naming_the_key_before_any_work():
         audit.AuditSettings(**common)
     with pytest.raises(ValueError, match=r"audit.targets: unknown verifier\(s\) \['base'\]"):
         audit.AuditSettings(**common, epsilon=1.0, targets=["org", "base"])
+    with pytest.raises(ValueError, match=r"audit.betting_c: 1.0 must lie in \(0, 1\)"):
+        audit.AuditSettings(**common, epsilon=1.0, betting_c=1.0)
+    with pytest.raises(ValueError, match=r"audit.betting_w: -0.1 must lie in \[0, 1\]"):
+        audit.AuditSettings(**common, epsilon=1.0, betting_w=-0.1)
     settings = audit.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=[0.1, 1.0])
     # lists from the config become tuples: the settings are hashable and cannot be changed in place
     assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(audit.AuditSettings(
@@ -118,6 +123,10 @@ def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     )
     conf = pl.read_parquet(tmp_path / "c.parquet").sort("confidence")
     assert conf["mean_lower_bound"].to_list() == pytest.approx([0.2 ** (1 / 3), 0.1 ** (1 / 3), 0.01 ** (1 / 3)])
+    # every pool is clean at epsilon 5: the betting bound of three clean draws, below the paper's
+    betting = [float(stats.betting_bounds([True] * 3, eta)[-1]) for eta in (0.2, 0.1, 0.01)]
+    assert conf["mean_lower_bound_betting"].to_list() == pytest.approx(betting)
+    assert all(b < p for b, p in zip(betting, conf["mean_lower_bound"]))
     eps = pl.read_parquet(tmp_path / "e.parquet").sort("epsilon")
     assert eps["epsilon"].to_list() == pytest.approx([0.1, 0.75, 5.0])
     # at the p50 of the maxima (0.75) only pair 2 (max 1.0) has a counterexample
@@ -212,6 +221,81 @@ def test_averages_over_all_q_h_and_over_stage1_survivors():
     row = audit.summarize(records).row(0, named=True)
     assert row["n_stage1_survivors"] == 0 and row["mean_lower_bound"] == 0.0
     assert row["mean_lower_bound_survivors"] is None
+    assert row["mean_lower_bound_betting"] == 0.0 and row["mean_lower_bound_betting_survivors"] is None
+
+
+def test_betting_averages_over_all_q_h_and_over_stage1_survivors():
+    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
+    # pair 1 survives with two clean pools of 3 draws; pair 2's Stage-1 counterexample sets both bounds to 0
+    clean = float(stats.betting_bounds([True] * 3, 0.125)[-1])
+    assert 0 < clean < 0.5
+    assert records.sort("pair_id")["lower_bound_betting"].to_list() == [clean, 0.0]
+    row = audit.summarize(records).row(0, named=True)
+    assert row["mean_lower_bound_betting"] == pytest.approx(clean / 2)
+    assert row["mean_lower_bound_betting_survivors"] == pytest.approx(clean)
+    assert row["mean_lower_bound_betting_tv"] == pytest.approx(max(0.0, clean - 0.1) / 2)
+    assert row["mean_lower_bound_betting_tv_survivors"] == pytest.approx(max(0.0, clean - 0.1))
+    assert (row["n_test_draws"], row["n_degraded_draws"]) == (6, 0)
+
+
+def _stream_deltas(pools, search=(0.0,)):
+    """Deltas of one q_h of V_org: a search pool and test pools of Delta 0 (non-degraded) or 1 (degraded)."""
+    rows = [("org", 1, "search", list(search))]
+    rows += [("org", 1, pool, [0.0 if ok else 1.0 for ok in draws]) for pool, draws in pools.items()]
+    return _deltas(rows).with_columns(pl.lit(1.0).alias("gain"))
+
+
+def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
+    # g1 fails at draw 3 of 40, g2 is clean: the paper's test of g1 stops there with bound 0 for good, the
+    # betting bound reads both pools to the end
+    g1, g2 = [True, True, False] + [True] * 37, [True] * 40
+    deltas = _stream_deltas({"g1": g1, "g2": g2})
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
+                                                 tv_r=0.1)
+    gen = {r["generator"]: r for r in generators.iter_rows(named=True)}
+    assert (gen["g1"]["status"], gen["g1"]["t"], gen["g1"]["lower_bound"]) == (stats.DEGRADED, 3, 0.0)
+    assert (gen["g2"]["status"], gen["g2"]["t"]) == (stats.BUDGET_EXHAUSTED, 40)
+    assert gen["g2"]["lower_bound"] == stats.sequential_test([0.0] * 40, 0.5, 0.05).lower_bound
+    betting = {"g1": stats.betting_bounds(g1, 0.05), "g2": stats.betting_bounds(g2, 0.05)}
+    for g in ("g1", "g2"):
+        rows = steps.filter(pl.col("generator") == g).sort("t")
+        assert rows["t"].to_list() == list(range(1, 41))
+        assert rows["lower_bound_betting"].to_list() == betting[g].tolist()
+        assert gen[g]["lower_bound_betting"] == betting[g][-1]
+    s1 = steps.filter(pl.col("generator") == "g1").sort("t")
+    assert s1["lower_bound"].to_list() == pytest.approx([0.05, 0.05 ** 0.5] + [0.0] * 38)
+    assert s1["n_degraded_draws"].to_list() == [0, 0] + [1] * 38
+    assert (gen["g1"]["n_degraded_draws"], gen["g2"]["n_degraded_draws"]) == (1, 0)
+    # the betting bound survives the counterexample
+    assert 0.5 < betting["g1"][-1] < betting["g2"][-1]
+    r = records.row(0, named=True)
+    assert (r["status"], r["lower_bound"], r["lower_bound_tv"]) == (stats.DEGRADED, 0.0, 0.0)
+    assert r["lower_bound_betting"] == betting["g1"][-1]  # the common bound: the minimum over generators
+    assert r["lower_bound_betting_tv"] == pytest.approx(betting["g1"][-1] - 0.1)
+    assert (r["n_test_draws"], r["n_degraded_draws"], r["betting_c"], r["betting_w"]) == (80, 1, 0.75, 0.5)
+
+
+def test_tau_stops_the_paper_test_but_not_the_betting_bound():
+    deltas = _stream_deltas({"g1": [True] * 40})
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=0.9, tv_r=0.0,
+                                                 betting_c=0.5, betting_w=0.25)
+    g = generators.row(0, named=True)
+    assert (g["status"], g["t"], g["lower_bound"]) == (stats.CERTIFIED, 29, pytest.approx(0.05 ** (1 / 29)))
+    assert steps.height == 40
+    assert g["lower_bound_betting"] == stats.betting_bounds([True] * 40, 0.05, c=0.5, w=0.25)[-1]
+    assert records.row(0, named=True)["status"] == stats.CERTIFIED
+
+
+def test_a_stage1_counterexample_sets_both_bounds_to_0_and_reads_no_test_pool():
+    deltas = _stream_deltas({"g1": [True] * 10}, search=(0.0, 3.0))
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.0)
+    r = records.row(0, named=True)
+    assert (r["status"], r["lower_bound"], r["lower_bound_betting"]) == (stats.DEGRADED, 0.0, 0.0)
+    assert (r["n_test_draws"], r["n_degraded_draws"]) == (0, 0)
+    g = generators.row(0, named=True)
+    assert (g["status"], g["lower_bound_betting"], g["n_degraded_draws"]) == (stats.NOT_REACHED, 0.0, 0)
+    assert steps.is_empty()
 
 
 def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
@@ -285,3 +369,25 @@ def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path, fa
                                     reports=[tmp_path / "search.report.parquet"], model=ModelRef("m", str(tmp_path)),
                                     out=tmp_path / "scores.parquet", dataset="d", checkpoint="base")
     assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]
+
+
+def test_config_schema_holds_the_betting_settings_and_names_a_bad_one(monkeypatch):
+    from pathlib import Path
+
+    import yaml
+
+    from debate_audit.config_check import config_errors
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # dataset paths are relative to the project
+    schema = yaml.safe_load((repo / "config/schema.yaml").read_text())["properties"]["audit"]["properties"]
+    # JSON schema cannot import the module: this keeps its enum and defaults and stats.py in step
+    assert schema["headline_bound"]["enum"] == list(stats.BOUNDS) and schema["headline_bound"]["default"] == "paper"
+    assert (schema["betting_c"]["default"], schema["betting_w"]["default"]) == (stats.BETTING_C, stats.BETTING_W)
+    for key, value, error in (("headline_bound", "both", "audit.headline_bound: 'both' is not one of"),
+                              ("betting_c", 1.0, "audit.betting_c: 1.0 is greater than or equal to the maximum"),
+                              ("betting_w", 1.5, "audit.betting_w: 1.5 is greater than the maximum")):
+        config = yaml.safe_load((repo / "config/config.yaml").read_text())
+        config["audit"][key] = value
+        errors = config_errors(config, repo / "config/schema.yaml")
+        assert any(e.startswith(error) for e in errors), errors
