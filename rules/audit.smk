@@ -137,6 +137,10 @@ rule audit_figures:
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
             **AUDIT_CELLS,
         ),
+        steps=expand(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/steps.parquet",
+            **AUDIT_CELLS,
+        ),
         confidence=expand(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
             **AUDIT_CELLS,
@@ -179,6 +183,13 @@ rule audit_figures:
             subcategory="3. Audit",
             labels={"item": "bound vs. epsilon"},
         ),
+        bounds=report(
+            f"{AUDIT_OUT}/figures/bounds_over_t.png",
+            caption="../report/captions/audit_bounds_over_t.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "both bounds over t"},
+        ),
         report=f"{AUDIT_OUT}/summary.md",
         summary_csv=report(
             f"{AUDIT_OUT}/summary.csv",
@@ -192,11 +203,14 @@ rule audit_figures:
         confidence_svg=f"{AUDIT_OUT}/figures/bound_vs_confidence.svg",
         scatter_svg=f"{AUDIT_OUT}/figures/p_qh_vs_delta_max.svg",
         epsilon_svg=f"{AUDIT_OUT}/figures/bound_vs_epsilon.svg",
+        bounds_svg=f"{AUDIT_OUT}/figures/bounds_over_t.svg",
     log:
         "logs/audit/figures.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
+        # which bound summary.md and the figures lead with: the statistics compute both either way
+        headline=AUDIT["headline_bound"],
         figures_version=FIGURES_VERSION,
         library=library_code("audit_figures"),
     script:

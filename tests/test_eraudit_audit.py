@@ -316,12 +316,17 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
                   "rounds": [1], "generated": [3], "kept": [3], "duplicates_kept": [1], "rejected_empty": [0],
                   "shortfall": [0]}).write_parquet(pools)
     md = tmp_path / "summary.md"
-    audit_figures(summaries=[out["summary"]], records=[out["r"]], confidence=[out["c"]], epsilon=[out["e"]],
-                  pool_reports=[pools], cr_png=tmp_path / "cr.png", confidence_png=tmp_path / "conf.png",
-                  scatter_png=tmp_path / "sc.png", epsilon_png=tmp_path / "eps.png", report_md=md,
-                  summary_csv=tmp_path / "s.csv", cr_svg=tmp_path / "cr.svg", confidence_svg=tmp_path / "conf.svg",
-                  scatter_svg=tmp_path / "sc.svg", epsilon_svg=tmp_path / "eps.svg")
+    figures = {f"{name}_{x}": tmp_path / f"{short}.{x}" for name, short in (
+        ("cr", "cr"), ("confidence", "conf"), ("scatter", "sc"), ("epsilon", "eps"), ("bounds", "t"))
+        for x in ("png", "svg")}
+    inputs = dict(summaries=[out["summary"]], records=[out["r"]], steps=[out["s"]], confidence=[out["c"]],
+                  epsilon=[out["e"]], pool_reports=[pools], report_md=md, summary_csv=tmp_path / "s.csv", **figures)
+    audit_figures(**inputs, headline="betting")
     text = md.read_text()
+    assert "Headline bound of this run: **betting**" in text
+    # both bounds' averages, the headline's first
+    assert text.index("### `mean_lower_bound_betting`") < text.index("### `mean_lower_bound`:")
+    assert "mean_lower_bound_betting_survivors" in text and "n_degraded_draws" in text
     assert "p50 of per-q_h max search Delta of V_org (2 q_h)" in text
     assert "mean_lower_bound_survivors" in text and "over the Stage-1 survivors only" in text
     assert "over **all** audited q_h" in text
@@ -329,10 +334,15 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     # epsilon 0.75 (p50 of the maxima): pair 1 survives with bound 0.125^(1/3) = 0.5, pair 2 is degraded
     assert summary["mean_lower_bound"] == pytest.approx(0.25)
     assert summary["mean_lower_bound_survivors"] == pytest.approx(0.5)
+    # the sweep at the audit's eta (confidence 0.875) reads the same betting bounds as the statistics
+    conf = pl.read_parquet(out["c"]).filter(pl.col("confidence") == 0.875).row(0, named=True)
+    assert conf["mean_lower_bound_betting"] == summary["mean_lower_bound_betting"] > 0
     assert (tmp_path / "conf.png").stat().st_size > 0
     # each figure goes exactly where the rule declared it, PNG and SVG, and nowhere else
     assert sorted(p.name for p in tmp_path.glob("*.[ps][nv]g")) == sorted(
-        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps") for x in ("png", "svg"))
+        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps", "t") for x in ("png", "svg"))
+    with pytest.raises(ValueError, match="audit.headline_bound"):
+        audit_figures(**inputs, headline="both")
     assert (tmp_path / "eps.svg").read_text().lstrip().startswith("<?xml")
 
 
