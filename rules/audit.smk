@@ -1,5 +1,6 @@
 # ER-Audit part 2: scores (model calls) -> Delta, counterexample search, sequential test -> sweeps -> figures.
-# Only audit_scores calls a model; changing epsilon, eta, tau or r reruns the statistics rules alone.
+# Only audit_scores calls a model; changing epsilon, eta, tau, r or the betting bound's c and w reruns the statistics
+# rules alone, and the headline bound only the figures and the browser.
 
 from debate_audit.eraudit.audit import STATISTICS_VERSION, SWEEPS_VERSION
 from debate_audit.eraudit.audit_figures import FIGURES_VERSION
@@ -23,6 +24,8 @@ AUDIT_SETTINGS = dict(
     tau=AUDIT["tau"],
     stop_at_first_counterexample=AUDIT["stop_at_first_counterexample"],
     tv_r=AUDIT["tv_r"],
+    betting_c=AUDIT["betting_c"],
+    betting_w=AUDIT["betting_w"],
 )
 
 
@@ -125,6 +128,10 @@ rule audit_figures:
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
             AUDIT_SETTING_CELLS,
         ),
+        steps=cell_paths(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/steps.parquet",
+            AUDIT_SETTING_CELLS,
+        ),
         confidence=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
             AUDIT_SETTING_CELLS,
@@ -167,6 +174,13 @@ rule audit_figures:
             subcategory="3. Audit",
             labels={"item": "bound vs. epsilon"},
         ),
+        bounds=report(
+            f"{AUDIT_OUT}/figures/bounds_over_t.png",
+            caption="../report/captions/audit_bounds_over_t.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "both bounds over t"},
+        ),
         report=f"{AUDIT_OUT}/summary.md",
         summary_csv=report(
             f"{AUDIT_OUT}/summary.csv",
@@ -180,11 +194,14 @@ rule audit_figures:
         confidence_svg=f"{AUDIT_OUT}/figures/bound_vs_confidence.svg",
         scatter_svg=f"{AUDIT_OUT}/figures/p_qh_vs_delta_max.svg",
         epsilon_svg=f"{AUDIT_OUT}/figures/bound_vs_epsilon.svg",
+        bounds_svg=f"{AUDIT_OUT}/figures/bounds_over_t.svg",
     log:
         "logs/audit/figures.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
+        # which bound summary.md and the figures lead with: the statistics compute both either way
+        headline=AUDIT["headline_bound"],
         figures_version=FIGURES_VERSION,
         library=library_code("audit_figures"),
     script:

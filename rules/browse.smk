@@ -50,6 +50,7 @@ rule browse:
         "../envs/debate-audit.yaml"
     params:
         eraudit=BROWSE_AUDIT_FILES,
+        headline=AUDIT["headline_bound"],
         # hash of the page template: editing the page rebuilds it
         page=page_version(),
         library=library_code("browse"),

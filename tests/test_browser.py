@@ -82,7 +82,8 @@ def write_cwpor(root: Path, n: int = 6, *, words: int = 12, planted_row: int | N
 
 def write_audit(root: Path) -> AuditFiles:
     """One dataset, two audited pairs, verifier "adv" (epsilon 1): pair 7's search paraphrase 1 (Delta 2.5)
-    and test paraphrase 0 of gen-a (Delta 1.2) are counterexamples; pair 8 has none."""
+    and test paraphrase 0 of gen-a (Delta 1.2) are counterexamples; pair 8 has none in its search pool and
+    one, the last of three draws, in its test pool (read in full for the betting bound)."""
     pairs = pl.DataFrame({
         "pair_id": [7, 8], "dataset": "toy", "story_title": ["Story <i>seven</i>", "Story eight"],
         "context": ["long text", "long text"],
@@ -103,7 +104,7 @@ def write_audit(root: Path) -> AuditFiles:
         ]],
     }, schema_overrides={"arguments": pl.List(argument), "reason": pl.Utf8, "candidate": pl.Int32})
     rows = []
-    for pair_id, search, test in ((7, [0.1, 2.5, -0.3], [1.2, 0.2]), (8, [0.4, 0.0, 0.9], [0.1, 0.3])):
+    for pair_id, search, test in ((7, [0.1, 2.5, -0.3], [1.2, 0.2]), (8, [0.4, 0.0, 0.9], [0.1, 0.3, 1.5])):
         rows.append({"pair_id": pair_id, "kind": "q_h", "pool": None, "index": None, "question": f"Hidden {pair_id}?", "delta": 0.5})
         rows += [{"pair_id": pair_id, "kind": "paraphrase", "pool": "search", "index": i,
                   "question": f"search paraphrase {pair_id}.{i}", "delta": d} for i, d in enumerate(search)]
@@ -114,12 +115,16 @@ def write_audit(root: Path) -> AuditFiles:
     records = pl.DataFrame({
         "dataset": "toy", "target": "adv", "pair_id": [7, 8], "split": ["train", "eval"],
         "delta_max": [2.5, 0.9], "n_counterexamples": [1, 0], "counterexample": ["search paraphrase 7.1", None],
-        "epsilon": 1.0, "eta": 0.05, "lower_bound": [0.0, 0.05], "status": ["DEGRADED", "BUDGET_EXHAUSTED"],
+        "epsilon": 1.0, "eta": 0.05, "lower_bound": [0.0, 0.05], "lower_bound_betting": [0.0, 0.04],
+        "n_test_draws": [0, 3], "n_degraded_draws": [0, 1], "betting_c": 0.75, "betting_w": 0.5,
+        "status": ["DEGRADED", "BUDGET_EXHAUSTED"],
         "survivor_mean": [None, 0.4],  # a column another stage may add later: shown, not required
     })
     steps = pl.DataFrame({
-        "dataset": "toy", "target": "adv", "pair_id": [8, 8], "generator": "gen-a", "t": [1, 2], "index": [0, 1],
-        "delta": [0.1, 0.3], "non_degraded": [True, True], "epsilon": 1.0, "eta": 0.05, "lower_bound": [0.05, 0.05 ** 0.5],
+        "dataset": "toy", "target": "adv", "pair_id": 8, "generator": "gen-a", "t": [1, 2, 3], "index": [0, 1, 2],
+        "delta": [0.1, 0.3, 1.5], "non_degraded": [True, True, False], "epsilon": 1.0, "eta": 0.05,
+        "lower_bound": [0.05, 0.05 ** 0.5, 0.0], "lower_bound_betting": [0.02, 0.04, 0.04],
+        "n_degraded_draws": [0, 0, 1],
     })
     generators = pl.DataFrame({
         "dataset": "toy", "target": "adv", "pair_id": [7, 8], "generator": "gen-a", "pool_size": 2, "t": [0, 2],
@@ -135,12 +140,12 @@ def write_audit(root: Path) -> AuditFiles:
                       generators=files["generators"])
 
 
-def small_page(tmp_path: Path, n: int = 6, **kwargs) -> tuple[Path, dict]:
+def small_page(tmp_path: Path, n: int = 6, headline: str = "paper", **kwargs) -> tuple[Path, dict]:
     cw = write_cwpor(tmp_path, n, **kwargs)
     audit = write_audit(tmp_path)
     out = tmp_path / "browse" / "index.html"
     payload = write_browser(out, questions=cw["questions"], responses=[cw["responses"]],
-                            judgments=[cw["judgments"]], eraudit={"toy": audit})
+                            judgments=[cw["judgments"]], eraudit={"toy": audit}, headline=headline)
     return out, payload
 
 
@@ -186,7 +191,13 @@ def test_audit_data_groups_paraphrases_steps_and_transcripts_by_pair(tmp_path):
     assert seven["q_h"] == "Hidden seven?" and seven["h_false"] == "hf7"
     audit7 = seven["audits"]["adv"]
     assert [(p["pool"], p["index"]) for p in audit7["paraphrases"] if p["delta"] > 1.0] == [("gen-a", 0), ("search", 1)]
-    assert [s["t"] for s in eight["audits"]["adv"]["steps"]] == [1, 2] and audit7["steps"] == []
+    steps8 = eight["audits"]["adv"]["steps"]
+    assert [s["t"] for s in steps8] == [1, 2, 3] and audit7["steps"] == []
+    assert [(s["lower_bound"], s["lower_bound_betting"], s["n_degraded_draws"]) for s in steps8][-1] == (0.0, 0.04, 1)
+    assert payload["headline"] == "paper"
+    (tmp_path / "other").mkdir()
+    with pytest.raises(ValueError, match="audit.headline_bound"):
+        small_page(tmp_path / "other", headline="both")
     (transcript,) = seven["transcripts"]  # the honest file is absent: skipped, not an error
     assert transcript["mode"] == "adversarial" and len(transcript["arguments"]) == 2
     assert eight["transcripts"] == []
@@ -320,9 +331,33 @@ def test_counterexamples_and_quotes_are_marked_in_chromium(browser, tmp_path):
     shot = page.screenshot(tmp_path / "eraudit_pair7.png")
     assert shot.stat().st_size > 10_000
     page.page.click("[data-testid=eraudit-row][data-pair-id='8']")
-    assert detail.locator("tr[data-testid=counterexample]").count() == 0
-    assert detail.locator("[data-testid=steps-gen-a] tr").count() == 3  # header + 2 steps
+    assert detail.locator("tr[data-testid=counterexample]").count() == 1  # the last test draw
+    assert detail.locator("[data-testid=steps-gen-a] tr").count() == 4  # header + 3 steps
     assert "final common bound L = 0.050" in detail.inner_text()
+    assert not page.errors, page.errors
+    page.close()
+
+
+def test_both_bounds_over_t_with_the_headline_solid_in_chromium(browser, tmp_path):
+    out, _ = small_page(tmp_path, headline="betting")
+    page = Page(browser, out)
+    page.page.click("#tab-eraudit")
+    assert page.page.inner_text("#e-head-betting").endswith("\u2605")
+    assert "\u2605" not in page.page.inner_text("#e-head-paper")
+    row = page.page.locator("[data-testid=eraudit-row][data-pair-id='8']")
+    assert row.locator("td").all_inner_texts()[-2:] == ["0.050", "0.040"]  # L, L* (betting)
+    row.click()
+    detail = page.page.locator("#eraudit-detail")
+    assert "betting bound L* = 0.040" in detail.inner_text() and "1 of 3 test draws degraded" in detail.inner_text()
+    chart = detail.locator("[data-testid=chart-gen-a]")
+    assert chart.locator("[data-testid=degraded-draw]").count() == 1
+    # the headline (betting) solid, the paper's bound dashed
+    assert chart.locator("[data-testid=curve-betting]").get_attribute("stroke-dasharray") is None
+    assert chart.locator("[data-testid=curve-paper]").get_attribute("stroke-dasharray") == "5 3"
+    assert "betting L* (headline)" in detail.inner_text()
+    last = detail.locator("[data-testid=steps-gen-a] tr").last.locator("td").all_inner_texts()
+    assert last[-3:] == ["0", "0.040", "1"]  # L, L* after the step, degraded so far
+    assert page.screenshot(tmp_path / "eraudit_bounds.png").stat().st_size > 10_000
     assert not page.errors, page.errors
     page.close()
 

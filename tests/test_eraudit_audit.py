@@ -70,9 +70,10 @@ def test_stage2_common_bound_is_min_over_generators():
     r1 = records.filter(pl.col("pair_id") == 1).row(0, named=True)
     assert (r1["status"], r1["lower_bound"], r1["lower_bound_tv"]) == (
         stats.BUDGET_EXHAUSTED, pytest.approx(0.5), pytest.approx(0.4))
+    # the pool is read to its end (the betting bound needs every draw); the paper's bound stays 0 after its stop
     step = steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g2")).sort("t")
-    assert step["non_degraded"].to_list() == [True, False]
-    assert step["lower_bound"].to_list() == pytest.approx([0.125, 0.0])
+    assert step["non_degraded"].to_list() == [True, False, True]
+    assert step["lower_bound"].to_list() == pytest.approx([0.125, 0.0, 0.0])
     summary = audit.summarize(records)
     assert summary.row(0, named=True)["cr"] == 0.0
     assert summary.row(0, named=True)["mean_lower_bound"] == pytest.approx(0.25)
@@ -81,13 +82,16 @@ def test_stage2_common_bound_is_min_over_generators():
 def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
     deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     # epsilon 1.5, pair 2: g2 finds Delta 2.0 at its 2nd paraphrase, g1 is clean (3 paraphrases).
-    # g2 tested first: the counterexample ends the audit, g1 is never reached (t = 0, bound 0, no steps).
+    # g2 tested first: the counterexample ends the paper's audit, g1 is never reached by it (t = 0, bound 0);
+    # the betting bound still reads g1's whole pool (its steps carry the paper's bound as 0).
     records, generators, steps = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125,
                                                  tau=None, tv_r=0.0)
     g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
     assert (g["g2"]["status"], g["g2"]["t"], g["g2"]["lower_bound"]) == (stats.DEGRADED, 2, 0.0)
     assert (g["g1"]["status"], g["g1"]["t"], g["g1"]["lower_bound"]) == (stats.NOT_REACHED, 0, 0.0)
-    assert steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).is_empty()
+    unreached = steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).sort("t")
+    assert unreached["lower_bound"].to_list() == [0.0, 0.0, 0.0]
+    assert unreached["lower_bound_betting"][-1] == pytest.approx(g["g1"]["lower_bound_betting"])
     r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
     # t as the release counts it: the counterexample's draw is counted, the unreached generator adds 0
     assert (r2["status"], r2["lower_bound"], r2["n_tested"]) == (stats.DEGRADED, 0.0, 2)
@@ -130,6 +134,10 @@ def test_audit_settings_fail_naming_the_key_before_any_work():
         audit.AuditSettings(**common)
     with pytest.raises(ValueError, match=r"audit.targets: unknown verifier\(s\) \['base'\]"):
         audit.AuditSettings(**common, epsilon=1.0, targets=["org", "base"])
+    with pytest.raises(ValueError, match=r"audit.betting_c: 1.0 must lie in \(0, 1\)"):
+        audit.AuditSettings(**common, epsilon=1.0, betting_c=1.0)
+    with pytest.raises(ValueError, match=r"audit.betting_w: -0.1 must lie in \[0, 1\]"):
+        audit.AuditSettings(**common, epsilon=1.0, betting_w=-0.1)
     settings = audit.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=[0.1, 1.0])
     # lists from the config become tuples: the settings are hashable and cannot be changed in place
     assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(audit.AuditSettings(
@@ -148,6 +156,10 @@ def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     )
     conf = pl.read_parquet(tmp_path / "c.parquet").sort("confidence")
     assert conf["mean_lower_bound"].to_list() == pytest.approx([0.2 ** (1 / 3), 0.1 ** (1 / 3), 0.01 ** (1 / 3)])
+    # every pool is clean at epsilon 5: the betting bound of three clean draws, below the paper's
+    betting = [float(stats.betting_bounds([True] * 3, eta)[-1]) for eta in (0.2, 0.1, 0.01)]
+    assert conf["mean_lower_bound_betting"].to_list() == pytest.approx(betting)
+    assert all(b < p for b, p in zip(betting, conf["mean_lower_bound"]))
     eps = pl.read_parquet(tmp_path / "e.parquet").sort("epsilon")
     assert eps["epsilon"].to_list() == pytest.approx([0.1, 0.75, 5.0])
     # at the p50 of the maxima (0.75) only pair 2 (max 1.0) has a counterexample
@@ -264,6 +276,88 @@ def test_averages_over_all_q_h_and_over_stage1_survivors():
     row = audit.summarize(records).row(0, named=True)
     assert row["n_stage1_survivors"] == 0 and row["mean_lower_bound"] == 0.0
     assert row["mean_lower_bound_survivors"] is None
+    assert row["mean_lower_bound_betting"] == 0.0 and row["mean_lower_bound_betting_survivors"] is None
+
+
+def test_betting_averages_over_all_q_h_and_over_stage1_survivors():
+    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
+    # pair 1 survives with two clean pools of 3 draws; pair 2's Stage-1 counterexample sets both bounds to 0
+    clean = float(stats.betting_bounds([True] * 3, 0.125)[-1])
+    assert 0 < clean < 0.5
+    assert records.sort("pair_id")["lower_bound_betting"].to_list() == [clean, 0.0]
+    row = audit.summarize(records).row(0, named=True)
+    assert row["mean_lower_bound_betting"] == pytest.approx(clean / 2)
+    assert row["mean_lower_bound_betting_survivors"] == pytest.approx(clean)
+    assert row["mean_lower_bound_betting_tv"] == pytest.approx(max(0.0, clean - 0.1) / 2)
+    assert row["mean_lower_bound_betting_tv_survivors"] == pytest.approx(max(0.0, clean - 0.1))
+    assert (row["n_test_draws"], row["n_degraded_draws"]) == (6, 0)
+
+
+def _stream_deltas(pools, search=(0.0,)):
+    """Deltas of one q_h of V_org: a search pool and test pools of Delta 0 (non-degraded) or 1 (degraded)."""
+    rows = [("org", 1, "search", list(search))]
+    rows += [("org", 1, pool, [0.0 if ok else 1.0 for ok in draws]) for pool, draws in pools.items()]
+    return _deltas(rows).with_columns(pl.lit(1.0).alias("gain"))
+
+
+def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
+    # g1 fails at draw 3 of 40, g2 is clean: the paper's test of g1 stops there with bound 0 for good, the
+    # betting bound reads both pools to the end
+    g1, g2 = [True, True, False] + [True] * 37, [True] * 40
+    deltas = _stream_deltas({"g1": g1, "g2": g2})
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
+                                                 tv_r=0.1, stop_at_first_counterexample=False)
+    # the release's stopping ends the paper's test at g1's counterexample (g2 not reached by it); the betting
+    # bound reads the same pools either way
+    _, stopped, stopped_steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
+                                                tv_r=0.1)
+    assert stopped.filter(pl.col("generator") == "g2")["status"].to_list() == [stats.NOT_REACHED]
+    assert stopped["lower_bound_betting"].to_list() == generators["lower_bound_betting"].to_list()
+    assert stopped_steps["lower_bound_betting"].to_list() == steps["lower_bound_betting"].to_list()
+    gen = {r["generator"]: r for r in generators.iter_rows(named=True)}
+    assert (gen["g1"]["status"], gen["g1"]["t"], gen["g1"]["lower_bound"]) == (stats.DEGRADED, 3, 0.0)
+    assert (gen["g2"]["status"], gen["g2"]["t"]) == (stats.BUDGET_EXHAUSTED, 40)
+    assert gen["g2"]["lower_bound"] == stats.sequential_test([0.0] * 40, 0.5, 0.05).lower_bound
+    betting = {"g1": stats.betting_bounds(g1, 0.05), "g2": stats.betting_bounds(g2, 0.05)}
+    for g in ("g1", "g2"):
+        rows = steps.filter(pl.col("generator") == g).sort("t")
+        assert rows["t"].to_list() == list(range(1, 41))
+        assert rows["lower_bound_betting"].to_list() == betting[g].tolist()
+        assert gen[g]["lower_bound_betting"] == betting[g][-1]
+    s1 = steps.filter(pl.col("generator") == "g1").sort("t")
+    assert s1["lower_bound"].to_list() == pytest.approx([0.05, 0.05 ** 0.5] + [0.0] * 38)
+    assert s1["n_degraded_draws"].to_list() == [0, 0] + [1] * 38
+    assert (gen["g1"]["n_degraded_draws"], gen["g2"]["n_degraded_draws"]) == (1, 0)
+    # the betting bound survives the counterexample
+    assert 0.5 < betting["g1"][-1] < betting["g2"][-1]
+    r = records.row(0, named=True)
+    assert (r["status"], r["lower_bound"], r["lower_bound_tv"]) == (stats.DEGRADED, 0.0, 0.0)
+    assert r["lower_bound_betting"] == betting["g1"][-1]  # the common bound: the minimum over generators
+    assert r["lower_bound_betting_tv"] == pytest.approx(betting["g1"][-1] - 0.1)
+    assert (r["n_test_draws"], r["n_degraded_draws"], r["betting_c"], r["betting_w"]) == (80, 1, 0.75, 0.5)
+
+
+def test_tau_stops_the_paper_test_but_not_the_betting_bound():
+    deltas = _stream_deltas({"g1": [True] * 40})
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=0.9, tv_r=0.0,
+                                                 betting_c=0.5, betting_w=0.25)
+    g = generators.row(0, named=True)
+    assert (g["status"], g["t"], g["lower_bound"]) == (stats.CERTIFIED, 29, pytest.approx(0.05 ** (1 / 29)))
+    assert steps.height == 40
+    assert g["lower_bound_betting"] == stats.betting_bounds([True] * 40, 0.05, c=0.5, w=0.25)[-1]
+    assert records.row(0, named=True)["status"] == stats.CERTIFIED
+
+
+def test_a_stage1_counterexample_sets_both_bounds_to_0_and_reads_no_test_pool():
+    deltas = _stream_deltas({"g1": [True] * 10}, search=(0.0, 3.0))
+    records, generators, steps = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.0)
+    r = records.row(0, named=True)
+    assert (r["status"], r["lower_bound"], r["lower_bound_betting"]) == (stats.DEGRADED, 0.0, 0.0)
+    assert (r["n_test_draws"], r["n_degraded_draws"]) == (0, 0)
+    g = generators.row(0, named=True)
+    assert (g["status"], g["lower_bound_betting"], g["n_degraded_draws"]) == (stats.NOT_REACHED, 0.0, 0)
+    assert steps.is_empty()
 
 
 def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
@@ -284,12 +378,17 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
                   "rounds": [1], "generated": [3], "kept": [3], "duplicates_kept": [1], "rejected_empty": [0],
                   "shortfall": [0]}).write_parquet(pools)
     md = tmp_path / "summary.md"
-    audit_figures(summaries=[out["summary"]], records=[out["r"]], confidence=[out["c"]], epsilon=[out["e"]],
-                  pool_reports=[pools], cr_png=tmp_path / "cr.png", confidence_png=tmp_path / "conf.png",
-                  scatter_png=tmp_path / "sc.png", epsilon_png=tmp_path / "eps.png", report_md=md,
-                  summary_csv=tmp_path / "s.csv", cr_svg=tmp_path / "cr.svg", confidence_svg=tmp_path / "conf.svg",
-                  scatter_svg=tmp_path / "sc.svg", epsilon_svg=tmp_path / "eps.svg")
+    figures = {f"{name}_{x}": tmp_path / f"{short}.{x}" for name, short in (
+        ("cr", "cr"), ("confidence", "conf"), ("scatter", "sc"), ("epsilon", "eps"), ("bounds", "t"))
+        for x in ("png", "svg")}
+    inputs = dict(summaries=[out["summary"]], records=[out["r"]], steps=[out["s"]], confidence=[out["c"]],
+                  epsilon=[out["e"]], pool_reports=[pools], report_md=md, summary_csv=tmp_path / "s.csv", **figures)
+    audit_figures(**inputs, headline="betting")
     text = md.read_text()
+    assert "Headline bound of this run: **betting**" in text
+    # both bounds' averages, the headline's first
+    assert text.index("### `mean_lower_bound_betting`") < text.index("### `mean_lower_bound`:")
+    assert "mean_lower_bound_betting_survivors" in text and "n_degraded_draws" in text
     assert "p50 of per-q_h max search Delta of V_org (2 q_h)" in text
     assert "mean_lower_bound_survivors" in text and "over the Stage-1 survivors only" in text
     assert "over **all** audited q_h" in text
@@ -297,10 +396,15 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     # epsilon 0.75 (p50 of the maxima): pair 1 survives with bound 0.125^(1/3) = 0.5, pair 2 is degraded
     assert summary["mean_lower_bound"] == pytest.approx(0.25)
     assert summary["mean_lower_bound_survivors"] == pytest.approx(0.5)
+    # the sweep at the audit's eta (confidence 0.875) reads the same betting bounds as the statistics
+    conf = pl.read_parquet(out["c"]).filter(pl.col("confidence") == 0.875).row(0, named=True)
+    assert conf["mean_lower_bound_betting"] == summary["mean_lower_bound_betting"] > 0
     assert (tmp_path / "conf.png").stat().st_size > 0
     # each figure goes exactly where the rule declared it, PNG and SVG, and nowhere else
     assert sorted(p.name for p in tmp_path.glob("*.[ps][nv]g")) == sorted(
-        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps") for x in ("png", "svg"))
+        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps", "t") for x in ("png", "svg"))
+    with pytest.raises(ValueError, match="audit.headline_bound"):
+        audit_figures(**inputs, headline="both")
     assert (tmp_path / "eps.svg").read_text().lstrip().startswith("<?xml")
 
 
@@ -337,3 +441,25 @@ def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path, fa
                                     reports=[tmp_path / "search.report.parquet"], model=ModelRef("m", str(tmp_path)),
                                     out=tmp_path / "scores.parquet", dataset="d", checkpoint="base")
     assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]
+
+
+def test_config_schema_holds_the_betting_settings_and_names_a_bad_one(monkeypatch):
+    from pathlib import Path
+
+    import yaml
+
+    from debate_audit.config_check import config_errors
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # dataset paths are relative to the project
+    schema = yaml.safe_load((repo / "config/schema.yaml").read_text())["properties"]["audit"]["properties"]
+    # JSON schema cannot import the module: this keeps its enum and defaults and stats.py in step
+    assert schema["headline_bound"]["enum"] == list(stats.BOUNDS) and schema["headline_bound"]["default"] == "paper"
+    assert (schema["betting_c"]["default"], schema["betting_w"]["default"]) == (stats.BETTING_C, stats.BETTING_W)
+    for key, value, error in (("headline_bound", "both", "audit.headline_bound: 'both' is not one of"),
+                              ("betting_c", 1.0, "audit.betting_c: 1.0 is greater than or equal to the maximum"),
+                              ("betting_w", 1.5, "audit.betting_w: 1.5 is greater than the maximum")):
+        config = yaml.safe_load((repo / "config/config.yaml").read_text())
+        config["audit"][key] = value
+        errors = config_errors(config, repo / "config/schema.yaml")
+        assert any(e.startswith(error) for e in errors), errors

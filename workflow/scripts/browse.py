@@ -8,4 +8,5 @@ with rule_context(snakemake):
         responses=list(snakemake.input.responses),
         judgments=list(snakemake.input.judgments),
         eraudit=snakemake.params.eraudit,
+        headline=snakemake.params.headline,
     )

@@ -26,6 +26,8 @@ from typing import Any
 
 import polars as pl
 
+from debate_audit.eraudit.stats import BOUNDS
+
 log = logging.getLogger(__name__)
 
 PAYLOAD_VERSION = 1
@@ -45,7 +47,8 @@ ARGUMENT_FIELDS = ["round", "debater", "defends_true", "text", "truncated", "quo
 TRANSCRIPT_FIELDS = ["mode", "status", "reason", "candidate", "true_position", "p_monitored_true",
                      "p_hidden_true", "p_hidden_false", "leak_score"]
 PAIR_FIELDS = ["story_title", "domain", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"]
-STEP_FIELDS = ["generator", "t", "index", "delta", "non_degraded", "epsilon", "eta", "lower_bound"]
+STEP_FIELDS = ["generator", "t", "index", "delta", "non_degraded", "epsilon", "eta", "lower_bound",
+               "lower_bound_betting", "n_degraded_draws"]
 PARAPHRASE_FIELDS = ["kind", "pool", "index", "question", "p_base", "p_target", "gain", "delta"]
 
 
@@ -179,15 +182,19 @@ def build_payload(
     responses: Sequence[str | Path],
     judgments: Sequence[str | Path],
     eraudit: Mapping[str, AuditFiles | Mapping[str, Any]],
+    headline: str = "paper",
 ) -> dict[str, Any]:
-    """Everything the page shows, as plain JSON-ready data."""
+    """Everything the page shows, as plain JSON-ready data; `headline`: the audit bound the page leads with
+    (config `audit.headline_bound`)."""
+    if headline not in BOUNDS:
+        raise ValueError(f"audit.headline_bound: {headline!r} is not one of {list(BOUNDS)}")
     table = cwpor_table(questions, responses, judgments) if questions else None
     cwpor = {"columns": CWPOR_COLUMNS, "rows": [] if table is None else [list(r) for r in table.iter_rows()]}
     datasets = []
     for dataset, files in eraudit.items():
         files = files if isinstance(files, AuditFiles) else AuditFiles(**files)
         datasets.append(eraudit_dataset(dataset, files))
-    return _clean({"version": PAYLOAD_VERSION, "cwpor": cwpor, "eraudit": datasets})
+    return _clean({"version": PAYLOAD_VERSION, "headline": headline, "cwpor": cwpor, "eraudit": datasets})
 
 
 def encode_payload(payload: dict[str, Any]) -> str:
@@ -240,9 +247,11 @@ def write_browser(
     responses: Sequence[str | Path],
     judgments: Sequence[str | Path],
     eraudit: Mapping[str, AuditFiles | Mapping[str, Any]],
+    headline: str = "paper",
 ) -> dict[str, Any]:
     """Write the browser page to `out`; returns the embedded payload."""
-    payload = build_payload(questions=questions, responses=responses, judgments=judgments, eraudit=eraudit)
+    payload = build_payload(questions=questions, responses=responses, judgments=judgments, eraudit=eraudit,
+                            headline=headline)
     html = render_page(payload)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(html, encoding="utf-8")

@@ -5,8 +5,9 @@ Steps (one function each; only `score_checkpoint` calls a model):
 1. `score_checkpoint`: P[V(q) = a] for q_m (a = Y_true), q_h and every paraphrase of q_h (a = H_true), once
    per (checkpoint, question text). The base scores serve all three targets.
 2. `compute_deltas`: Delta_h per paraphrase and target (stats.degradation).
-3. `run_audit`: Stage 1 counterexample search on the search pool, Stage 2 sequential test per test
-   generator for the q_h without a counterexample, the common bound and the per-q_h status.
+3. `run_audit`: Stage 1 counterexample search on the search pool, Stage 2 per test generator for the q_h
+   without a counterexample (`read_test_pool`: the paper's sequential test and the betting confidence
+   sequence on the same stream), the common bounds and the per-q_h status.
 4. `audit_sweeps`: average bounds over confidence levels and an epsilon grid, from the same deltas.
 """
 
@@ -225,13 +226,15 @@ STEP_SCHEMA = {
     "target": pl.Utf8,
     "pair_id": pl.Int64,
     "generator": pl.Utf8,  # the test pool (test generator name)
-    "t": pl.Int64,  # 1-based step of the sequential test = paraphrases tested so far
+    "t": pl.Int64,  # 1-based step = paraphrases tested so far (every test pool is read in full)
     "index": pl.Int64,  # position of the tested paraphrase in the pool
     "delta": pl.Float64,  # its Delta_h
     "non_degraded": pl.Boolean,  # delta <= epsilon
     "epsilon": pl.Float64,
     "eta": pl.Float64,  # 1 - confidence level
-    "lower_bound": pl.Float64,  # L_{j,t} after this step (eta^(1/t), 0 after a counterexample)
+    "lower_bound": pl.Float64,  # the paper's L_{j,t} after this step (eta^(1/t), 0 from the first counterexample on)
+    "lower_bound_betting": pl.Float64,  # the betting bound L*_{j,t} after this step
+    "n_degraded_draws": pl.Int64,  # counterexamples among the first t paraphrases
 }
 
 GENERATOR_SCHEMA = {
@@ -239,10 +242,13 @@ GENERATOR_SCHEMA = {
     "target": pl.Utf8,
     "pair_id": pl.Int64,
     "generator": pl.Utf8,
-    "pool_size": pl.Int64,  # paraphrases available in the test pool
-    "t": pl.Int64,  # paraphrases tested before stopping (0 when not reached)
-    "status": pl.Utf8,  # DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED (Stage 1 found a counterexample)
-    "lower_bound": pl.Float64,  # L_{j,t_j}
+    "pool_size": pl.Int64,  # paraphrases in the test pool (all read by the betting bound)
+    "t": pl.Int64,  # paraphrases the paper's test used before it stopped (0 when not reached)
+    # the paper's test: DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED (Stage 1 found a counterexample)
+    "status": pl.Utf8,
+    "lower_bound": pl.Float64,  # the paper's L_{j,t_j}
+    "lower_bound_betting": pl.Float64,  # the betting bound L*_j after the whole pool (0 when not reached)
+    "n_degraded_draws": pl.Int64,  # counterexamples in the whole pool (0 when not reached)
     "epsilon": pl.Float64,
     "eta": pl.Float64,
 }
@@ -265,11 +271,17 @@ RECORD_SCHEMA = {
     "epsilon_source": pl.Utf8,  # "value" or the percentile it came from
     "eta": pl.Float64,
     "tau": pl.Float64,  # early-stopping target (null: run to the budget)
-    "n_tested": pl.Int64,  # Stage-2 paraphrases tested, summed over generators (the release's statistical occurrences)
-    "lower_bound": pl.Float64,  # common bound min_j L_{j,t_j}; 0 when degraded
+    "n_tested": pl.Int64,  # Stage-2 paraphrases the paper's test read, summed over generators (the release's statistical occurrences)
+    "lower_bound": pl.Float64,  # the paper's common bound min_j L_{j,t_j}; 0 when degraded
+    "lower_bound_betting": pl.Float64,  # the betting common bound min_j L*_j; 0 after a Stage-1 counterexample
     "tv_r": pl.Float64,
     "lower_bound_tv": pl.Float64,  # max(0, lower_bound - tv_r)
-    "status": pl.Utf8,  # DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED
+    "lower_bound_betting_tv": pl.Float64,  # max(0, lower_bound_betting - tv_r)
+    "n_test_draws": pl.Int64,  # test paraphrases read, all generators (0 after a Stage-1 counterexample)
+    "n_degraded_draws": pl.Int64,  # of them counterexamples (Delta > epsilon, or NaN)
+    "betting_c": pl.Float64,  # truncation c of the betting bound's hedged bet
+    "betting_w": pl.Float64,  # weight w of the paper's bet in its mixture
+    "status": pl.Utf8,  # the paper's test: DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED
 }
 
 SUMMARY_SCHEMA = {
@@ -282,17 +294,62 @@ SUMMARY_SCHEMA = {
     "n_certified": pl.Int64,
     "n_budget_exhausted": pl.Int64,
     "n_stage1_survivors": pl.Int64,  # q_h without a search-pool counterexample (they reach Stage 2)
-    # Two averages of the common bound, both reported because they answer different questions:
+    # Two averages of each common bound, both reported because they answer different questions:
     "mean_lower_bound": pl.Float64,  # over ALL audited q_h, a Stage-1 counterexample counted as bound 0
     "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only (the release's number); null if none
     "mean_lower_bound_tv": pl.Float64,  # max(0, L - r), over all q_h
     "mean_lower_bound_tv_survivors": pl.Float64,  # max(0, L - r), over the Stage-1 survivors
+    "mean_lower_bound_betting": pl.Float64,  # the same four for the betting bound
+    "mean_lower_bound_betting_survivors": pl.Float64,
+    "mean_lower_bound_betting_tv": pl.Float64,
+    "mean_lower_bound_betting_tv_survivors": pl.Float64,
+    "n_test_draws": pl.Int64,  # test paraphrases read, summed over q_h
+    "n_degraded_draws": pl.Int64,  # of them counterexamples
     "epsilon": pl.Float64,
     "epsilon_source": pl.Utf8,
     "eta": pl.Float64,
     "tau": pl.Float64,
     "tv_r": pl.Float64,
+    "betting_c": pl.Float64,
+    "betting_w": pl.Float64,
 }
+
+
+@dataclass(frozen=True)
+class PoolReading:
+    """Stage 2 on one generator's test pool (`read_test_pool`)."""
+
+    paper: stats.SequentialResult  # the paper's test, up to its own stop
+    paper_steps: tuple[float, ...]  # the paper's L_t at every draw: 0 from the first counterexample on
+    non_degraded: np.ndarray  # D_i of every draw, in index order
+    betting_steps: np.ndarray  # L*_t at every draw (only the last one when read without steps)
+
+    @property
+    def lower_bound_betting(self) -> float:
+        return float(self.betting_steps[-1]) if self.betting_steps.size else 0.0
+
+    @property
+    def n_degraded(self) -> int:
+        return int((~self.non_degraded).sum())
+
+
+def read_test_pool(deltas: Sequence[float], *, epsilon: float, eta: float, tau: float | None, betting_c: float,
+                   betting_w: float, with_steps: bool = True) -> PoolReading:
+    """Stage 2 on one test pool (Delta in index order, fixed before any Delta was seen).
+
+    This is where the audit decides how much of a pool is tested: always all of it. The betting bound needs
+    every draw, and whatever stops the paper's test (its first counterexample, tau, or a rule that stops a
+    q_h's other generators) only ends the paper's reading, never this one. The paper's numbers come from
+    its own test, unchanged; `paper_steps` reads its bound along the same stream."""
+    paper = stats.sequential_test(deltas, epsilon, eta, tau)
+    # without tau the paper's test stops only at its first counterexample, after which its bound stays 0
+    stream = stats.sequential_test(deltas, epsilon, eta).bounds
+    non_degraded = np.asarray(deltas, dtype=float) <= epsilon  # NaN counts as degraded
+    if with_steps:
+        betting = stats.betting_bounds(non_degraded, eta, betting_c, betting_w)
+    else:
+        betting = stats.betting_final_bounds(non_degraded[None, :], eta, betting_c, betting_w)
+    return PoolReading(paper, stream + (0.0,) * (len(deltas) - len(stream)), non_degraded, betting)
 
 
 def run_audit(
@@ -305,13 +362,17 @@ def run_audit(
     tv_r: float,
     epsilon_source: str = "value",
     stop_at_first_counterexample: bool = True,
+    betting_c: float = stats.BETTING_C,
+    betting_w: float = stats.BETTING_W,
+    with_steps: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`.
+    """(per-q_h records, per-generator results, per-step records) for every target and q_h in `deltas`;
+    `with_steps=False` leaves the steps empty (the sweeps need the final bounds only).
 
-    Stage 2 tests the generators in `test_pools` order. With `stop_at_first_counterexample` (the release's
-    `common_bound`, audit-stage2.py) a counterexample ends the q_h's audit: the generators after it are
-    NOT_REACHED (t = 0, bound 0) and none of their paraphrases is tested. The common bound is 0 either way;
-    t and the cost differ. Without it every generator tests its pool (a statistic that needs whole pools)."""
+    The paper's test reads the generators in `test_pools` order. With `stop_at_first_counterexample` (the
+    release's `common_bound`, audit-stage2.py) a counterexample ends its audit of the q_h: the generators
+    after it are NOT_REACHED for the paper's test (t = 0, bound 0). The common bound is 0 either way; t and the
+    cost differ. The betting bound reads every pool in full whatever stops the paper's test (read_test_pool)."""
     records, generators, steps = [], [], []
     for (target, pair_id), group in deltas.group_by("target", "pair_id", maintain_order=True):
         dataset = group["dataset"][0]
@@ -321,31 +382,47 @@ def run_audit(
         s_delta = search["delta"].to_numpy()
         over = ~(s_delta <= epsilon)  # NaN counts as a counterexample, as in the sequential test
         first = int(np.argmax(over)) if over.any() else None
-        gen_status, gen_bounds = [], []
-        stopped = first is not None
-        n_tested = 0
+        gen_status, gen_bounds, gen_betting = [], [], []
+        n_draws = n_degraded = n_tested = 0
+        stopped = False  # an earlier generator's counterexample ended the paper's test of this q_h
         for pool in test_pools:
             test = group.filter(pl.col("pool") == pool).sort("index")
-            if stopped:
-                result = None
-                status, t, bound = stats.NOT_REACHED, 0, 0.0
+            if first is not None:  # the Stage-1 convention, for both bounds: the q_h is degraded, bound 0
+                status, t, bound, betting, degraded = stats.NOT_REACHED, 0, 0.0, 0.0, 0
             else:
-                result = stats.sequential_test(test["delta"].to_list(), epsilon, eta, tau)
-                status, t, bound = result.status, result.t, result.lower_bound
-                for step, (index, delta, lb) in enumerate(zip(test["index"], test["delta"], result.bounds), start=1):
-                    steps.append({**base, "generator": pool, "t": step, "index": index, "delta": delta,
-                                  "non_degraded": bool(delta <= epsilon), "epsilon": epsilon, "eta": eta,
-                                  "lower_bound": lb})
-                stopped = stop_at_first_counterexample and status == stats.DEGRADED
+                reading = read_test_pool(test["delta"].to_list(), epsilon=epsilon, eta=eta, tau=tau,
+                                         betting_c=betting_c, betting_w=betting_w, with_steps=with_steps)
+                betting, degraded = reading.lower_bound_betting, reading.n_degraded
+                n_draws += test.height
+                if stopped:
+                    status, t, bound = stats.NOT_REACHED, 0, 0.0
+                    paper_steps = (0.0,) * test.height  # the paper's bound of this q_h is 0 already
+                else:
+                    status, t, bound = reading.paper.status, reading.paper.t, reading.paper.lower_bound
+                    paper_steps = reading.paper_steps
+                    stopped = stop_at_first_counterexample and status == stats.DEGRADED
+                if with_steps:
+                    so_far = np.cumsum(~reading.non_degraded)
+                    for step, (index, delta, lb, lb_bet, n_bad) in enumerate(
+                            zip(test["index"], test["delta"], paper_steps, reading.betting_steps, so_far),
+                            start=1):
+                        steps.append({**base, "generator": pool, "t": step, "index": index, "delta": delta,
+                                      "non_degraded": bool(delta <= epsilon), "epsilon": epsilon, "eta": eta,
+                                      "lower_bound": lb, "lower_bound_betting": float(lb_bet),
+                                      "n_degraded_draws": int(n_bad)})
             generators.append({**base, "generator": pool, "pool_size": test.height, "t": t, "status": status,
-                               "lower_bound": bound, "epsilon": epsilon, "eta": eta})
+                               "lower_bound": bound, "lower_bound_betting": betting, "n_degraded_draws": degraded,
+                               "epsilon": epsilon, "eta": eta})
             gen_status.append(status)
             gen_bounds.append(bound)
+            gen_betting.append(betting)
+            n_degraded += degraded
             n_tested += t
         if first is not None:
-            status, bound = stats.DEGRADED, 0.0
+            status, bound, betting = stats.DEGRADED, 0.0, 0.0
         else:
             bound = stats.common_bound(gen_bounds)
+            betting = stats.common_bound(gen_betting)
             status = stats.combined_status(gen_status, bound, tau)
         records.append({
             **base,
@@ -360,7 +437,10 @@ def run_audit(
             "counterexample": search["question"][first] if first is not None else None,
             "counterexample_index": search["index"][first] if first is not None else None,
             "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau, "n_tested": n_tested,
-            "lower_bound": bound, "tv_r": tv_r, "lower_bound_tv": stats.tv_relaxed(bound, tv_r), "status": status,
+            "lower_bound": bound, "lower_bound_betting": betting, "tv_r": tv_r,
+            "lower_bound_tv": stats.tv_relaxed(bound, tv_r), "lower_bound_betting_tv": stats.tv_relaxed(betting, tv_r),
+            "n_test_draws": n_draws, "n_degraded_draws": n_degraded, "betting_c": betting_c, "betting_w": betting_w,
+            "status": status,
         })
     return (
         pl.DataFrame(records, schema=RECORD_SCHEMA),
@@ -370,9 +450,12 @@ def run_audit(
 
 
 def summarize(records: pl.DataFrame) -> pl.DataFrame:
-    """Per dataset x target: counterexample ratio, statuses, average bounds (over all q_h and over the
-    Stage-1 survivors)."""
+    """Per dataset x target: counterexample ratio, statuses, average bounds (the paper's and the betting
+    bound, over all q_h and over the Stage-1 survivors) and the degraded draws of Stage 2."""
     survivor = pl.col("n_counterexamples") == 0
+    averages = [expr for column in ("lower_bound", "lower_bound_tv", "lower_bound_betting", "lower_bound_betting_tv")
+                for expr in (pl.col(column).mean().alias(f"mean_{column}"),
+                             pl.col(column).filter(survivor).mean().alias(f"mean_{column}_survivors"))]
     out = records.group_by("dataset", "target", maintain_order=True).agg(
         pl.len().alias("n_qh"),
         (pl.col("n_counterexamples") > 0).sum().alias("n_stage1_counterexample"),
@@ -380,12 +463,10 @@ def summarize(records: pl.DataFrame) -> pl.DataFrame:
         (pl.col("status") == stats.CERTIFIED).sum().alias("n_certified"),
         (pl.col("status") == stats.BUDGET_EXHAUSTED).sum().alias("n_budget_exhausted"),
         survivor.sum().alias("n_stage1_survivors"),
-        pl.col("lower_bound").mean().alias("mean_lower_bound"),
-        pl.col("lower_bound").filter(survivor).mean().alias("mean_lower_bound_survivors"),
-        pl.col("lower_bound_tv").mean().alias("mean_lower_bound_tv"),
-        pl.col("lower_bound_tv").filter(survivor).mean().alias("mean_lower_bound_tv_survivors"),
+        *averages,
+        pl.col("n_test_draws").sum(), pl.col("n_degraded_draws").sum(),
         pl.col("epsilon").first(), pl.col("epsilon_source").first(), pl.col("eta").first(),
-        pl.col("tau").first(), pl.col("tv_r").first(),
+        pl.col("tau").first(), pl.col("tv_r").first(), pl.col("betting_c").first(), pl.col("betting_w").first(),
     )
     out = out.with_columns((pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"))
     return out.select(list(SUMMARY_SCHEMA)).cast(SUMMARY_SCHEMA)
@@ -405,6 +486,8 @@ class AuditSettings:
     kappa: float  # floor of P(a_h | q_h) in Delta
     eta: float  # 1 - confidence of the sequential test
     tv_r: float  # the TV relaxation radius r
+    betting_c: float = stats.BETTING_C  # truncation c of the betting bound's hedged bet, in (0, 1)
+    betting_w: float = stats.BETTING_W  # weight w of the paper's bet in the betting bound's mixture, in [0, 1]
     epsilon: float | None = None  # Delta threshold; exactly one of epsilon / epsilon_percentile
     epsilon_percentile: float | None = None  # ... or the percentile of V_org's per-q_h search maxima
     tau: float | None = None  # the test's sample budget; None: no budget
@@ -421,6 +504,10 @@ class AuditSettings:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if (self.epsilon is None) == (self.epsilon_percentile is None):
             raise ValueError("set exactly one of audit.epsilon and audit.epsilon_percentile")
+        if not 0 < self.betting_c < 1:
+            raise ValueError(f"audit.betting_c: {self.betting_c} must lie in (0, 1)")
+        if not 0 <= self.betting_w <= 1:
+            raise ValueError(f"audit.betting_w: {self.betting_w} must lie in [0, 1]")
         unknown = sorted(set(self.targets) - set(TARGETS))
         if unknown:
             raise ValueError(f"audit.targets: unknown verifier(s) {unknown}; known: {list(TARGETS)}")
@@ -443,10 +530,12 @@ def audit_statistics(
     s = settings
     deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
-    log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g", eps, source, s.eta, s.tau, s.tv_r)
+    log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g, betting c = %g, w = %g", eps, source, s.eta, s.tau,
+             s.tv_r, s.betting_c, s.betting_w)
     records, generators, steps = run_audit(deltas, test_pools=s.test_pools, epsilon=eps, eta=s.eta, tau=s.tau,
                                            tv_r=s.tv_r, epsilon_source=source,
-                                           stop_at_first_counterexample=s.stop_at_first_counterexample)
+                                           stop_at_first_counterexample=s.stop_at_first_counterexample,
+                                           betting_c=s.betting_c, betting_w=s.betting_w)
     if split is not None:
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
@@ -456,11 +545,17 @@ def audit_statistics(
                                (summary, SUMMARY_SCHEMA, summary_out)):
         write_parquet(with_labels(frame.select(list(schema)), labels), labelled(schema), out)
     for row in summary.iter_rows(named=True):
-        log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d, mean bound %.3f over all "
-                 "q_h, %s over the %d Stage-1 survivors", row["dataset"], row["target"], row["cr"], row["n_degraded"],
-                 row["n_certified"], row["n_budget_exhausted"], row["n_qh"], row["mean_lower_bound"],
-                 "n/a" if row["mean_lower_bound_survivors"] is None else f"{row['mean_lower_bound_survivors']:.3f}",
-                 row["n_stage1_survivors"])
+        log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d; mean bound over all q_h / "
+                 "the %d Stage-1 survivors: paper %s, betting %s; %d of %d test draws degraded", row["dataset"],
+                 row["target"], row["cr"], row["n_degraded"], row["n_certified"], row["n_budget_exhausted"],
+                 row["n_qh"], row["n_stage1_survivors"],
+                 _pair(row["mean_lower_bound"], row["mean_lower_bound_survivors"]),
+                 _pair(row["mean_lower_bound_betting"], row["mean_lower_bound_betting_survivors"]),
+                 row["n_degraded_draws"], row["n_test_draws"])
+
+
+def _pair(everyone: float, survivors: float | None) -> str:
+    return f"{everyone:.3f} / " + ("n/a" if survivors is None else f"{survivors:.3f}")
 
 
 # ------------------------------------------------------------------------------------ 4. sweeps
@@ -475,6 +570,9 @@ SWEEP_CONFIDENCE_SCHEMA = {
     "mean_lower_bound": pl.Float64,  # average common bound over all q_h (Stage-1 counterexample = 0)
     "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only (the release's number)
     "mean_lower_bound_tv": pl.Float64,
+    "mean_lower_bound_betting": pl.Float64,  # the same three for the betting bound
+    "mean_lower_bound_betting_survivors": pl.Float64,
+    "mean_lower_bound_betting_tv": pl.Float64,
     "n_certified": pl.Int64,
 }
 
@@ -488,7 +586,10 @@ SWEEP_EPSILON_SCHEMA = {
     "cr": pl.Float64,  # counterexample ratio at this epsilon
     "mean_lower_bound": pl.Float64,  # over all q_h (Stage-1 counterexample = 0)
     "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only
+    "mean_lower_bound_betting": pl.Float64,  # the same two for the betting bound
+    "mean_lower_bound_betting_survivors": pl.Float64,
     "n_degraded": pl.Int64,
+    "n_degraded_draws": pl.Int64,  # counterexamples among the test draws at this epsilon
 }
 
 
@@ -505,7 +606,8 @@ def audit_sweeps(
     deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
     eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
     common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r,
-              "stop_at_first_counterexample": s.stop_at_first_counterexample}
+              "stop_at_first_counterexample": s.stop_at_first_counterexample, "betting_c": s.betting_c,
+              "betting_w": s.betting_w, "with_steps": False}
     conf_rows = []
     for level in tqdm(s.confidence_levels, desc="confidence sweep"):
         records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)
@@ -513,6 +615,7 @@ def audit_sweeps(
             summarize(records).select(
                 "dataset", "target", pl.lit(level).alias("confidence"), "eta", "epsilon", "n_qh",
                 "n_stage1_survivors", "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_tv",
+                "mean_lower_bound_betting", "mean_lower_bound_betting_survivors", "mean_lower_bound_betting_tv",
                 "n_certified",
             )
         )
@@ -527,7 +630,8 @@ def audit_sweeps(
         records, _, _ = run_audit(deltas, epsilon=value, eta=s.eta, epsilon_source=source, **common)
         eps_rows.append(
             summarize(records).select("dataset", "target", "epsilon", "epsilon_source", "eta", "n_qh", "cr",
-                                      "mean_lower_bound", "mean_lower_bound_survivors", "n_degraded")
+                                      "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_betting",
+                                      "mean_lower_bound_betting_survivors", "n_degraded", "n_degraded_draws")
         )
     empty_c = pl.DataFrame(schema=SWEEP_CONFIDENCE_SCHEMA)
     empty_e = pl.DataFrame(schema=SWEEP_EPSILON_SCHEMA)
@@ -540,8 +644,10 @@ def audit_sweeps(
 
 # Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
 _STATS = (stats.degradation, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
-          stats.common_bound, stats.combined_status, stats.epsilon_from_percentile)
-STATISTICS_VERSION = rule_id("audit-statistics", compute_deltas, per_question_maxima, resolve_epsilon, run_audit,
-                             summarize, AuditSettings, audit_statistics, *_STATS)
-SWEEPS_VERSION = rule_id("audit-sweeps", compute_deltas, per_question_maxima, resolve_epsilon, run_audit, summarize,
-                         AuditSettings, audit_sweeps, *_STATS)
+          stats.common_bound, stats.combined_status, stats.epsilon_from_percentile, stats.betting_bets,
+          stats.log_capital, stats._Capital, stats._betting_bisection, stats.betting_bounds,
+          stats.betting_final_bounds, stats.BETTING_C, stats.BETTING_W, stats._BISECTION_STEPS)
+_AUDIT = (compute_deltas, per_question_maxima, resolve_epsilon, PoolReading, read_test_pool, run_audit, summarize,
+          AuditSettings)
+STATISTICS_VERSION = rule_id("audit-statistics", *_AUDIT, audit_statistics, _pair, *_STATS)
+SWEEPS_VERSION = rule_id("audit-sweeps", *_AUDIT, audit_sweeps, *_STATS)
