@@ -19,13 +19,16 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-CWPOR_RULES = ["cwpor_questions", "cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures"]
+CWPOR_RULES = ["cwpor_questions", "cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures",
+               "cwpor_calibration", "cwpor_reliability"]
 TARGETS = [
     "results/cwpor/metrics.parquet",
     "results/cwpor/tables/summary.md",
     "results/cwpor/tables/fig3_examples.md",
     "results/cwpor/figures/fig2_category.png",
     "results/cwpor/figures/fig6_confidence.png",
+    "results/cwpor/tables/calibration.md",
+    "results/cwpor/figures/reliability_llc.png",
 ]
 
 
@@ -86,7 +89,8 @@ def test_changing_only_the_judge_template_reruns_only_judge_and_downstream(workd
     overlay = {"cwpor": {"judge_template": "v1-skeptical"}}
     plan = snakemake(workdir, "--dry-run", "--quiet", "rules", overlay=overlay)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert planned_rules(plan) == {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures"}
+    assert planned_rules(plan) == {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures",
+                                   "cwpor_calibration", "cwpor_reliability"}
 
     responses = workdir / "results/cwpor/smollm2-135m/responses_v20.parquet"
     before = responses.stat().st_mtime_ns
