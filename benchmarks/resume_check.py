@@ -145,7 +145,7 @@ def main() -> int:
     start = time.time()
     args.work.mkdir(parents=True, exist_ok=True)
     project = copy_project(args.work)
-    out = f"results/cwpor/{MODEL}/judgments_v{args.verbosity}.parquet"
+    out = f"results/cwpor/{MODEL}/judge-{MODEL}/judgments_v{args.verbosity}.parquet"
     base = (f"cwpor: {{subset: {args.questions}, verbosity: [{args.verbosity}]}}\n"
             f"models: {{{MODEL}: {{batch_size: {args.batch_size}}}}}\n")
     overlays = {}

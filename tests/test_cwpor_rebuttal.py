@@ -54,13 +54,19 @@ def write_round1(tmp_path, verbosity=30):
     responses(verbosity=verbosity).write_parquet(tmp_path / f"r{verbosity}.parquet")
 
 
-def test_each_agent_sees_its_own_instructions_and_the_opponents_text_only(tmp_path, fake_model):
-    write_round1(tmp_path)
+def rebut(tmp_path, fake_model, protocol_name, *, verbosity=30, round1=30):
+    """Round 1 at `round1` words, then the protocol's round 2 by a RebuttalLM: (debate frame, the fake)."""
+    write_round1(tmp_path, round1)
     fake = fake_model(rebuttal_module, RebuttalLM())
-    frame = generate_rebuttals(tmp_path / "q.parquet", tmp_path / "r30.parquet", tmp_path / "d.parquet",
-                               model="m", protocol_name="both", verbosity=30,
+    frame = generate_rebuttals(tmp_path / "q.parquet", tmp_path / f"r{round1}.parquet", tmp_path / "d.parquet",
+                               model="m", protocol_name=protocol_name, verbosity=verbosity,
                                agents={"neutral": ModelRef("m", "x"), "persuasive": ModelRef("m", "x")},
                                template="v1", rebuttal="v1", max_new_tokens=61, cache=None)
+    return frame, fake
+
+
+def test_each_agent_sees_its_own_instructions_and_the_opponents_text_only(tmp_path, fake_model):
+    frame, fake = rebut(tmp_path, fake_model, "both")
     assert list(frame.columns) == list(DEBATE_SCHEMA)
     assert len(fake.seen) == 6  # 3 questions x 2 rebutting agents
     neutral = fake.seen[0]
@@ -79,34 +85,20 @@ def test_each_agent_sees_its_own_instructions_and_the_opponents_text_only(tmp_pa
 
 
 def test_neutral_only_protocol_rebuts_with_the_neutral_agent(tmp_path, fake_model):
-    write_round1(tmp_path)
-    fake = fake_model(rebuttal_module, RebuttalLM())
-    frame = generate_rebuttals(tmp_path / "q.parquet", tmp_path / "r30.parquet", tmp_path / "d.parquet",
-                               model="m", protocol_name="neutral", verbosity=30,
-                               agents={"neutral": ModelRef("m", "x"), "persuasive": ModelRef("m", "x")},
-                               template="v1", rebuttal="v1", max_new_tokens=61, cache=None)
+    frame, fake = rebut(tmp_path, fake_model, "neutral")
     assert len(fake.seen) == 3
     assert frame.filter(pl.col("round") == 2)["role"].unique().to_list() == ["neutral"]
 
 
 def test_length_control_needs_round_one_at_half_the_words(tmp_path, fake_model):
-    write_round1(tmp_path, verbosity=30)
-    fake_model(rebuttal_module, RebuttalLM())
-    kwargs = dict(model="m", protocol_name="length", agents={"neutral": ModelRef("m", "x"), "persuasive": ModelRef("m", "x")},
-                  template="v1", rebuttal="v1", max_new_tokens=40, cache=None)
     with pytest.raises(rebuttal_module.DataError, match="15-word"):
-        generate_rebuttals(tmp_path / "q.parquet", tmp_path / "r30.parquet", tmp_path / "d.parquet", verbosity=30, **kwargs)
-    frame = generate_rebuttals(tmp_path / "q.parquet", tmp_path / "r30.parquet", tmp_path / "d.parquet", verbosity=60, **kwargs)
+        rebut(tmp_path, fake_model, "length", verbosity=30, round1=30)
+    frame, _ = rebut(tmp_path, fake_model, "length", verbosity=60, round1=30)
     assert set(frame["turn_words"]) == {30} and set(frame["verbosity"]) == {60}
 
 
 def test_judge_reads_both_turns_of_each_agent_under_its_letter(tmp_path, fake_model):
-    write_round1(tmp_path)
-    fake_model(rebuttal_module, RebuttalLM())
-    generate_rebuttals(tmp_path / "q.parquet", tmp_path / "r30.parquet", tmp_path / "d.parquet",
-                       model="m", protocol_name="neutral", verbosity=30,
-                       agents={"neutral": ModelRef("m", "x"), "persuasive": ModelRef("m", "x")},
-                       template="v1", rebuttal="v1", max_new_tokens=61, cache=None)
+    rebut(tmp_path, fake_model, "neutral")
     texts = {f"Question: {q}": "Final Answer: Answer A\nConfidence: 4" for q in QUESTIONS["question"]}
     judge_fake = fake_model(judge_module, FakeLM(texts, {q: [math.log(0.6), math.log(0.4)] for q in texts}))
     frame = judge_debates(tmp_path / "q.parquet", tmp_path / "d.parquet", tmp_path / "j.parquet",
