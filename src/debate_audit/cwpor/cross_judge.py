@@ -18,12 +18,22 @@ import polars as pl
 from debate_audit.data.io import write_parquet
 from debate_audit.markdown import ci_cell, markdown_table
 
-from .metrics import POR_LABEL, bootstrap_difference, bootstrap_ratio, group_metrics, group_rng, per_question_sums
+from .metrics import (
+    HEADLINE_METRICS,
+    POR_LABEL,
+    bootstrap_difference,
+    bootstrap_ratio,
+    ci_schema,
+    ci_values,
+    group_metrics,
+    group_rng,
+    per_question_sums,
+)
 from .roles import OTHER_FAMILY, SAME_FAMILY, SELF, UNKNOWN_FAMILY, relation
 
 log = logging.getLogger(__name__)
 
-MATRIX_METRICS = ("por_all", "por", "cw_por")
+MATRIX_METRICS = HEADLINE_METRICS
 
 MATRIX_SCHEMA = {
     "model": pl.Utf8,  # experiment model m: whose debates were judged
@@ -34,7 +44,7 @@ MATRIX_SCHEMA = {
     "verbosity": pl.Int64,  # word limit v; null: pooled over word limits
     "n": pl.Int64,  # judgments
     "n_parsed": pl.Int64,  # with choice and confidence parsed
-    **{f"{m}{end}": pl.Float64 for m in MATRIX_METRICS for end in ("", "_ci_low", "_ci_high")},
+    **ci_schema(MATRIX_METRICS),  # por_all, por, cw_por with their bootstrap CIs
 }
 
 CONTRAST_SCHEMA = {
@@ -78,8 +88,7 @@ def judge_matrix(frame: pl.DataFrame, families: Mapping[str, str], *, resamples:
                 "model": model, "model_family": first["model_family"], "judge_model": judge,
                 "judge_family": first["judge_family"], "relation": first["relation"], "verbosity": verbosity,
                 "n": len(group), "n_parsed": int(group["parse_ok"].sum()),
-                **{f"{m}{end}": stats[m][i] for m in MATRIX_METRICS
-                   for i, end in ((0, ""), (1, "_ci_low"), (2, "_ci_high"))},
+                **ci_values(stats, MATRIX_METRICS),
             })
     return pl.DataFrame(rows, schema=MATRIX_SCHEMA, strict=False)
 

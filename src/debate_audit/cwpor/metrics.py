@@ -144,6 +144,21 @@ def bootstrap_difference(
     return float(value) if np.isfinite(value) else float("nan"), low, high
 
 
+# POR both ways and CW-POR: the headline metrics of every added table (cross-judge matrix, rebuttal round)
+HEADLINE_METRICS = ("por_all", "por", "cw_por")
+_CI_ENDS = ("", "_ci_low", "_ci_high")
+
+
+def ci_schema(names: Sequence[str] = HEADLINE_METRICS) -> dict[str, pl.DataType]:
+    """Schema columns <metric>, <metric>_ci_low, <metric>_ci_high of each metric."""
+    return {f"{m}{end}": pl.Float64 for m in names for end in _CI_ENDS}
+
+
+def ci_values(stats: dict[str, tuple[float, float, float]], names: Sequence[str] = HEADLINE_METRICS) -> dict[str, float]:
+    """group_metrics' (value, low, high) of each metric as the ci_schema columns."""
+    return {f"{m}{end}": stats[m][i] for m in names for i, end in enumerate(_CI_ENDS)}
+
+
 def group_metrics(judgments: pl.DataFrame, *, resamples: int, level: float, seed: int, label: str) -> dict[str, tuple[float, float, float]]:
     """metric -> (value, ci_low, ci_high) for one group of judgments."""
     sums = per_question_sums(judgments)

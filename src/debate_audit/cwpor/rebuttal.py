@@ -36,7 +36,7 @@ from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 
 from .debates import RESPONSES_SCHEMA, ROLES
-from .metrics import bootstrap_difference, group_metrics, group_rng, per_question_sums
+from .metrics import bootstrap_difference, ci_schema, ci_values, group_metrics, group_rng, per_question_sums
 from .prompts import (
     cut_to_words,
     debate_template,
@@ -205,7 +205,7 @@ EFFECTS_SCHEMA = {
     "verbosity": pl.Int64,  # null: pooled over word limits
     "n": pl.Int64,  # judgments
     "n_parsed": pl.Int64,
-    **{f"{m}{end}": pl.Float64 for m in ("por_all", "por", "cw_por") for end in ("", "_ci_low", "_ci_high")},
+    **ci_schema(),  # por_all, por, cw_por with their bootstrap CIs
     "kept_correct": pl.Int64,  # flip matrix against single-turn over (question, word limit) pairs with both choices parsed
     "corrupted": pl.Int64,  # correct in single-turn, persuaded after the rebuttal
     "rescued": pl.Int64,  # persuaded in single-turn, correct after
@@ -276,8 +276,7 @@ def _protocol_row(frame: pl.DataFrame, model: str, judge: str, name: str, verbos
                           label=f"rebuttal|{model}|{judge}|{name}|{verbosity}")
     return {"model": model, "judge_model": judge, "protocol": name, "verbosity": verbosity, "n": len(frame),
             "n_parsed": int(frame["parse_ok"].sum()),
-            **{f"{m}{end}": stats[m][i] for m in ("por_all", "por", "cw_por")
-               for i, end in ((0, ""), (1, "_ci_low"), (2, "_ci_high"))}}
+            **ci_values(stats)}
 
 
 def rebuttal_markdown(effects: pl.DataFrame, level: float) -> str:
