@@ -92,6 +92,10 @@ EXPECTED = {
                              "all": 1},
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
+    # the paper's five models and Llama-3.1-8B judging every model's debates: responses once per model
+    # (5 x 10), judgments per judge (5 x 6 x 10); Llama-8B is prepared anyway (a verifier)
+    "config/paper.yaml config/paper-cross-judge.yaml": {"prepare_model": 9, **cwpor(5, 10, judges=6),
+                                                        **PREPARE_DATASETS, **er_audit(3), "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
                                                 **er_audit(3), "browse": 1, "all": 1},
