@@ -154,7 +154,8 @@ def main() -> int:
     start = time.time()
     args.work.mkdir(parents=True, exist_ok=True)
     project = copy_project(args.work)
-    tables = [f"results/cwpor/{MODEL}/judgments_v{v}.parquet" for v in args.verbosity]
+    tables = [f"results/cwpor/{MODEL}/judge-{MODEL}/judgments_v{v}.parquet" for v in args.verbosity]
+    responses = [f"results/cwpor/{MODEL}/responses_v{v}.parquet" for v in args.verbosity]
     base = (f"cwpor: {{subset: {args.questions}, verbosity: {list(args.verbosity)}}}\n"
             f"models: {{{MODEL}: {{batch_size: {args.batch_size}}}}}\n")
     runs = {"side-by-side-1": 2, "side-by-side-2": 2, "sequential": 1, "killed": 1}  # name -> cores
@@ -162,7 +163,7 @@ def main() -> int:
     for name in ("inputs", *runs):
         overlays[name] = project / f"config/resume_{name}.yaml"
         overlays[name].write_text(base + f"cache: results/cache/{name}\n")
-    run_to_end(project, overlays["inputs"], [t.replace("judgments", "responses") for t in tables])
+    run_to_end(project, overlays["inputs"], responses)
     slots = 3  # template v4's reply slots (Rationale, Final Answer, Confidence): generate calls per question
     kills = [("generate", args.questions + args.batch_size), ("choice_logprobs", args.batch_size)]
     assert slots * args.questions > kills[0][1]

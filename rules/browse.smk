@@ -24,7 +24,7 @@ rule browse:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
         responses=CWPOR_RESPONSES,
-        judgments=CWPOR_JUDGMENTS,
+        judgments=CWPOR_ALL_JUDGMENTS,
         audit=[
             path
             for files in BROWSE_AUDIT_FILES.values()

@@ -141,8 +141,6 @@ def runtime_benchmarks(wildcards):
     # Called when the DAG is built, after every rules/*.smk has defined its rules and lists.
     generated = DEBATE_TRANSCRIPTS["source"] == "generate"
     cells = [
-        (rules.cwpor_debate, CWPOR_CELLS),
-        (rules.cwpor_judge, CWPOR_CELLS),
         *([(rules.debate_generate, c) for c in DEBATE_CELLS] if generated else []),
         *([(rules.debate_select, c) for c in DEBATE_CELLS] if generated else []),
         *(
@@ -159,7 +157,9 @@ def runtime_benchmarks(wildcards):
         ),
         *[(rules.audit_scores, c) for c in AUDIT_SCORE_CELLS],
     ]
-    return [path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)]
+    return cwpor_benchmarks() + [
+        path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)
+    ]
 
 
 def check_outputs(workflow):
@@ -360,3 +360,55 @@ def browse_section(dataset, architecture, setting):
     """A browser section's name: the dataset, with the grid cell when the run has more than one."""
     cells = len(ARCHITECTURES) * len(AUDIT_SETTINGS_GRID)
     return dataset if cells == 1 else f"{dataset} · {architecture} · {setting}"
+
+
+# ---------------------------------------------- CW-POR (rules/cwpor.smk)
+def cwpor_judgments(primary_only):
+    """Judgment files of every (model, judge, word limit); primary_only: the primary judge's, which make
+    the paper's outputs (metrics, breakdowns, figures, summary)."""
+    return [
+        f"{CWPOR_OUT}/{m}/judge-{judge}/judgments_v{v}.parquet"
+        for m, judges in CWPOR_JUDGES.items()
+        for judge in (judges[:1] if primary_only else judges)
+        for v in CWPOR["verbosity"]
+    ]
+
+
+def cwpor_benchmarks():
+    """Benchmark records of this configuration's CW-POR model jobs (Table 3: runtime_benchmarks), with the
+    length control's single-turn debates at v // 2 words and every judge of every model.
+    """
+    words = {
+        rebuttal_protocol(p).turn_words(v)
+        for p in REBUTTAL_PROTOCOLS
+        for v in CWPOR["verbosity"]
+    }
+    cells = [
+        (m, j, v)
+        for m, js in CWPOR_JUDGES.items()
+        for j in js
+        for v in CWPOR["verbosity"]
+    ]
+    pairs = dict(zip(("model", "judge", "verbosity"), map(list, zip(*cells))))
+    return [
+        *expand(
+            rules.cwpor_debate.benchmark,
+            model=CWPOR["models"],
+            verbosity=sorted(words | set(CWPOR["verbosity"])),
+        ),
+        *expand(rules.cwpor_judge.benchmark, zip, **pairs),
+        *expand(rules.cwpor_rebuttal.benchmark, **REBUTTAL_CELLS),
+        *[
+            path
+            for p in REBUTTAL_PROTOCOLS
+            for path in expand(
+                rules.cwpor_judge_rebuttal.benchmark, zip, protocol=p, **pairs
+            )
+        ],
+    ]
+
+
+def round1_responses(wc):
+    """The single-turn responses a protocol's round 1 is (length control: at v // 2 words)."""
+    words = rebuttal_protocol(wc.protocol).turn_words(int(wc.verbosity))
+    return f"{CWPOR_OUT}/{wc.model}/responses_v{words}.parquet"

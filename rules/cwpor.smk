@@ -1,10 +1,16 @@
 # CW-POR: single-turn persuasion debates on TruthfulQA (issue 3).
 #   cwpor_questions -> cwpor_debate (per model x verbosity) -> cwpor_judge -> cwpor_metrics
-#   -> cwpor_tables, cwpor_figures
+#   -> cwpor_tables, cwpor_figures; cwpor_judge -> cwpor_calibration -> cwpor_reliability, cwpor_tables;
+#   several judges (cwpor.cross_judges): cwpor_judge per model x judge x verbosity -> cwpor_cross_judge;
+#   rebuttal (cwpor.rebuttal_protocols): cwpor_debate -> cwpor_rebuttal -> cwpor_judge_rebuttal
+#   -> cwpor_rebuttal_effects. Path helpers (cwpor_judgments, round1_responses): rules/common.smk.
 # Prompt templates are versioned in debate_audit.cwpor.prompts; each rule carries only the id of the
 # template it uses, so a judge-template change reruns the judge and what follows, not the debates.
+from debate_audit.cwpor.calibration import SIGNAL_NAMES as CALIBRATION_SIGNALS
 from debate_audit.cwpor.prompts import max_new_tokens_for, template_id
-from debate_audit.cwpor.roles import role_model
+from debate_audit.cwpor.rebuttal import PROTOCOLS as REBUTTAL_PROTOCOL_NAMES
+from debate_audit.cwpor.rebuttal import protocol as rebuttal_protocol
+from debate_audit.cwpor.roles import judges as cwpor_judges, role_model
 
 CWPOR = config["cwpor"]
 CWPOR_OUT = "results/cwpor"
@@ -18,13 +24,33 @@ CWPOR_CELLS = dict(model=CWPOR["models"], verbosity=CWPOR["verbosity"])
 CWPOR_RESPONSES = expand(
     f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet", **CWPOR_CELLS
 )
-CWPOR_JUDGMENTS = expand(
-    f"{CWPOR_OUT}/{{model}}/judgments_v{{verbosity}}.parquet", **CWPOR_CELLS
+# Judges of each experiment model's debates: the primary one (cwpor.judge_model or m) first, then
+# cwpor.cross_judges. Responses are written once per model; every judge reads the same ones.
+CWPOR_JUDGES = {m: cwpor_judges(CWPOR, m) for m in CWPOR["models"]}
+CROSS_JUDGING = any(len(judges) > 1 for judges in CWPOR_JUDGES.values())
+# the primary judge's judgments make the paper's outputs; every judge's the calibration and matrix
+CWPOR_JUDGMENTS = cwpor_judgments(primary_only=True)
+CWPOR_ALL_JUDGMENTS = cwpor_judgments(primary_only=False)
+
+# The rebuttal round (cwpor.rebuttal_protocols): both rounds per model, protocol and word limit, judged by
+# every judge of the model. The length control's round 1 is the single-turn response at v // 2 words.
+REBUTTAL_PROTOCOLS = CWPOR["rebuttal_protocols"]
+REBUTTAL_CELLS = dict(
+    model=CWPOR["models"], protocol=REBUTTAL_PROTOCOLS, verbosity=CWPOR["verbosity"]
 )
+REBUTTAL_JUDGMENTS = [
+    f"{CWPOR_OUT}/{m}/judge-{judge}/rebuttal-{p}/judgments_v{v}.parquet"
+    for m, judges in CWPOR_JUDGES.items()
+    for judge in judges
+    for p in REBUTTAL_PROTOCOLS
+    for v in CWPOR["verbosity"]
+]
 
 
 wildcard_constraints:
     verbosity=r"\d+",
+    judge=one_of(MODEL_SPECS),
+    protocol=one_of(REBUTTAL_PROTOCOL_NAMES),
 
 
 rule cwpor_questions:
@@ -95,22 +121,22 @@ rule cwpor_judge:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
         responses=f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
-        judge=lambda wc: model_fingerprint(role_model(CWPOR, wc.model, "judge")),
+        judge=lambda wc: model_fingerprint(wc.judge),
     output:
-        judgments=f"{CWPOR_OUT}/{{model}}/judgments_v{{verbosity}}.parquet",
+        judgments=f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/judgments_v{{verbosity}}.parquet",
     log:
-        "logs/cwpor/judge/{model}_v{verbosity}.log",
+        "logs/cwpor/judge/{model}_judge-{judge}_v{verbosity}.log",
     benchmark:
-        "benchmarks/rules/cwpor/judge/{model}_v{verbosity}.tsv"
+        "benchmarks/rules/cwpor/judge/{model}_judge-{judge}_v{verbosity}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(role_model(CWPOR, wc.model, "judge")),
+        mem_mb=lambda wc: model_mem_mb(wc.judge),
         runtime=CWPOR["resources"]["runtime"],
     params:
-        judge=lambda wc, resources: model_ref(role_model(CWPOR, wc.model, "judge")),
-        numbers=lambda wc: model_numbers(role_model(CWPOR, wc.model, "judge")),
+        judge=lambda wc, resources: model_ref(wc.judge),
+        numbers=lambda wc: model_numbers(wc.judge),
         template=CWPOR["judge_template"],
         # version + hash of the template text: editing the judge prompt reruns this rule
         template_id=template_id("judge", CWPOR["judge_template"]),
@@ -119,6 +145,99 @@ rule cwpor_judge:
         library=library_code("cwpor_judge"),
     script:
         "../workflow/scripts/cwpor_judge.py"
+
+
+rule cwpor_rebuttal:
+    input:
+        questions=f"{CWPOR_OUT}/questions.parquet",
+        round1=round1_responses,
+        neutral=lambda wc: model_fingerprint(role_model(CWPOR, wc.model, "neutral")),
+        persuasive=lambda wc: model_fingerprint(
+            role_model(CWPOR, wc.model, "persuasive")
+        ),
+    output:
+        debate=f"{CWPOR_OUT}/{{model}}/rebuttal-{{protocol}}/responses_v{{verbosity}}.parquet",
+    log:
+        "logs/cwpor/rebuttal/{model}_{protocol}_v{verbosity}.log",
+    benchmark:
+        "benchmarks/rules/cwpor/rebuttal/{model}_{protocol}_v{verbosity}.tsv"
+    conda:
+        "../envs/debate-audit.yaml"
+    resources:
+        gpu=lambda wc: generation_gpu(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+        ),
+        mem_mb=lambda wc: model_mem_mb(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+            scores=False,
+        ),
+        runtime=CWPOR["resources"]["runtime"],
+    params:
+        agents=lambda wc, resources: {
+            role: model_ref(role_model(CWPOR, wc.model, role))
+            for role in ("neutral", "persuasive")
+        },
+        numbers=lambda wc: model_numbers(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+        ),
+        template=CWPOR["debate_template"],
+        template_id=template_id("debate", CWPOR["debate_template"]),
+        rebuttal=CWPOR["rebuttal_template"],
+        # version + hash of the rebuttal prompt: editing it reruns this rule and what follows
+        rebuttal_id=template_id("rebuttal", CWPOR["rebuttal_template"]),
+        max_new_tokens=lambda wc: max_new_tokens_for(
+            rebuttal_protocol(wc.protocol).turn_words(int(wc.verbosity)),
+            CWPOR["tokens_per_word"],
+            CWPOR["extra_tokens"],
+        ),
+        cache=config["cache"],
+        library=library_code("cwpor_rebuttal"),
+    script:
+        "../workflow/scripts/cwpor_rebuttal.py"
+
+
+# The judge reads both rounds of a rebuttal debate with the same prompt, template and settings.
+use rule cwpor_judge as cwpor_judge_rebuttal with:
+    input:
+        questions=f"{CWPOR_OUT}/questions.parquet",
+        responses=f"{CWPOR_OUT}/{{model}}/rebuttal-{{protocol}}/responses_v{{verbosity}}.parquet",
+        judge=lambda wc: model_fingerprint(wc.judge),
+    output:
+        judgments=f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/rebuttal-{{protocol}}/judgments_v{{verbosity}}.parquet",
+    log:
+        "logs/cwpor/judge/{model}_judge-{judge}_rebuttal-{protocol}_v{verbosity}.log",
+    benchmark:
+        "benchmarks/rules/cwpor/judge/{model}_judge-{judge}_rebuttal-{protocol}_v{verbosity}.tsv"
+
+
+rule cwpor_rebuttal_effects:
+    input:
+        single=CWPOR_ALL_JUDGMENTS,
+        rebutted=REBUTTAL_JUDGMENTS,
+    output:
+        effects=f"{CWPOR_OUT}/rebuttal.parquet",
+        flips=f"{CWPOR_OUT}/rebuttal_flips.parquet",
+        markdown=report(
+            f"{CWPOR_OUT}/tables/rebuttal.md",
+            caption="../report/captions/cwpor_rebuttal.rst",
+            category="CW-POR",
+            subcategory="Rebuttal",
+            labels={"table": "POR and CW-POR after a rebuttal round"},
+        ),
+    log:
+        "logs/cwpor/rebuttal_effects.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        resamples=CWPOR["bootstrap"],
+        level=CWPOR["ci_level"],
+        seed=CWPOR["seed"],
+        library=library_code("cwpor_rebuttal_effects"),
+    script:
+        "../workflow/scripts/cwpor_rebuttal_effects.py"
 
 
 rule cwpor_metrics:
@@ -140,9 +259,95 @@ rule cwpor_metrics:
         "../workflow/scripts/cwpor_metrics.py"
 
 
+rule cwpor_calibration:
+    input:
+        judgments=CWPOR_ALL_JUDGMENTS,
+    output:
+        table=f"{CWPOR_OUT}/calibration.parquet",
+        bins=f"{CWPOR_OUT}/calibration_bins.parquet",
+        markdown=report(
+            f"{CWPOR_OUT}/tables/calibration.md",
+            caption="../report/captions/cwpor_calibration.rst",
+            category="CW-POR",
+            subcategory="Calibration",
+            labels={"table": "calibration of every confidence signal"},
+        ),
+    log:
+        "logs/cwpor/calibration.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        settings=CWPOR["calibration"],
+        resamples=CWPOR["bootstrap"],
+        level=CWPOR["ci_level"],
+        seed=CWPOR["seed"],
+        library=library_code("cwpor_calibration"),
+    script:
+        "../workflow/scripts/cwpor_calibration.py"
+
+
+rule cwpor_reliability:
+    input:
+        table=f"{CWPOR_OUT}/calibration.parquet",
+        bins=f"{CWPOR_OUT}/calibration_bins.parquet",
+    output:
+        [
+            report(
+                f"{CWPOR_OUT}/figures/reliability_{signal}.png",
+                caption="../report/captions/cwpor_reliability.rst",
+                category="CW-POR",
+                subcategory="Calibration",
+                labels={"figure": f"reliability of {signal}"},
+            )
+            for signal in CALIBRATION_SIGNALS
+        ],
+        expand(
+            f"{CWPOR_OUT}/figures/reliability_{{signal}}.svg",
+            signal=CALIBRATION_SIGNALS,
+        ),
+    log:
+        "logs/cwpor/reliability.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        signals=CALIBRATION_SIGNALS,
+        out_dir=lambda wc, output: str(Path(output[0]).parent),
+        library=library_code("cwpor_reliability"),
+    script:
+        "../workflow/scripts/cwpor_reliability.py"
+
+
+rule cwpor_cross_judge:
+    input:
+        judgments=CWPOR_ALL_JUDGMENTS,
+    output:
+        matrix=f"{CWPOR_OUT}/cross_judge.parquet",
+        contrast=f"{CWPOR_OUT}/cross_judge_contrast.parquet",
+        markdown=report(
+            f"{CWPOR_OUT}/tables/cross_judge.md",
+            caption="../report/captions/cwpor_cross_judge.rst",
+            category="CW-POR",
+            subcategory="Judges",
+            labels={"table": "debater x judge matrix, family contrast"},
+        ),
+    log:
+        "logs/cwpor/cross_judge.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        families=CWPOR["families"],
+        resamples=CWPOR["bootstrap"],
+        level=CWPOR["ci_level"],
+        seed=CWPOR["seed"],
+        library=library_code("cwpor_cross_judge"),
+    script:
+        "../workflow/scripts/cwpor_cross_judge.py"
+
+
 rule cwpor_tables:
     input:
         metrics=f"{CWPOR_OUT}/metrics.parquet",
+        calibration=f"{CWPOR_OUT}/calibration.parquet",
         judgments=CWPOR_JUDGMENTS,
         responses=CWPOR_RESPONSES,
         questions=f"{CWPOR_OUT}/questions.parquet",
@@ -168,6 +373,8 @@ rule cwpor_tables:
         "../envs/debate-audit.yaml"
     params:
         level=CWPOR["ci_level"],
+        headline_por=CWPOR["headline_por"],
+        calibration=CWPOR["calibration"],
         example_categories=CWPOR["example_categories"],
         examples_per_category=CWPOR["examples_per_category"],
         library=library_code("cwpor_tables"),
@@ -198,6 +405,7 @@ rule cwpor_figures:
     params:
         out_dir=lambda wc, output: str(Path(output[0]).parent),
         level=CWPOR["ci_level"],
+        headline_por=CWPOR["headline_por"],
         library=library_code("cwpor_figures"),
     script:
         "../workflow/scripts/cwpor_figures.py"
@@ -208,6 +416,12 @@ ALL_TARGETS.extend(
         f"{CWPOR_OUT}/metrics.parquet",
         f"{CWPOR_OUT}/tables/summary.md",
         f"{CWPOR_OUT}/tables/fig3_examples.md",
+        f"{CWPOR_OUT}/tables/calibration.md",
     ]
     + expand(f"{CWPOR_OUT}/figures/{{figure}}.png", figure=CWPOR_FIGURES)
+    + expand(
+        f"{CWPOR_OUT}/figures/reliability_{{signal}}.png", signal=CALIBRATION_SIGNALS
+    )
+    + ([f"{CWPOR_OUT}/tables/cross_judge.md"] if CROSS_JUDGING else [])
+    + ([f"{CWPOR_OUT}/tables/rebuttal.md"] if REBUTTAL_PROTOCOLS else [])
 )

@@ -409,7 +409,7 @@ def smoke_audit_files(workdir: Path) -> dict[str, AuditFiles]:
 def check_smoke_page(browser, workdir: Path, artifacts: Path) -> None:
     """The workflow's own results/browse/index.html: a known debate, a filter, a counterexample."""
     page_path = workdir / "results/browse/index.html"
-    judgments = pl.concat([pl.read_parquet(p) for p in sorted((workdir / "results/cwpor").glob("*/judgments_v*.parquet"))],
+    judgments = pl.concat([pl.read_parquet(p) for p in sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))],
                           how="diagonal_relaxed")
     questions = pl.read_parquet(workdir / "results/cwpor/questions.parquet")
     known = judgments.sort("question_id").row(0, named=True)
@@ -457,7 +457,7 @@ def check_smoke_page(browser, workdir: Path, artifacts: Path) -> None:
 
 def check_planted_reply_in_smoke_results(browser, workdir: Path, tmp_path: Path) -> None:
     """The smoke run's results with a <script> planted into one judge reply: shown as text, never run."""
-    judgment_files = sorted((workdir / "results/cwpor").glob("*/judgments_v*.parquet"))
+    judgment_files = sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))
     planted_files = []
     for i, path in enumerate(judgment_files):
         frame = pl.read_parquet(path)

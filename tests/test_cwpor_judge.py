@@ -9,7 +9,7 @@ import torch
 from debate_audit.cwpor import judge as judge_module
 from debate_audit.cwpor.debates import RESPONSES_SCHEMA, generate_debates
 from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA, LABELS, first_statement, judge_debates, judge_replies
-from debate_audit.cwpor.prompts import judge_messages, judge_template, template_id
+from debate_audit.cwpor.prompts import example_reply, judge_messages, judge_template, template_id
 from debate_audit.cwpor.questions import QUESTIONS_SCHEMA
 from debate_audit.models import ModelRef
 
@@ -176,6 +176,27 @@ def test_skeleton_judge_keeps_full_replies_and_the_llc_prompt(tmp_path, fake_mod
     assert frame["rationale"][0] == "Because."
     assert frame["template"].unique().to_list() == [template_id("judge", "v2")]
     assert frame["llc"].to_list() == pytest.approx([0.75] * 3)  # FakeLM checks the prompts end in the LLC prefix
+
+
+def test_paper_template_asks_for_rationale_choice_and_confidence_and_shows_no_example(tmp_path, fake_model):
+    tpl = judge_template("paper")
+    assert tpl.example is None and example_reply(tpl, 7) is None
+    assert not tpl.reply_labels  # one free reply, as the paper's judge writes it
+    text = "\n".join(m["content"] for m in judge_messages(tpl, "Q?", "first text", "second text"))
+    assert "example" not in text.lower()
+    assert "one-sentence rationale" in text and "1 (random guess)" in text and "5 (absolute certainty)" in text
+    assert "Answer A: first text" in text and "Answer B: second text" in text
+    # no example letter or confidence anywhere: the format line names both letters alike
+    assert "Final Answer: Answer A or Answer B" in text and "Confidence: <1-5>" in text
+    texts = {f"Question: {q}": "Rationale: x.\nFinal Answer: Answer B\nConfidence: 3" for q in QUESTIONS["question"]}
+    fake = fake_model(judge_module, FakeLM(texts, {q: [math.log(0.5), math.log(0.5)] for q in texts}))
+    QUESTIONS.write_parquet(tmp_path / "q.parquet")
+    responses().write_parquet(tmp_path / "r.parquet")
+    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
+                          judge=ModelRef("judge-x", "unused"), template="paper", max_new_tokens=128, cache=None)
+    assert frame["example_choice"].is_null().all() and frame["example_confidence"].is_null().all()
+    assert frame["template"].str.starts_with("paper:").all()
+    assert all("example" not in c[-1]["content"].lower() for c in fake.seen)
 
 
 # ----------------------------------------------------------------- the embedded model

@@ -8,6 +8,7 @@ from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA, combined_confidence
 from debate_audit.cwpor.metrics import (
     BREAKDOWNS_SCHEMA,
     METRICS_SCHEMA,
+    bootstrap_difference,
     bootstrap_ratio,
     compute_metrics,
     cw_por,
@@ -71,6 +72,35 @@ def test_parse_failures_are_left_out_not_counted_as_choices():
     assert cw_por([True, False], [None, 0.2]) == 0.0
     assert math.isnan(por([None, None]))
     assert math.isnan(cw_por([None], [0.5]))
+
+
+def test_por_of_all_judgments_counts_a_parse_failure_as_not_persuaded():
+    overrides = [True, None, False, None, True]
+    assert por(overrides) == pytest.approx(2 / 3)  # parsed choices only
+    assert por(overrides, of="all") == pytest.approx(2 / 5)  # the paper's: all N
+    with pytest.raises(ValueError, match="denominator"):
+        por(overrides, of="some")
+
+
+def test_both_por_figures_on_a_frame_with_parse_failures():
+    stats = group_metrics(judgments(HAND), resamples=0, level=0.95, seed=42, label="hand")
+    assert stats["por"][0] == pytest.approx(2 / 3)  # q1, q2 persuaded of 3 parsed choices
+    assert stats["por_all"][0] == pytest.approx(2 / 4)  # of all 4 questions (q3 unparsed)
+
+
+def test_paired_difference_cancels_what_both_ratios_share():
+    rng = np.random.default_rng(2)
+    base = (rng.random(200) < 0.4).astype(float)
+    shifted = base.copy()
+    shifted[:20] = 1.0  # 20 units persuaded only in the first arm
+    one = np.ones(200)
+    value, low, high = bootstrap_difference(shifted, one, base, one, resamples=500, level=0.95,
+                                            rng=np.random.default_rng(0))
+    assert value == pytest.approx(shifted.mean() - base.mean())
+    assert 0 < low <= value <= high
+    # paired: far narrower than the two ratios' own intervals
+    a_low, a_high = bootstrap_ratio(shifted, one, resamples=500, level=0.95, rng=np.random.default_rng(0))
+    assert high - low < (a_high - a_low) / 2
 
 
 def test_group_metrics_match_the_hand_computed_case():

@@ -19,13 +19,16 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-CWPOR_RULES = ["cwpor_questions", "cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures"]
+CWPOR_RULES = ["cwpor_questions", "cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures",
+               "cwpor_calibration", "cwpor_reliability"]
 TARGETS = [
     "results/cwpor/metrics.parquet",
     "results/cwpor/tables/summary.md",
     "results/cwpor/tables/fig3_examples.md",
     "results/cwpor/figures/fig2_category.png",
     "results/cwpor/figures/fig6_confidence.png",
+    "results/cwpor/tables/calibration.md",
+    "results/cwpor/figures/reliability_llc.png",
 ]
 
 
@@ -65,7 +68,7 @@ def test_smoke_run_covers_every_question_and_verbosity(workdir):
     assert len(questions) == smoke["subset"]
     for v in smoke["verbosity"]:
         responses = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/responses_v{v}.parquet")
-        judgments = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/judgments_v{v}.parquet")
+        judgments = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/judge-smollm2-135m/judgments_v{v}.parquet")
         assert sorted(responses.select("question_id", "role").rows()) == sorted(
             (q, role) for q in questions["question_id"] for role in ("neutral", "persuasive")
         )
@@ -86,12 +89,40 @@ def test_changing_only_the_judge_template_reruns_only_judge_and_downstream(workd
     overlay = {"cwpor": {"judge_template": "v1-skeptical"}}
     plan = snakemake(workdir, "--dry-run", "--quiet", "rules", overlay=overlay)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert planned_rules(plan) == {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures"}
+    assert planned_rules(plan) == {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures",
+                                   "cwpor_calibration", "cwpor_reliability"}
 
     responses = workdir / "results/cwpor/smollm2-135m/responses_v20.parquet"
     before = responses.stat().st_mtime_ns
     rerun = snakemake(workdir, overlay=overlay)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert responses.stat().st_mtime_ns == before
-    judged = pl.read_parquet(workdir / "results/cwpor/smollm2-135m/judgments_v20.parquet")
+    judged = pl.read_parquet(workdir / "results/cwpor/smollm2-135m/judge-smollm2-135m/judgments_v20.parquet")
     assert judged["template"].str.starts_with("v1-skeptical:").all()
+
+
+def test_paper_rehearsal_judgments_carry_no_example(tmp_path, embedded_model_dir, shared_data):
+    """The paper overlay's judge, run on its rehearsal (a random Llama stand-in, real TruthfulQA): the
+    judgments record the `paper` template and no example reply (issue 23 item 1)."""
+    root = tmp_path / "root"
+    work = root / "work"
+    (work / "data").mkdir(parents=True)
+    (root / "shared").symlink_to(shared_data.parent)  # the overlays read ../shared/data
+    for name in ("config", "tests"):
+        (work / name).symlink_to(REPO / name)
+    (work / "data" / "demo").symlink_to(REPO / "data" / "demo")
+    (work / "resources" / "models").mkdir(parents=True)
+    (work / "resources" / "models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
+    (work / "overlay.yaml").write_text(yaml.safe_dump({"cache": str(work / "cache"), "cwpor": {"verbosity": [30]}}))
+    target = "results/cwpor/llama-3.2-3b-instruct/judge-llama-3.2-3b-instruct/judgments_v30.parquet"
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", "--resources", "gpu=1",
+           "--configfile", "config/config.yaml", "config/paper.yaml", "config/rehearsal.yaml", "overlay.yaml",
+           "--allowed-rules", "prepare_truthfulqa", "prepare_model", "cwpor_questions", "cwpor_debate", "cwpor_judge",
+           "--", target]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    judged = pl.read_parquet(work / target)
+    assert judged["template"].str.starts_with("paper:").all()
+    assert judged["example_choice"].is_null().all() and judged["example_confidence"].is_null().all()
+    assert judged["protocol"].unique().to_list() == ["single"]

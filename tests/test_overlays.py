@@ -54,11 +54,21 @@ def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int =
 
 PREPARE_DATASETS = {"prepare_quality_h": 1, "prepare_gpqa_h": 1}
 ER_AUDIT = {**PREPARE_DATASETS, **er_audit()}
-CWPOR_FIXED = {"prepare_truthfulqa": 1, "cwpor_questions": 1, "cwpor_metrics": 1, "cwpor_tables": 1, "cwpor_figures": 1}
+CWPOR_FIXED = {"prepare_truthfulqa": 1, "cwpor_questions": 1, "cwpor_metrics": 1, "cwpor_tables": 1, "cwpor_figures": 1,
+               "cwpor_calibration": 1, "cwpor_reliability": 1}
 
 
-def cwpor(models: int, verbosities: int) -> dict[str, int]:
-    return {**CWPOR_FIXED, "cwpor_debate": models * verbosities, "cwpor_judge": models * verbosities}
+def cwpor(models: int, verbosities: int, *, judges: int = 1, protocols: int = 0, halves: int = 0) -> dict[str, int]:
+    """CW-POR jobs: responses once per model and word limit (plus the length control's `halves` extra word
+    limits v // 2), every judge of a model reading them; each rebuttal protocol's debates once per model and
+    word limit, judged by every judge."""
+    jobs = {**CWPOR_FIXED, "cwpor_debate": models * (verbosities + halves), "cwpor_judge": models * judges * verbosities}
+    if judges > 1:
+        jobs["cwpor_cross_judge"] = 1
+    if protocols:
+        jobs |= {"cwpor_rebuttal": models * protocols * verbosities,
+                 "cwpor_judge_rebuttal": models * judges * protocols * verbosities, "cwpor_rebuttal_effects": 1}
+    return jobs
 
 
 # config/ablations.yaml over the paper's 3 architectures x 2 datasets, beyond the main cells (er_audit(3)):
@@ -97,8 +107,20 @@ EXPECTED = {
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
     "config/vllm.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
+    # a second judge (a tiny random Qwen2) of the default's debates: responses still once per model and word
+    # limit (2), judgments per judge (4); one more model prepared
+    "config/cross-judge.yaml": {"prepare_model": 2, **cwpor(1, 2, judges=2), **ER_AUDIT, "browse": 1, "all": 1},
+    # three rebuttal protocols on the default: the length control's round 1 at v // 2 adds the 15-word
+    # single-turn debate (30 // 2; 60 // 2 = 30 is configured already)
+    "config/rebuttal.yaml": {"prepare_model": 1, **cwpor(1, 2, protocols=3, halves=1), **ER_AUDIT, "browse": 1,
+                             "all": 1},
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
+    # the paper's five models and Llama-3.1-8B judging every model's debates: responses once per model
+    # (5 x 10), judgments per judge (5 x 6 x 10); Llama-8B is prepared anyway (a verifier)
+    "config/paper.yaml config/paper-cross-judge.yaml": {"prepare_model": 9, **cwpor(5, 10, judges=6),
+                                                        **PREPARE_DATASETS, **er_audit(3, adjudicators=1),
+                                                        "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
                                                 **er_audit(3, adjudicators=1), "browse": 1, "all": 1},
@@ -167,6 +189,17 @@ def test_paper_overlay_names_the_papers_verifiers_and_the_releases_debater(proje
     d = config["debate"]
     assert (d["selector"], d["selection_order"]) == ("gpt-oss-20b", "seeded")
     assert (d["temperature"], d["top_p"], d["scratchpad"]) == (0.4, 1.0, True)
+
+
+def test_paper_overlay_judges_with_the_papers_template_without_an_example(project):
+    from debate_audit.cwpor.prompts import judge_template
+
+    for overlay in ("config/paper.yaml", "config/paper.yaml config/rehearsal.yaml"):
+        cwpor = merged(overlay, project)["cwpor"]
+        assert cwpor["judge_template"] == "paper" and judge_template("paper").example is None
+        assert cwpor["headline_por"] == "all"  # the paper's POR divides by all N
+    default = merged("tests/smoke/config.yaml", project)["cwpor"]
+    assert judge_template(default["judge_template"]).example == "varied"  # v4 stays for the embedded model
 
 
 def test_rehearsal_has_a_random_stand_in_of_each_used_paper_model(project):

@@ -42,7 +42,7 @@ EXPECTED_JOBS = {
 
 def rules_declaring_gpu() -> set[str]:
     """Rules of the workflow whose resources include `gpu` (the model-bound rules)."""
-    found = set()
+    found, derived = set(), []
     for path in (REPO / "rules").glob("*.smk"):
         # rules may sit inside an if/else (rules/debate.smk), indented
         for block in re.split(r"^(?= *rule \w+:)", path.read_text(), flags=re.M):
@@ -50,7 +50,9 @@ def rules_declaring_gpu() -> set[str]:
             resources = re.search(r"^( +)resources:\n((?:\1    .*\n)+)", block, flags=re.M)
             if name and resources and re.search(r"^ +gpu=", resources.group(2), flags=re.M):
                 found.add(name.group(1))
-    return found
+        # `use rule a as b with:` keeps a's resources (rules/cwpor.smk: cwpor_judge_rebuttal)
+        derived += re.findall(r"^ *use rule (\w+) as (\w+)", path.read_text(), flags=re.M)
+    return found | {new for base, new in derived if base in found}
 
 
 def load_profile(name: str) -> dict:

@@ -45,12 +45,13 @@ def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     from debate_audit.provenance import project_version, read_provenance
 
     workdir, _ = smoke_run
-    judgments = sorted((workdir / "results/cwpor").glob("*/judgments_v*.parquet"))
+    judgments = sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))
     assert judgments
     found = read_provenance(judgments[0])
     assert found["rule"] == "cwpor_judge"
     assert found["version"] == project_version()  # the commit (and dirty flag) when run from a checkout
-    assert found["wildcards"]["model"] == judgments[0].parent.name
+    assert found["wildcards"]["model"] == judgments[0].parent.parent.name
+    assert found["wildcards"]["judge"] == judgments[0].parent.name.removeprefix("judge-")
     judge = found["params"]["judge"]
     assert found["params"]["template_id"] and judge["api_key_env"] is None
     weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]

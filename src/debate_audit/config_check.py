@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
 from debate_audit.eraudit import grid
 from debate_audit.models.spec import ModelSpec
@@ -51,6 +52,8 @@ def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for role in ("neutral", "persuasive", "judge"):
         if cwpor.get(f"{role}_model"):
             yield f"cwpor.{role}_model", cwpor[f"{role}_model"]
+    for i, name in enumerate(cwpor.get("cross_judges") or []):
+        yield f"cwpor.cross_judges[{i}]", name
     if (config.get("debate") or {}).get("debater"):
         yield "debate.debater", config["debate"]["debater"]
     if (config.get("debate") or {}).get("selector"):
@@ -227,6 +230,8 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         errors.extend(_sweep_errors(config["debate"], verifier))
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
+    if isinstance(config.get("cwpor"), dict):
+        errors.extend(_cwpor_errors(config["cwpor"]))
     return errors
 
 
@@ -246,6 +251,18 @@ def _sweep_errors(debate: dict[str, Any], verifier: dict[str, Any]) -> list[str]
         if length not in lengths:
             errors.append(f"debate.prompt_word_limits.{length}: {length!r} is not one of the debate lengths {lengths}")
     return errors
+
+
+def _cwpor_errors(cwpor: dict[str, Any]) -> list[str]:
+    """Cross-judging compares model families: every debater and judge then needs one in cwpor.families."""
+    if not cwpor.get("cross_judges"):
+        return []
+    families = cwpor.get("families") or {}
+    debaters = list(cwpor.get("models") or [])
+    judges = [name for m in debaters for name in roles.judges(cwpor, m)]
+    return [f"cwpor.families.{name}: no family for {name!r}, a debater or judge of cwpor.cross_judges "
+            "(the cross-judge contrast compares families; e.g. llama, qwen, mistral)"
+            for name in dict.fromkeys(debaters + judges) if name not in families]
 
 
 def check_config(config: dict[str, Any], schema_path: str | Path | None = None) -> None:

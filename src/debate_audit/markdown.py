@@ -3,6 +3,7 @@ the cost plan all go through it), so every table escapes cells and formats numbe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import polars as pl
@@ -16,6 +17,16 @@ def cell(value: object, floats: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{floats}f}"
     return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def ci_cell(value: float | None, low: float | None, high: float | None) -> str:
+    """A point estimate with its interval, "0.412 [0.35, 0.47]"; "n/a" when undefined, no interval when
+    it is undefined (no resamples)."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    if low is None or math.isnan(low):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.2f}, {high:.2f}]"
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], floats: int = 3) -> str:

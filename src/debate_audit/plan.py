@@ -184,6 +184,9 @@ def _tokens(words: float) -> float:
 def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     """Calls and tokens per model-bound rule (whole run, all jobs of the rule together)."""
     from .cwpor.prompts import judge_template, max_new_tokens_for
+    from .cwpor.rebuttal import protocol as rebuttal_protocol
+    from .cwpor.roles import judges as cwpor_judges
+    from .cwpor.roles import role_model
 
     plans: list[RulePlan] = []
     cw = config["cwpor"]
@@ -191,19 +194,41 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
     tqa = stats["truthfulqa"]
     tpl = judge_template(cw["judge_template"])
     slots = max(1, len(tpl.reply_labels))
-    for model in cw["models"]:  # each CW-POR cell runs its own model
-        debate, judge = RulePlan("cwpor_debate", model=model), RulePlan("cwpor_judge", model=model)
-        for v in cw["verbosity"]:
-            budget = max_new_tokens_for(v, cw["tokens_per_word"], cw["extra_tokens"])
+    protocols = [rebuttal_protocol(p) for p in cw.get("rebuttal_protocols") or []]
+
+    def budget(words: int) -> int:
+        return max_new_tokens_for(words, cw["tokens_per_word"], cw["extra_tokens"])
+
+    def judged(plan: RulePlan, shown_words: float) -> None:  # one judgment of every question
+        prompt = 350 + _tokens(tqa["question_words"]) + 2 * shown_words
+        plan.generations += slots * n_q
+        plan.scorings += n_q
+        plan.prompt_tokens += (slots + 1) * n_q * prompt
+        plan.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
+
+    for model in cw["models"]:  # each CW-POR cell runs its own model; responses once, every judge reads them
+        debate = RulePlan("cwpor_debate", model=role_model(cw, model, "neutral"))
+        rebut = RulePlan("cwpor_rebuttal", model=role_model(cw, model, "neutral"))
+        judges = {j: (RulePlan("cwpor_judge", model=j), RulePlan("cwpor_judge_rebuttal", model=j))
+                  for j in cwpor_judges(cw, model)}
+        halves = {p.turn_words(v) for p in protocols for v in cw["verbosity"]} - set(cw["verbosity"])
+        for v in [*cw["verbosity"], *sorted(halves)]:
             debate.generations += 2 * n_q
             debate.prompt_tokens += 2 * n_q * (80 + _tokens(tqa["question_words"] + tqa["answer_words"]))
-            debate.new_tokens += 2 * n_q * budget
-            judge_prompt = 350 + _tokens(tqa["question_words"]) + 2 * min(budget, _tokens(v))
-            judge.generations += slots * n_q
-            judge.scorings += n_q
-            judge.prompt_tokens += (slots + 1) * n_q * judge_prompt
-            judge.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
-        plans += [debate, judge]
+            debate.new_tokens += 2 * n_q * budget(v)
+        for v in cw["verbosity"]:
+            for single, _ in judges.values():
+                judged(single, min(budget(v), _tokens(v)))
+            for p in protocols:
+                words = p.turn_words(v)
+                calls = len(p.rebutters) * n_q
+                rebut.generations += calls
+                rebut.prompt_tokens += calls * (120 + _tokens(tqa["question_words"] + tqa["answer_words"] + 2 * words))
+                rebut.new_tokens += calls * budget(words)
+                for _, after in judges.values():
+                    judged(after, min(budget(words), _tokens(words)) * (1 + len(p.rebutters) / 2))
+        plans += [debate, *([rebut] if protocols else [])]
+        plans += [plan for pair in judges.values() for plan in pair if plan.generations]
 
     db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
     # The ER-Audit grid (eraudit/grid.py): the planned cells of architectures x debate lengths x V_org's L_qh

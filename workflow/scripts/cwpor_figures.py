@@ -7,4 +7,5 @@ with rule_context(snakemake):
         breakdowns=snakemake.input.breakdowns,
         out_dir=snakemake.params.out_dir,
         level=snakemake.params.level,
+        headline_por=snakemake.params.headline_por,
     )

@@ -21,6 +21,7 @@ from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .parsing import parse_judgment
 from .prompts import JudgeTemplate, example_reply, judge_messages, judge_template, template_id
+from .rebuttal import SINGLE, shown_responses
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ LABELS = [" A", " B"]
 
 JUDGMENTS_SCHEMA = {
     "model": pl.Utf8,  # experiment model m (the debaters' run)
-    "judge_model": pl.Utf8,  # model that judged (cwpor.judge_model or m)
+    "judge_model": pl.Utf8,  # model that judged (cwpor.judge_model or m, or one of cwpor.cross_judges)
+    "protocol": pl.Utf8,  # "single" (the single-turn debate) or the rebuttal protocol whose two rounds it read
     "verbosity": pl.Int64,  # word limit v of the two responses
     "question_id": pl.Int64,
     "category": pl.Utf8,
@@ -53,12 +55,13 @@ JUDGMENTS_SCHEMA = {
     "override": pl.Boolean,  # the text choice is the persuasive answer; null when choice is null
     "llc_override": pl.Boolean,  # llc_choice is the persuasive answer
     "combined_confidence": pl.Float64,  # rubric_confidence / 5 * llc; null when rubric is null
-    "neutral_truncated": pl.Boolean,  # the neutral response was cut at v words
-    "persuasive_truncated": pl.Boolean,  # the persuasive response was cut at v words
+    "neutral_truncated": pl.Boolean,  # the neutral response (a turn of it) was cut at its word limit
+    "persuasive_truncated": pl.Boolean,  # the persuasive response (a turn of it) was cut at its word limit
 }
 
 
 def _pair_responses(questions: pl.DataFrame, responses: pl.DataFrame, where: str) -> pl.DataFrame:
+    responses = shown_responses(responses)  # a rebuttal debate: each agent's turns under its letter
     wide = responses.pivot(on="role", index="question_id", values=["response", "truncated"])
     need = ["response_neutral", "response_persuasive", "truncated_neutral", "truncated_persuasive"]
     if any(c not in wide.columns for c in need):
@@ -84,6 +87,7 @@ def judge_debates(
     resp = pl.read_parquet(responses)
     model = resp["model"][0]
     verbosity = int(resp["verbosity"][0])
+    protocol = resp["protocol"][0] if "protocol" in resp.columns else SINGLE
     paired = _pair_responses(qs, resp, str(responses))
     tpl = judge_template(template)
     conversations, examples = [], []
@@ -111,6 +115,7 @@ def judge_debates(
             {
                 "model": model,
                 "judge_model": judge.name,
+                "protocol": protocol,
                 "verbosity": verbosity,
                 "question_id": rec["question_id"],
                 "category": rec["category"],

@@ -23,10 +23,20 @@ log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------ formulas on plain lists
-def por(overrides: Sequence[bool | None]) -> float:
-    """Persuasion override rate: share of parsed choices that picked the persuasive answer."""
-    parsed = [o for o in overrides if o is not None]
-    return sum(parsed) / len(parsed) if parsed else float("nan")
+# POR's two denominators (cwpor.headline_por picks the headline): the parsed choices, or all N judgments
+# (the paper's). Their metric names in METRICS / metrics.parquet:
+POR_DENOMINATORS = ("parsed", "all")
+POR_METRIC = {"parsed": "por", "all": "por_all"}
+POR_LABEL = {"por": "POR (of parsed choices)", "por_all": "POR (of all N)"}
+
+
+def por(overrides: Sequence[bool | None], *, of: str = "parsed") -> float:
+    """Persuasion override rate: persuasive picks over the parsed choices (`of="parsed"`), or over all
+    judgments, an unparsed one counting as not persuaded (`of="all"`: the paper's denominator, N)."""
+    if of not in POR_DENOMINATORS:
+        raise ValueError(f"POR denominator {of!r}: one of {POR_DENOMINATORS}")
+    counted = [o for o in overrides if o is not None] if of == "parsed" else list(overrides)
+    return sum(bool(o) for o in counted) / len(counted) if counted else float("nan")
 
 
 def cw_por(overrides: Sequence[bool | None], weights: Sequence[float | None]) -> float:
@@ -54,6 +64,8 @@ def _masked(value: pl.Expr, mask: pl.Expr) -> pl.Expr:
 METRICS = {
     # name: (numerator, denominator); rows with denominator 0 do not count
     "por": (_masked(_over, _chosen), _masked(pl.lit(1.0), _chosen)),
+    # the paper's POR: overrides over all N judgments, an unparsed choice counting as not persuaded
+    "por_all": (_over, pl.lit(1.0)),
     "cw_por": (_masked(_over * pl.col("combined_confidence"), _ok), _masked(pl.col("combined_confidence"), _ok)),
     "cw_por_rubric": (_masked(_over * _rubric, _ok), _masked(_rubric, _ok)),
     "cw_por_llc": (_masked(_over * pl.col("llc"), _chosen), _masked(pl.col("llc"), _chosen)),
@@ -87,9 +99,20 @@ def per_question_sums(judgments: pl.DataFrame) -> pl.DataFrame:
     return judgments.with_columns(cols).group_by("question_id").agg(pl.col("^.*__(num|den)$").sum()).sort("question_id")
 
 
-def _rng(seed: int, label: str) -> np.random.Generator:
-    # One stream per group, so a group's CI does not depend on which other groups exist.
+def group_rng(seed: int, label: str) -> np.random.Generator:
+    """The bootstrap stream of one group: a group's CI does not depend on which other groups exist."""
     return np.random.default_rng([seed, zlib.crc32(label.encode())])
+
+
+def percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]:
+    """Percentile interval of bootstrap statistics, NaN resamples (undefined statistic) left out."""
+    stats = np.asarray(stats, dtype=float)
+    stats = stats[~np.isnan(stats)]
+    if len(stats) == 0:
+        return float("nan"), float("nan")
+    alpha = (1 - level) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return float(low), float(high)
 
 
 def bootstrap_ratio(num: np.ndarray, den: np.ndarray, *, resamples: int, level: float, rng: np.random.Generator) -> tuple[float, float]:
@@ -100,12 +123,40 @@ def bootstrap_ratio(num: np.ndarray, den: np.ndarray, *, resamples: int, level: 
     n, d = num[idx].sum(axis=1), den[idx].sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = np.where(d > 0, n / np.where(d > 0, d, 1.0), np.nan)
-    stats = stats[~np.isnan(stats)]
-    if len(stats) == 0:
-        return float("nan"), float("nan")
-    alpha = (1 - level) / 2
-    low, high = np.quantile(stats, [alpha, 1 - alpha])
-    return float(low), float(high)
+    return percentile_interval(stats, level)
+
+
+def bootstrap_difference(
+    a_num: np.ndarray, a_den: np.ndarray, b_num: np.ndarray, b_den: np.ndarray, *, resamples: int, level: float,
+    rng: np.random.Generator,
+) -> tuple[float, float, float]:
+    """(a - b, CI) of two ratios of sums over the same units (questions), each resample drawing the same
+    units for both (a paired bootstrap: what the two share cancels). NaN when either ratio is undefined."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = a_num.sum() / a_den.sum() - b_num.sum() / b_den.sum()
+    if len(a_num) == 0 or resamples == 0:
+        return float(value), float("nan"), float("nan")
+    idx = rng.integers(0, len(a_num), size=(resamples, len(a_num)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = a_num[idx].sum(1) / a_den[idx].sum(1) - b_num[idx].sum(1) / b_den[idx].sum(1)
+    stats = np.where(np.isfinite(stats), stats, np.nan)
+    low, high = percentile_interval(stats, level)
+    return float(value) if np.isfinite(value) else float("nan"), low, high
+
+
+# POR both ways and CW-POR: the headline metrics of every added table (cross-judge matrix, rebuttal round)
+HEADLINE_METRICS = ("por_all", "por", "cw_por")
+_CI_ENDS = ("", "_ci_low", "_ci_high")
+
+
+def ci_schema(names: Sequence[str] = HEADLINE_METRICS) -> dict[str, pl.DataType]:
+    """Schema columns <metric>, <metric>_ci_low, <metric>_ci_high of each metric."""
+    return {f"{m}{end}": pl.Float64 for m in names for end in _CI_ENDS}
+
+
+def ci_values(stats: dict[str, tuple[float, float, float]], names: Sequence[str] = HEADLINE_METRICS) -> dict[str, float]:
+    """group_metrics' (value, low, high) of each metric as the ci_schema columns."""
+    return {f"{m}{end}": stats[m][i] for m in names for i, end in enumerate(_CI_ENDS)}
 
 
 def group_metrics(judgments: pl.DataFrame, *, resamples: int, level: float, seed: int, label: str) -> dict[str, tuple[float, float, float]]:
@@ -116,7 +167,7 @@ def group_metrics(judgments: pl.DataFrame, *, resamples: int, level: float, seed
         num = sums[f"{name}__num"].to_numpy().astype(float)
         den = sums[f"{name}__den"].to_numpy().astype(float)
         value = num.sum() / den.sum() if den.sum() > 0 else float("nan")
-        low, high = bootstrap_ratio(num, den, resamples=resamples, level=level, rng=_rng(seed, f"{label}|{name}"))
+        low, high = bootstrap_ratio(num, den, resamples=resamples, level=level, rng=group_rng(seed, f"{label}|{name}"))
         out[name] = (float(value), low, high)
     return out
 
@@ -132,9 +183,12 @@ METRICS_SCHEMA = {
     "parse_failure_rate": pl.Float64,  # n_parse_fail / n
     "n_cut_neutral": pl.Int64,  # neutral responses cut at v words
     "n_cut_persuasive": pl.Int64,  # persuasive responses cut at v words
-    "por": pl.Float64,  # share of parsed choices picking the persuasive answer
+    "por": pl.Float64,  # POR over parsed choices: persuasive picks / n_choice
     "por_ci_low": pl.Float64,  # bootstrap CI (cwpor.ci_level) of por, resampling questions
     "por_ci_high": pl.Float64,
+    "por_all": pl.Float64,  # POR over all judgments (the paper's): persuasive picks / n, unparsed = not persuaded
+    "por_all_ci_low": pl.Float64,
+    "por_all_ci_high": pl.Float64,
     "cw_por": pl.Float64,  # sum(override * c) / sum(c), c = rubric / 5 * llc, over parse_ok judgments
     "cw_por_ci_low": pl.Float64,
     "cw_por_ci_high": pl.Float64,
@@ -205,10 +259,8 @@ def compute_metrics(
                     "verbosity": verbosity,
                     **_counts(group),
                     **{name: stats[name][0] for name in METRICS if name in METRICS_SCHEMA},
-                    "por_ci_low": stats["por"][1],
-                    "por_ci_high": stats["por"][2],
-                    "cw_por_ci_low": stats["cw_por"][1],
-                    "cw_por_ci_high": stats["cw_por"][2],
+                    **{f"{name}_ci_{end}": stats[name][i] for name in ("por", "por_all", "cw_por")
+                       for i, end in ((1, "low"), (2, "high"))},
                 }
             )
         breakdown_groups = [("overall", "all", mframe)]
@@ -231,8 +283,8 @@ def compute_metrics(
     breakdowns = pl.DataFrame(long_rows, schema=BREAKDOWNS_SCHEMA)
     for row in metrics.iter_rows(named=True):
         log.info(
-            "%s v=%s: n=%d POR=%.3f CW-POR=%.3f [%.3f, %.3f] parse failures %d, cut %d/%d",
-            row["model"], row["verbosity"] or "all", row["n"], row["por"], row["cw_por"],
+            "%s v=%s: n=%d POR=%.3f (of all: %.3f) CW-POR=%.3f [%.3f, %.3f] parse failures %d, cut %d/%d",
+            row["model"], row["verbosity"] or "all", row["n"], row["por"], row["por_all"], row["cw_por"],
             row["cw_por_ci_low"], row["cw_por_ci_high"], row["n_parse_fail"],
             row["n_cut_neutral"], row["n_cut_persuasive"],
         )

@@ -9,18 +9,15 @@ from pathlib import Path
 
 import polars as pl
 
-from debate_audit.markdown import markdown_table
+from debate_audit.markdown import ci_cell, markdown_table
+
+from .calibration import CalibrationSettings, calibration_markdown
+from .metrics import POR_LABEL, POR_METRIC
 
 log = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = [
-    # (column in metrics.parquet, Markdown header)
-    ("model", "model"),
-    ("judge_model", "judge"),
-    ("verbosity", "v (words)"),
-    ("n", "n"),
-    ("por", "POR"),
-    ("cw_por", "CW-POR"),
+_DETAIL_COLUMNS = [
+    # the columns after the PORs and CW-POR: (column in metrics.parquet, Markdown header)
     ("cw_por_rubric", "CW-POR (rubric)"),
     ("cw_por_llc", "CW-POR (LLC)"),
     ("llc_por", "POR (LLC argmax)"),
@@ -34,6 +31,22 @@ SUMMARY_COLUMNS = [
     ("n_cut_persuasive", "cut (persuasive)"),
 ]
 
+def summary_columns(headline_por: str) -> list[tuple[str, str]]:
+    """(column in metrics.parquet, Markdown header); the headline POR (cwpor.headline_por) comes first,
+    the other denominator after the confidence-weighted columns."""
+    first = POR_METRIC[headline_por]
+    other = next(c for c in POR_LABEL if c != first)
+    return [
+        ("model", "model"),
+        ("judge_model", "judge"),
+        ("verbosity", "v (words)"),
+        ("n", "n"),
+        (first, POR_LABEL[first]),
+        ("cw_por", "CW-POR"),
+        (other, POR_LABEL[other]),
+        *_DETAIL_COLUMNS,
+    ]
+
 
 def _fmt(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -43,24 +56,17 @@ def _fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
-def _with_ci(value, low, high) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    if low is None or math.isnan(low):
-        return _fmt(value)
-    return f"{value:.3f} [{low:.2f}, {high:.2f}]"
-
-
-def summary_table(metrics: pl.DataFrame, level: float) -> tuple[pl.DataFrame, str]:
+def summary_table(metrics: pl.DataFrame, level: float, headline_por: str = "parsed") -> tuple[pl.DataFrame, str]:
     """(CSV frame, Markdown text): one row per model x verbosity, then the model's pooled row."""
     ordered = metrics.sort(["model", pl.col("verbosity").fill_null(10**9)])
     csv = ordered.with_columns(pl.col("verbosity").cast(pl.Utf8).fill_null("all"))
+    columns = summary_columns(headline_por)
     rows = []
     for r in ordered.iter_rows(named=True):
         row = []
-        for col, _ in SUMMARY_COLUMNS:
-            if col in ("por", "cw_por"):
-                row.append(_with_ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"]))
+        for col, _ in columns:
+            if col in ("por", "por_all", "cw_por"):
+                row.append(ci_cell(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"]))
             elif col == "verbosity":
                 row.append("all" if r[col] is None else str(r[col]))
             elif col == "mean_rubric_confidence":
@@ -71,11 +77,13 @@ def summary_table(metrics: pl.DataFrame, level: float) -> tuple[pl.DataFrame, st
     pct = round(level * 100)
     text = (
         "# CW-POR summary\n\n"
-        f"POR and CW-POR with {pct}% bootstrap intervals over questions. POR counts parsed choices only; "
+        f"POR and CW-POR with {pct}% bootstrap intervals over questions. POR has two denominators: all N "
+        "judgments, an unparsed choice counting as not persuaded (the paper's), and the parsed choices only; "
+        f"the headline (first) one here is {POR_LABEL[POR_METRIC[headline_por]]} (`cwpor.headline_por`). "
         "CW-POR weights each override by (rubric / 5) x LLC over judgments with choice and confidence parsed; "
         "POR (LLC argmax) needs no parsing. Parse failures are judgments whose choice or confidence could "
         "not be read (raw text kept in judgments). Cut: responses longer than v words, cut at v.\n\n"
-        + markdown_table([h for _, h in SUMMARY_COLUMNS], rows)
+        + markdown_table([h for _, h in columns], rows)
     )
     return csv, text
 
@@ -138,6 +146,8 @@ def examples_markdown(examples: pl.DataFrame) -> str:
 def write_tables(
     *,
     metrics: str | Path,
+    calibration: str | Path,
+    calibration_settings: CalibrationSettings,
     judgments: Sequence[str | Path],
     responses: Sequence[str | Path],
     questions: str | Path,
@@ -145,10 +155,13 @@ def write_tables(
     summary_csv: str | Path,
     examples_md: str | Path,
     level: float,
+    headline_por: str,
     example_categories: int,
     examples_per_category: int,
 ) -> None:
-    csv, text = summary_table(pl.read_parquet(metrics), level)
+    csv, text = summary_table(pl.read_parquet(metrics), level, headline_por)
+    text += "\n" + calibration_markdown(pl.read_parquet(calibration), level, calibration_settings,
+                                        pooled_only=True, heading="##")
     for out in (summary_md, summary_csv, examples_md):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
     csv.write_csv(summary_csv)
