@@ -625,5 +625,5 @@ def test_runtime_table_depends_on_this_runs_benchmark_files_only(workflow):
     job = result.stdout.split("rule audit_runtime:")[1].split("\n\n")[0]
     inputs = job.split("input: ")[1].split("\n")[0]
     assert "benchmarks/rules/audit/scores_smollm2-135m_quality_h_base.tsv" in inputs
-    assert "benchmarks/rules/cwpor/judge/smollm2-135m_v30.tsv" in inputs
+    assert "benchmarks/rules/cwpor/judge/smollm2-135m_judge-smollm2-135m_v30.tsv" in inputs
     assert "old-model_v999" not in inputs

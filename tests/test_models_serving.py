@@ -156,7 +156,8 @@ def test_server_backend_sends_the_rendered_token_ids_and_keeps_its_results_apart
         ids = lm._encode(lm.render_chat(conv[0]))
         out = lm.generate(conv, GenerationParams(max_new_tokens=6))
         assert lm._model is None  # generating through a server loads no weights
-        expected = [[lm._decode([ids[-2:] + [0]])[0]]]
+        # the reply as generate returns it: decoded, its answer read (chat.py), stripped
+        expected = [lm._final(lm.render_chat(conv[0]), lm._decode([ids[-2:] + [0]]))]
     (body,) = [b for path, b, _ in seen if path.endswith("/completions")]
     assert body["prompt"] == ids and body["return_token_ids"] is True
     assert out == expected
