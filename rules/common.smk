@@ -275,13 +275,19 @@ def finetune_transcripts(wc):
     return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/debates_{finetune_mode(wc)}.parquet"
 
 
+def adjudicator(architecture):
+    """Who writes an architecture's L_lm targets (lm_target adjudication): the one teacher
+    (verifier.adjudication.teacher) or its own V_base; their files sit under this name.
+    """
+    return config["verifier"]["adjudication"].get("teacher") or architecture
+
+
 def finetune_adjudications(wc):
     """The L_lm targets of a variant (lm_target adjudication): the adjudications of the transcripts it trains
-    on, by the teacher or its architecture's V_base; [] for lm_target argument."""
+    on, by its architecture's adjudicator; [] for lm_target argument."""
     if LM_TARGET != "adjudication":
         return []
-    adjudicator = ADJUDICATION.get("teacher") or wc.architecture
-    return f"{VERIFIER_OUT}/{adjudicator}/{wc.dataset}/{wc.length}/adjudications_{finetune_mode(wc)}.parquet"
+    return f"{VERIFIER_OUT}/{adjudicator(wc.architecture)}/{wc.dataset}/{wc.length}/adjudications_{finetune_mode(wc)}.parquet"
 
 
 def finetune_settings(wc):
@@ -304,11 +310,11 @@ DEBATE_CELLS = [
     for l in LENGTHS
     for m in PLAN.debate_modes(d, l)
 ]
-# adjudications sit under their writer: the one teacher (verifier.adjudication.teacher) or each V_base
+# adjudications sit under their writer (adjudicator), once per writer however many architectures it serves
 ADJUDICATION_CELLS = [
     dict(adjudicator=w, dataset=d, length=l, debate_mode=m)
     for (w, d, l, m) in dict.fromkeys(
-        (config["verifier"]["adjudication"].get("teacher") or a, d, l, m)
+        (adjudicator(a), d, l, m)
         for a in ARCHITECTURES
         for d in ER_DATASETS
         for l in LENGTHS

@@ -16,9 +16,7 @@ FINETUNE_KEYS += ["gradient_checkpointing", "warmup_steps", "lr_schedule"]
 LM_TARGET = config["verifier"]["lm_target"]
 ADJUDICATION = config["verifier"]["adjudication"]
 # Who writes the L_lm targets (lm_target adjudication): one teacher for every architecture, or each V_base.
-ADJUDICATORS = (
-    [ADJUDICATION["teacher"]] if ADJUDICATION.get("teacher") else ARCHITECTURES
-)
+ADJUDICATORS = list(dict.fromkeys(adjudicator(a) for a in ARCHITECTURES))
 
 
 wildcard_constraints:
