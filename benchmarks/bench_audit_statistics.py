@@ -23,7 +23,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import table  # noqa: E402
 
-from debate_audit.eraudit import audit, stats  # noqa: E402
+from debate_audit.eraudit.audit import steps as audit  # noqa: E402
+from debate_audit.eraudit.audit import stats  # noqa: E402
 
 
 def synthetic_deltas(qh: int, draws: int, generators: int, pi: float, seed: int = 0) -> pl.DataFrame:

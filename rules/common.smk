@@ -3,7 +3,7 @@ from pathlib import Path
 import re
 
 from debate_audit.config_check import check_output_paths, dataset_source, used_models
-from debate_audit.eraudit import grid
+from debate_audit.eraudit.common import grid
 from debate_audit.models.loading import ModelRef
 from debate_audit.models.pins import unpinned_warnings
 from debate_audit.models.prepare import PREPARE_MEM_MB
@@ -25,7 +25,7 @@ if unpinned_warnings(MODEL_SPECS.values()):
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
 
-# The ER-Audit grid (eraudit/grid.py): verifier architectures x debate lengths x V_org's L_qh weights, the
+# The ER-Audit grid (eraudit/common/grid.py): verifier architectures x debate lengths x V_org's L_qh weights, the
 # further lengths and weights reaching only the cells debate.length_sweep / verifier.qh_sweep name (PLAN).
 ARCHITECTURES = grid.base_models(config["verifier"])
 LENGTHS = grid.lengths(config["debate"])

@@ -1,11 +1,11 @@
 # ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial) per length, best-of-K selection.
 # Outputs: results/er_audit/debate/<dataset>/split.parquet and <dataset>/<length>/debates_<mode>.parquet.
 
-from debate_audit.eraudit.readout import readout_id
-from debate_audit.eraudit.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
-from debate_audit.eraudit.selection import SELECTION_VERSION
-from debate_audit.eraudit.splits import SPLIT_VERSION, release_split_files
-from debate_audit.eraudit.debates import PROMPT_VERSION as DEBATE_PROMPT_VERSION
+from debate_audit.eraudit.common.readout import readout_id
+from debate_audit.eraudit.debate.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
+from debate_audit.eraudit.debate.selection import SELECTION_VERSION
+from debate_audit.eraudit.debate.splits import SPLIT_VERSION, release_split_files
+from debate_audit.eraudit.debate.debates import PROMPT_VERSION as DEBATE_PROMPT_VERSION
 
 DEBATE_MODES = ["honest", "adversarial"]
 # DebateSettings fields, passed as params so a changed setting reruns the debates (word_limit: the length).

@@ -1,8 +1,10 @@
 # ER-Audit part 2: paraphrase pools of every audited q_h (one search pool, one test pool per generator).
 
-from debate_audit.eraudit.paraphrase import POOL_VERSION as PARAPHRASE_POOL_VERSION
-from debate_audit.eraudit.paraphrase import pool_settings
-from debate_audit.eraudit.paraphrase_prompts import prompt_id
+from debate_audit.eraudit.paraphrase.pools import (
+    POOL_VERSION as PARAPHRASE_POOL_VERSION,
+)
+from debate_audit.eraudit.paraphrase.pools import pool_settings
+from debate_audit.eraudit.paraphrase.prompts import prompt_id
 
 PARAPHRASE = config["paraphrase"]
 PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])

@@ -1,12 +1,12 @@
 # ER-Audit part 1: fine-tune V_honest / V_adv / V_org per architecture and length (V_org per L_qh weight),
 # forced-choice evaluation of every checkpoint, Table 1. Outputs under results/er_audit/verifier/.
 
-from debate_audit.eraudit.adjudication import ADJUDICATION_VERSION
-from debate_audit.eraudit.finetune import training_items_id
-from debate_audit.eraudit.readout import readout_id
+from debate_audit.eraudit.verifier.adjudication import ADJUDICATION_VERSION
+from debate_audit.eraudit.verifier.finetune import training_items_id
+from debate_audit.eraudit.common.readout import readout_id
 
 # variant -> transcript mode, from the one list of verifier variants
-from debate_audit.eraudit.verifiers import VARIANTS as VERIFIER_VARIANTS
+from debate_audit.eraudit.common.verifiers import VARIANTS as VERIFIER_VARIANTS
 
 # FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights and lora: per
 # checkpoint, finetune_settings in rules/common.smk).

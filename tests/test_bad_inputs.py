@@ -26,8 +26,8 @@ from debate_audit.cwpor.questions import falsehood_index, select_questions
 from debate_audit.data.io import DataError, read_text, write_parquet
 from debate_audit.data.pairs import prepare_gpqa_h, prepare_quality_h
 from debate_audit.data.truthfulqa import prepare_truthfulqa
-from debate_audit.eraudit.release import import_release, row_hash
-from debate_audit.eraudit.runtime import runtime_table
+from debate_audit.eraudit.debate.release import import_release, row_hash
+from debate_audit.eraudit.audit.runtime import runtime_table
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

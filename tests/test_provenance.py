@@ -34,7 +34,7 @@ def changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
 def test_prompt_edit_in_the_er_debates_changes_only_the_scripts_that_reach_it(library):
     root, scripts = library
     before = fingerprints(root, scripts)
-    module = root / "eraudit" / "debates.py"
+    module = root / "eraudit" / "debate" / "debates.py"
     module.write_text(module.read_text().replace("You are Debater", "You are debater", 1))
     after = fingerprints(root, scripts)
     touched = changed(before, after)
@@ -64,8 +64,8 @@ def test_model_layer_edit_reaches_every_model_bound_script(library):
 
 def test_relative_imports_are_followed(library):
     root, _ = library
-    files = {str(p.relative_to(root)) for p in library_files(root / "eraudit" / "selection.py", root)}
-    assert {"eraudit/readout.py", "eraudit/leaks.py", "eraudit/debates.py", "models/lm.py"} <= files
+    files = {str(p.relative_to(root)) for p in library_files(root / "eraudit" / "debate" / "selection.py", root)}
+    assert {"eraudit/common/readout.py", "eraudit/debate/leaks.py", "eraudit/debate/debates.py", "models/lm.py"} <= files
 
 
 # ------------------------------------------------------------------ run provenance in outputs

@@ -15,7 +15,7 @@ from typing import Any
 
 from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
-from debate_audit.eraudit import grid
+from debate_audit.eraudit.common import grid
 from debate_audit.models.spec import ModelSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .eraudit import grid, paraphrase_prompts
+from .eraudit.common import grid
+from .eraudit.paraphrase import prompts as paraphrase_prompts
 from .markdown import markdown_table
 from .models.size import bytes_per_param, params_b
 from .models.spec import ModelSpec
@@ -85,7 +86,7 @@ class RulePlan:
 
 @dataclass
 class TrainingMemory:
-    """GPU memory of one architecture's fine-tuning jobs before activations (eraudit/finetune.py)."""
+    """GPU memory of one architecture's fine-tuning jobs before activations (eraudit/verifier/finetune.py)."""
     architecture: str
     params_b: float | None
     lora: bool
@@ -231,7 +232,7 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
         plans += [plan for pair in judges.values() for plan in pair if plan.generations]
 
     db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
-    # The ER-Audit grid (eraudit/grid.py): the planned cells of architectures x debate lengths x V_org's L_qh
+    # The ER-Audit grid (eraudit/common/grid.py): the planned cells of architectures x debate lengths x V_org's L_qh
     # weights (the further lengths and weights reach only the cells the sweeps name).
     archs = grid.base_models(ver)
     selector = db.get("selector") or archs[0]
@@ -339,7 +340,7 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
 def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingMemory]:
     """Per verifier architecture: the GPU memory its fine-tuning needs before activations, full-parameter
     or LoRA as configured (the job itself refuses to start on a GPU that is too small)."""
-    from .eraudit.finetune import saves_adapter, training_memory_bytes
+    from .eraudit.verifier.finetune import saves_adapter, training_memory_bytes
 
     rows = []
     for arch in grid.base_models(config["verifier"]):

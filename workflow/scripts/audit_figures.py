@@ -1,4 +1,4 @@
-from debate_audit.eraudit.audit_figures import audit_figures
+from debate_audit.eraudit.audit.figures import audit_figures
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.runtime import runtime_table
+from debate_audit.eraudit.audit.runtime import runtime_table
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

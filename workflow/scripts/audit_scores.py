@@ -1,4 +1,4 @@
-from debate_audit.eraudit.audit import score_checkpoint
+from debate_audit.eraudit.audit.steps import score_checkpoint
 from debate_audit.logging import rule_context
 from debate_audit.models.loading import ModelRef
 

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.audit import AuditSettings, audit_sweeps
+from debate_audit.eraudit.audit.steps import AuditSettings, audit_sweeps
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.release import import_release
+from debate_audit.eraudit.debate.release import import_release
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

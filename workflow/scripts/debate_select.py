@@ -1,4 +1,4 @@
-from debate_audit.eraudit.selection import select_debates
+from debate_audit.eraudit.debate.selection import select_debates
 from debate_audit.logging import rule_context
 from debate_audit.models.loading import ModelRef
 

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.splits import split_pairs
+from debate_audit.eraudit.debate.splits import split_pairs
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

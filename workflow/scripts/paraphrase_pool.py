@@ -1,4 +1,4 @@
-from debate_audit.eraudit.paraphrase import PoolSettings, build_pool
+from debate_audit.eraudit.paraphrase.pools import PoolSettings, build_pool
 from debate_audit.logging import rule_context
 from debate_audit.models.loading import ModelRef
 

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.adjudication import AdjudicationSettings, adjudicate_transcripts
+from debate_audit.eraudit.verifier.adjudication import AdjudicationSettings, adjudicate_transcripts
 from debate_audit.logging import rule_context
 from debate_audit.models.loading import ModelRef
 

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.table1 import evaluate_verifier
+from debate_audit.eraudit.verifier.table1 import evaluate_verifier
 from debate_audit.logging import rule_context
 from debate_audit.models.loading import ModelRef
 

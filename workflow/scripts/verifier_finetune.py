@@ -1,4 +1,4 @@
-from debate_audit.eraudit.finetune import FinetuneSettings, finetune_verifier
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings, finetune_verifier
 from debate_audit.logging import rule_context
 from debate_audit.models.loading import ModelRef
 

@@ -1,4 +1,4 @@
-from debate_audit.eraudit.curves import plot_loss_curves
+from debate_audit.eraudit.verifier.curves import plot_loss_curves
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

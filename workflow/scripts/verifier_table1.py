@@ -1,4 +1,4 @@
-from debate_audit.eraudit.table1 import build_table1
+from debate_audit.eraudit.verifier.table1 import build_table1
 from debate_audit.logging import rule_context
 
 with rule_context(snakemake):

@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from debate_audit.eraudit.stats import BOUNDS
+from debate_audit.eraudit.audit.stats import BOUNDS
 from debate_audit.cwpor.rebuttal import SINGLE, shown_responses
 
 log = logging.getLogger(__name__)

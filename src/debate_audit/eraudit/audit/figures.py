@@ -1,0 +1,313 @@
+"""Audit figures (paper Fig. 2 left/right, Fig. 3, Fig. 4, and both bounds over t for one q_h) and the
+Markdown summary. Every figure is written as PNG and SVG. Table 3 (runtime) is in runtime.py."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+
+from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
+from debate_audit.provenance import save_figure  # noqa: E402
+
+from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
+from .stats import BOUNDS  # noqa: E402
+from ..common.verifiers import VERIFIERS, color, label  # noqa: E402
+from ..common.versioning import rule_id  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(p) for p in paths], how="vertical_relaxed")
+
+
+def _panels(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with a `panel` column: the dataset, plus the architecture / length / L_qh weight when the run
+    has several (one bar group or panel per grid cell, as the paper's per-architecture figures)."""
+    return frame.with_columns(panel(frame, "dataset").alias("panel")) if frame.height else \
+        frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("panel"))
+
+
+# Grid labels first in every table of summary.md (eraudit/common/grid.py).
+KEYS = [*LABEL_SCHEMA, "dataset"]
+
+
+def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
+    """Save `fig` to every path of `outs` (the format follows the suffix: the rule declares each file)."""
+    fig.tight_layout()
+    for out in [outs] if isinstance(outs, (str, Path)) else outs:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        save_figure(fig, out, dpi=150)
+    plt.close(fig)
+
+
+def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
+    """Fig. 2 left: counterexample ratio of each target per dataset (and architecture / setting)."""
+    summary = _panels(summary)
+    datasets = summary["panel"].unique(maintain_order=True).to_list()
+    targets = summary["target"].unique(maintain_order=True).to_list()
+    width = 0.8 / max(len(targets), 1)
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(datasets), 3.2))
+    for k, target in enumerate(targets):
+        rows = summary.filter(pl.col("target") == target)
+        values = [rows.filter(pl.col("panel") == d)["cr"].first() or 0.0 for d in datasets]
+        xs = [i + (k - (len(targets) - 1) / 2) * width for i in range(len(datasets))]
+        ax.bar(xs, values, width, label=label(target), color=color(target))
+    ax.set_xticks(range(len(datasets)), datasets, rotation=20 if len(datasets) > 2 else 0, fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("dataset")
+    ax.set_ylabel("counterexample ratio (CR)")
+    ax.legend(frameon=False)
+    _save(fig, out)
+
+
+# How figures and summary.md name the two bounds (stats.BOUNDS: config value -> record column).
+BOUND_TITLES = {"paper": "paper's bound eta^(1/t)", "betting": "betting bound"}
+# Labels of the two averages of a common bound (summary.md, Fig. 2 right, Fig. 4).
+AVERAGE_LABELS = (", all q_h (counterexample = 0)", ", Stage-1 survivors only")
+
+
+def bound_order(headline: str) -> list[str]:
+    """The two bounds, the headline (config `audit.headline_bound`) first."""
+    if headline not in BOUNDS:
+        raise ValueError(f"audit.headline_bound: {headline!r} is not one of {list(BOUNDS)}")
+    return [headline, *(b for b in BOUNDS if b != headline)]
+
+
+def _bound_lines(frame: pl.DataFrame, x: str, xlabel: str, bounds: Sequence[str],
+                 out: str | Path | Sequence[str | Path], logx: bool = False) -> None:
+    """A row of panels per bound (in `bounds` order) and a column per dataset (and grid cell); one colour per
+    target, solid: the average over all q_h, dashed: over the Stage-1 survivors."""
+    frame = _panels(frame)
+    datasets = frame["panel"].unique(maintain_order=True).to_list()
+    ncols = max(len(datasets), 1)
+    fig, axes = plt.subplots(len(bounds), ncols, figsize=(4.2 * ncols, 3.4 * len(bounds)), squeeze=False)
+    for row, bound in zip(axes, bounds):
+        y = f"mean_{BOUNDS[bound]}"
+        for ax, dataset in zip(row, datasets):
+            sub = frame.filter(pl.col("panel") == dataset)
+            for target in sub["target"].unique(maintain_order=True).to_list():
+                rows = sub.filter(pl.col("target") == target).sort(x)
+                for column, style, marker, suffix in ((y, "-", "o", AVERAGE_LABELS[0]),
+                                                      (f"{y}_survivors", "--", "x", AVERAGE_LABELS[1])):
+                    ax.plot(rows[x].to_list(), rows[column].to_list(), marker=marker, linestyle=style,
+                            label=label(target) + suffix, color=color(target))
+            if logx:
+                ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_title(f"{dataset}: {BOUND_TITLES[bound]}", fontsize=9)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("average lower bound")
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(frameon=False, fontsize=7)
+    _save(fig, out)
+
+
+def example_questions(records: pl.DataFrame) -> pl.DataFrame:
+    """One q_h per grid cell, dataset and target to draw over t: a Stage-1 survivor with test draws, where the
+    two bounds part most: a positive betting bound first, then the most degraded draws, then the lowest pair_id."""
+    keys = [k for k in KEYS if k in records.columns]
+    survivors = records.filter((pl.col("n_counterexamples") == 0) & (pl.col("n_test_draws") > 0))
+    ranked = survivors.sort(*keys, "target", pl.col("lower_bound_betting") > 0, "n_degraded_draws", "pair_id",
+                            descending=[False] * (len(keys) + 1) + [True, True, False], nulls_last=True)
+    return ranked.group_by(*keys, "target", maintain_order=True).first()
+
+
+def plot_bounds_over_t(records: pl.DataFrame, steps: pl.DataFrame, bounds: Sequence[str],
+                       out: str | Path | Sequence[str | Path]) -> None:
+    """For one q_h per dataset (and grid cell) and target (`example_questions`): both bounds after each test
+    draw, per generator, the level after draw t drawn over (t - 1, t]; the headline solid, the other dashed;
+    degraded draws ticked below the t axis."""
+    records = _panels(records)  # panel titles from every q_h, so each panel keeps its place
+    examples = example_questions(records)
+    keys = [k for k in KEYS if k in examples.columns]
+    datasets = records["panel"].unique(maintain_order=True).to_list()
+    targets = records["target"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(max(len(targets), 1), max(len(datasets), 1),
+                             figsize=(4.2 * max(len(datasets), 1), 3.2 * max(len(targets), 1)), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()  # a panel without an example stays blank
+    styles = dict(zip(bounds, ("-", "--")))
+    for example in examples.iter_rows(named=True):
+        ax = axes[targets.index(example["target"])][datasets.index(example["panel"])]
+        ax.set_axis_on()
+        match = [pl.col(k).eq_missing(example[k]) for k in (*keys, "target", "pair_id")]
+        mine = steps.filter(*match).sort("generator", "t")
+        for k, generator in enumerate(mine["generator"].unique(maintain_order=True).to_list()):
+            rows = mine.filter(pl.col("generator") == generator)
+            for bound in bounds:
+                ax.step([0, *rows["t"].to_list()], [0.0, *rows[BOUNDS[bound]].to_list()], where="pre",
+                        linestyle=styles[bound], color=f"C{k}", label=f"{generator}: {bound}")
+            bad = [t - 0.5 for t in rows.filter(~pl.col("non_degraded"))["t"].to_list()]
+            ax.plot(bad, [-0.015 - 0.025 * k] * len(bad), "x", color=f"C{k}", markersize=5,
+                    label=f"{generator}: degraded draw" if bad else None)
+        ax.set_title(f"{example['panel']} · {label(example['target'])} · pair {example['pair_id']}", fontsize=9)
+        ax.set_xlabel("t (test paraphrases read)")
+        ax.set_ylabel("lower bound after t draws")
+        ax.set_ylim(-0.07, 1.02)
+        ax.legend(frameon=False, fontsize=7)
+    _save(fig, out)
+
+
+def plot_scatter(records: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
+    """Fig. 3: per q_h, the target's P(a_h | q_h) against the largest Delta over the search pool (one panel
+    per dataset and grid cell)."""
+    records = _panels(records)
+    datasets = records["panel"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(4.2 * max(len(datasets), 1), 3.4), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        sub = records.filter((pl.col("panel") == dataset) & pl.col("delta_max").is_not_null())
+        for target in sub["target"].unique(maintain_order=True).to_list():
+            rows = sub.filter(pl.col("target") == target)
+            ax.scatter(rows["p_target_qh"].to_list(), rows["delta_max"].to_list(), label=label(target),
+                       color=color(target), alpha=0.75, s=22)
+        eps = sub["epsilon"].first()
+        if eps is not None:
+            ax.axhline(eps, color="grey", linestyle="--", linewidth=1, label=f"epsilon = {eps:.3g}")
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_title(dataset)
+        ax.set_xlabel("P_target(a_h | q_h)")
+        ax.set_ylabel("max Delta over search pool")
+        ax.legend(frameon=False, fontsize=8)
+    _save(fig, out)
+
+
+def audit_figures(
+    *,
+    summaries: Sequence[str | Path],
+    records: Sequence[str | Path],
+    steps: Sequence[str | Path],
+    confidence: Sequence[str | Path],
+    epsilon: Sequence[str | Path],
+    pool_reports: Sequence[str | Path],
+    cr_png: str | Path,
+    confidence_png: str | Path,
+    scatter_png: str | Path,
+    epsilon_png: str | Path,
+    bounds_png: str | Path,
+    report_md: str | Path,
+    summary_csv: str | Path,
+    cr_svg: str | Path,
+    confidence_svg: str | Path,
+    scatter_svg: str | Path,
+    epsilon_svg: str | Path,
+    bounds_svg: str | Path,
+    headline: str = "paper",
+) -> None:
+    """The five figures (each as PNG and SVG), summary.md and summary.csv: every path is a declared output.
+    `headline`: the bound summary.md and the figures lead with (config `audit.headline_bound`)."""
+    order = bound_order(headline)
+    summary = _read(summaries)
+    rec = _read(records)
+    step_rows = _read(steps)
+    conf = _read(confidence)
+    eps = _read(epsilon)
+    pools = _read(pool_reports)
+    plot_cr(summary, [cr_png, cr_svg])
+    # Fig. 2 right and Fig. 4, a row per bound: solid = average over all q_h, dashed = over the Stage-1 survivors.
+    _bound_lines(conf, "confidence", "confidence level 1 - eta", order, [confidence_png, confidence_svg])
+    plot_scatter(rec, [scatter_png, scatter_svg])
+    _bound_lines(eps, "epsilon", "epsilon", order, [epsilon_png, epsilon_svg], logx=True)
+    plot_bounds_over_t(rec, step_rows, order, [bounds_png, bounds_svg])
+    Path(summary_csv).parent.mkdir(parents=True, exist_ok=True)
+    summary.write_csv(summary_csv)
+
+    reject_cols = [c for c in pools.columns if c.startswith("rejected_")]
+    flag_cols = [c for c in pools.columns if c.startswith("flagged_")]  # paraphrase.filter report: kept anyway
+    pool_table = pools.group_by("dataset", "pool", "generator", maintain_order=True).agg(
+        pl.len().alias("q_h"), pl.col("size").first(), pl.col("generated").sum(), pl.col("kept").sum(),
+        *[pl.col(c).sum().alias(c.removeprefix("rejected_")) for c in reject_cols],
+        *[pl.col(c).sum() for c in flag_cols],
+        pl.col("duplicates_kept").sum(),
+        (pl.col("shortfall") > 0).sum().alias("pools_short"), pl.col("shortfall").sum(),
+    )
+    status = rec.group_by(*KEYS, "target", "status", maintain_order=True).len().sort(*KEYS, "target", "status",
+                                                                                       nulls_last=True)
+    means = [f"mean_{BOUNDS[b]}{suffix}" for b in order for suffix in ("", "_survivors")]
+    by_split = rec.filter(pl.col("split").is_not_null()).group_by(*KEYS, "target", "split").agg(
+        pl.len().alias("n_qh"), (pl.col("n_counterexamples") > 0).mean().alias("cr"),
+        *[expr for b in order for expr in (
+            pl.col(BOUNDS[b]).mean().alias(f"mean_{BOUNDS[b]}"),
+            pl.col(BOUNDS[b]).filter(pl.col("n_counterexamples") == 0).mean().alias(f"mean_{BOUNDS[b]}_survivors"))],
+    ).sort(*KEYS, "target", "split", nulls_last=True)
+    conf_tables = []
+    for column in means:
+        wide = conf.select(*KEYS, "target", "confidence", column).sort("confidence").pivot(
+            on="confidence", index=[*KEYS, "target"], values=column)
+        over = "the Stage-1 survivors only" if column.endswith("_survivors") else "all q_h (counterexample = 0)"
+        conf_tables += [f"### `{column}`: {BOUND_TITLES[_bound_of(column)]}, over {over}", "", frame_table(wide), ""]
+    sources = summary.select(*KEYS, "epsilon", "epsilon_source").unique(maintain_order=True)
+    text = [
+        "# ER-Audit summary",
+        "",
+        "Two-stage black-box audit of each fine-tuned verifier against V_base on every audited hidden question.",
+        "Stage 1 searches the search pool for a counterexample (Delta > epsilon); Stage 2 runs the anytime-valid",
+        "sequential test on each generator's independent test pool; the common bound is the minimum over generators.",
+        "Two anytime-valid bounds read each test pool: the paper's eta^(1/t) (`lower_bound`, 0 from the first",
+        "counterexample on) and the betting confidence sequence (`lower_bound_betting`, c and w in the table), which",
+        "reads every pool to its end and stays informative after degraded draws (`n_degraded_draws` of",
+        f"`n_test_draws`). Headline bound of this run: **{headline}** (`audit.headline_bound`).",
+        "",
+        "## Threshold epsilon per dataset (`epsilon_source`: a configured value, or the percentile of the",
+        "per-q_h maxima s_h = max over the search pool of V_org's Delta, as in the paper's App. D.2)",
+        "",
+        frame_table(sources, floats=4),
+        "",
+        "## Counterexample ratio, statuses and average lower bound",
+        "",
+        "Two averages of each common bound: `mean_<bound>` over **all** audited q_h (a Stage-1",
+        "counterexample counts as bound 0) and `mean_<bound>_survivors` over the `n_stage1_survivors` q_h",
+        "without a search-pool counterexample only (the release's number). They differ whenever CR > 0.",
+        "Statuses are the paper's test's.",
+        "",
+        frame_table(summary.select(*KEYS, "target", "n_qh", "cr", "n_degraded", "n_certified",
+                                 "n_budget_exhausted", "n_stage1_survivors", *means,
+                                 *[f"mean_{BOUNDS[b]}_tv" for b in order], "n_test_draws", "n_degraded_draws",
+                                 "epsilon", "epsilon_source", "eta", "tau", "tv_r", "betting_c", "betting_w")),
+        "",
+        "## By split (train: the pair's debates were in fine-tuning; eval: held out)",
+        "",
+        frame_table(by_split) if by_split.height else "(no split information)",
+        "",
+        "## Statuses",
+        "",
+        frame_table(status),
+        "",
+        "## Average lower bound by confidence level (epsilon fixed)",
+        "",
+        *conf_tables,
+        "## Average lower bound and CR by epsilon (eta fixed)",
+        "",
+        frame_table(eps.select(*KEYS, "target", "epsilon", "epsilon_source", "cr", *means, "n_degraded_draws")),
+        "",
+        "## Paraphrase pools (generated / kept / rejected by reason / kept but flagged by a check / shortfall, "
+        "summed over q_h)",
+        "",
+        frame_table(pool_table),
+        "",
+        "Figures: `figures/cr.png` (Fig. 2 left), `figures/bound_vs_confidence.png` (Fig. 2 right, a row per",
+        "bound, the headline first; solid: all q_h, dashed: Stage-1 survivors only, also in Fig. 4),",
+        "`figures/p_qh_vs_delta_max.png` (Fig. 3), `figures/bound_vs_epsilon.png` (Fig. 4),",
+        "`figures/bounds_over_t.png` (both bounds after each test draw for one q_h per dataset and verifier); PNG",
+        "and SVG.",
+        "",
+    ]
+    Path(report_md).write_text("\n".join(text))
+    log.info("wrote %s and five figures (headline bound: %s)", report_md, headline)
+
+
+def _bound_of(column: str) -> str:
+    """The bound ("paper" / "betting") a `mean_<column>[_survivors]` column averages."""
+    base = column.removeprefix("mean_").removesuffix("_survivors")
+    return next(b for b, c in BOUNDS.items() if c == base)
+
+
+# Content id of the figures and summary.md (rule params carry it).
+FIGURES_VERSION = rule_id("audit-figures", plot_cr, _bound_lines, plot_scatter, example_questions, plot_bounds_over_t,
+                          bound_order, _bound_of, frame_table, markdown_table, cell, audit_figures, AVERAGE_LABELS,
+                          BOUND_TITLES, BOUNDS, VERIFIERS, _panels, panel, KEYS)

@@ -1,0 +1,420 @@
+"""Fine-tune V_honest / V_adv / V_org from the base model on selected debate transcripts.
+
+V_honest: honest transcripts, L = L_lm + L_fc. V_adv: adversarial transcripts, same objective. V_org:
+adversarial transcripts, L = L_lm + L_fc + L_qh (losses.py). Full-parameter AdamW with gradient
+accumulation by default; LoRA through peft as an option, saved as the adapter beside its base model
+(`lora.save: adapter`, models/adapter.py: a few MB where a merged GPT-20B is ~40 GB) or merged into a plain
+safetensors directory (`merged`); LanguageModel loads both. Only items of the train split (the
+split column of the transcripts' mode, splits.split_column) are used: honest ones with selection status ok
+or fallback (the release trains on its honest fallbacks), adversarial ones with status ok only (a fallback
+is not an attack; selection.py).
+
+Each selected transcript makes two training rows, one per answer order (losses.encode_example), and the
+batch settings count rows (the release's effective batch 8 is 8 rows). The learning rate warms up linearly
+from 0 over `warmup_steps` optimizer steps and then stays (`lr_schedule: constant`) or follows a half cosine
+to 0 at the last step (`cosine`): the release's transformers Trainer with lr_scheduler_type "cosine" and
+warmup_steps 10 (ft-verifier-oss-full.py, --warmup default 10).
+
+The L_lm target (`FinetuneSettings.lm_target`, losses.py): `argument` (the correct label and answer, then
+the Y_true debater's final argument) or `adjudication` (the grounded adjudication of the same transcript,
+adjudication.py, read from its Parquet by pair_id, followed by the row's "Answer: X"; a training item
+without a row there is an error naming the pair and the file; an `unresolved` one trains no L_lm).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import polars as pl
+import torch
+from tqdm.auto import tqdm
+
+from debate_audit.data.io import write_parquet
+from debate_audit.models import write_fingerprint
+from debate_audit.models.adapter import save_adapter
+from debate_audit.models.loading import ModelRef
+from debate_audit.models.size import prepared_params
+from debate_audit.models.spec import resolve_device, resolve_dtype
+from debate_audit.provenance import record_model
+
+from ..debate.debates import options_for, transcript_view
+from ..common.grid import labelled, unlabelled, with_labels
+from .losses import TrainExample, encode_example, qh_letters, verifier_losses
+from ..common.readout import LABELS, resolve_readout
+from ..debate.splits import split_column
+from ..common.verifiers import VARIANTS  # variant -> transcript mode
+from ..common.versioning import rule_id
+
+log = logging.getLogger(__name__)
+
+CURVE_SCHEMA = labelled({
+    "dataset": pl.Utf8,
+    "variant": pl.Utf8,  # honest / adv / org
+    "step": pl.Int32,  # optimizer step, 1-based
+    "epoch": pl.Int32,  # 0-based pass over the training rows
+    "loss": pl.Float64,  # weighted total, mean over the step's micro-batches
+    "loss_lm": pl.Float64,  # L_lm (unweighted); null when no row of the step had an L_lm target
+    "loss_fc": pl.Float64,  # L_fc (unweighted)
+    "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
+    "learning_rate": pl.Float64,  # this step's learning rate (warm-up, lr_schedule)
+    "items": pl.Int32,  # training rows seen so far (two per selected transcript)
+})
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    loss_weights: dict = field(default_factory=lambda: {"lm": 1.0, "fc": 2.0, "qh": 2.0})
+    epochs: int = 3
+    max_steps: int | None = None
+    learning_rate: float = 1e-5
+    batch_size: int = 1
+    grad_accum: int = 8
+    max_length: int = 2048
+    max_target_tokens: int = 256
+    seed: int = 0
+    lora: dict = field(default_factory=lambda: {"enabled": False})
+    lm_target: str = "argument"  # LM_TARGETS
+    warmup_steps: int = 0  # optimizer steps of linear warm-up from 0 (release: 10)
+    lr_schedule: str = "constant"  # LR_SCHEDULES, after the warm-up (release: cosine)
+    # Recompute each layer's activations in the backward pass instead of keeping them: the same gradients
+    # (up to float rounding) for about a third more compute, and activations that no longer grow with
+    # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
+    gradient_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.lm_target not in LM_TARGETS:
+            raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {self.lm_target!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"verifier.lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+
+
+LM_TARGETS = ("adjudication", "argument")
+LR_SCHEDULES = ("constant", "cosine")
+# GPU bytes per parameter before activations: full training keeps fp32 master weights (bf16 autocast),
+# their fp32 gradients and AdamW's two fp32 moments; LoRA on a GPU keeps the frozen base in bf16 (the
+# matrix products run in bf16 under autocast either way) and fp32 adapters, well under 1% of the parameters.
+FULL_TRAINING_BYTES = 16
+FROZEN_BYTES = 2
+TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
+
+
+def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = "transcripts") -> pl.DataFrame:
+    """`sel` (one mode's selected transcripts) with a column `skip`: null for the rows fine-tuning trains on,
+    else why it does not (status or split). The adjudication rule writes targets for exactly the null ones."""
+    modes = sel["mode"].unique().to_list()
+    if len(modes) > 1:
+        raise ValueError(f"{source}: transcripts of several modes {sorted(modes)}")
+    mode = modes[0] if modes else "honest"
+    column = split_column(mode) if split_column(mode) in splits.columns else "split"
+    statuses = list(TRAINED_STATUSES[mode])
+    role = splits.select("pair_id", pl.col(column).alias("_role"))
+    return sel.join(role, on="pair_id", how="left").with_columns(
+        skip=pl.when(~pl.col("status").is_in(statuses))
+        .then(pl.format("status {} not trained on ({} trains on {})", "status", pl.lit(mode), pl.lit("/".join(statuses))))
+        .when(pl.col("_role").is_null() | (pl.col("_role") != "train"))
+        .then(pl.format("not in the train split ({}: {})", pl.lit(column), pl.col("_role").fill_null("none")))
+    ).drop("_role")
+
+
+def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
+    sel = trained_selection(pl.read_parquet(selected), pl.read_parquet(split), source=str(selected))
+    usable = sel.filter(pl.col("skip").is_null()).drop("skip")
+    skipped = sel.height - usable.height
+    if skipped:
+        counts = dict(sel.filter(pl.col("skip").is_not_null()).group_by("status").len().iter_rows())
+        log.info("%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
+                 selected, skipped, counts)
+    return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
+
+
+def final_true_argument(arguments: list[dict]) -> str:
+    mine = [a for a in arguments if a["defends_true"]]
+    return mine[-1]["text"] if mine else ""
+
+
+def argument_target(letter: str, y_true: str, final_argument: str) -> str:
+    """The `argument` L_lm target of a row showing Y_true as `letter`; it continues the prefilled "Answer:"
+    slot, hence the leading space."""
+    return f" {letter}. {y_true}\nReason: {final_argument.strip()}"
+
+
+def adjudication_target(body: str, letter: str) -> str:
+    """The `adjudication` L_lm target of a row showing Y_true as `letter`: the adjudication (in debater
+    names, the same for both rows), then the row's answer line."""
+    return f"{body}\nAnswer: {letter}"
+
+
+def read_adjudications(path: str | Path, mode: str) -> dict[int, str | None]:
+    """pair_id -> adjudication text (None: unresolved), from a file of adjudication.ADJUDICATION_SCHEMA."""
+    frame = pl.read_parquet(path)
+    modes = set(frame["mode"].unique().to_list())
+    if modes - {mode}:
+        raise ValueError(f"{path}: adjudications of mode {sorted(modes)}, but these transcripts are {mode}")
+    for status, count in frame.filter(pl.col("status") != "ok").group_by("status").len().iter_rows():
+        log.warning("%s: %d of %d adjudications are %s (column reason)%s", path, count, frame.height, status,
+                    ": those pairs train L_fc only" if status == "unresolved" else "")
+    return {r["pair_id"]: r["text"] for r in frame.iter_rows(named=True)}
+
+
+def lm_targets(items: list[dict], lm_target: str, adjudications: str | Path | None,
+               mode: str) -> list[Callable[[str], str] | None]:
+    """Per training item, its L_lm target as a function of the letter Y_true is shown at (None: no L_lm)."""
+    if lm_target == "argument":
+        return [partial(argument_target, y_true=r["y_true"], final_argument=final_true_argument(r["arguments"]))
+                for r in items]
+    if adjudications is None:
+        raise ValueError("verifier.lm_target is 'adjudication' but no adjudications file was given")
+    texts = read_adjudications(adjudications, mode)
+    out = []
+    for r in items:
+        if r["pair_id"] not in texts:
+            raise ValueError(f"pair {r['pair_id']}: no adjudication in {adjudications} (its .rejected.parquet says "
+                             "why, if it is there)")
+        body = texts[r["pair_id"]]
+        out.append(None if body is None else partial(adjudication_target, body))
+    return out
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """The learning rate multiplier of 0-based optimizer step `step` of `total`: transformers'
+    get_constant_schedule_with_warmup / get_cosine_schedule_with_warmup (linear from 0 over `warmup` steps,
+    then 1, or a half cosine down to 0 at `total`)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def _apply_lora(model, lora: dict):
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as err:
+        raise ImportError(
+            "verifier.lora.enabled is true but peft is not installed: `pip install peft` "
+            "(or the project's [lora] extra)"
+        ) from err
+    config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                        target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def saves_adapter(lora: dict) -> bool:
+    """Whether a LoRA verifier (`lora`: its settings, `enabled` resolved) is saved as its adapter, not merged."""
+    return bool(lora.get("enabled")) and lora.get("save", "adapter") == "adapter"
+
+
+def training_memory_bytes(params: float, lora: bool) -> float:
+    """GPU memory one fine-tuning job holds before activations (FULL_TRAINING_BYTES / FROZEN_BYTES)."""
+    return params * (FROZEN_BYTES if lora else FULL_TRAINING_BYTES)
+
+
+def check_training_memory(name: str, params: float, lora: bool, available_bytes: int) -> None:
+    """Fail before loading when the weights, gradients and optimizer state alone exceed the GPU: a clear
+    error naming the setting to change instead of a CUDA out-of-memory error minutes into the job."""
+    need = training_memory_bytes(params, lora)
+    if need <= available_bytes:
+        return
+    how = (f"LoRA training keeps the {params / 1e9:.2f}B frozen bf16 base weights ({FROZEN_BYTES} bytes each)" if lora
+           else f"full-parameter AdamW training keeps {FULL_TRAINING_BYTES} bytes per parameter (fp32 weights, "
+           f"gradients, two moments) for {params / 1e9:.2f}B parameters")
+    fix = ("use a GPU with more memory (training runs on one GPU)" if lora else
+           f"train it with LoRA (add {name!r} to verifier.lora.enabled, or set it to true; a departure from the "
+           "paper's full fine-tuning) or use a GPU with more memory (training runs on one GPU)")
+    raise MemoryError(f"fine-tuning {name}: {how}: at least {need / 2**30:.0f} GiB before activations, and "
+                      f"this GPU has {available_bytes / 2**30:.0f} GiB; {fix}. `make plan` lists this for "
+                      "every architecture before a run.")
+
+
+def train(model, examples: list[TrainExample], settings: FinetuneSettings, label_ids: list[int], pad_id: int,
+          *, desc: str = "fine-tuning") -> list[dict]:
+    """The optimisation loop; returns one record per optimizer step (CURVE_SCHEMA without dataset/variant)."""
+    if settings.gradient_checkpointing:
+        # Non-reentrant: works when the inputs need no grad (a frozen embedding under LoRA) and with autocast.
+        # (transformers 5 renames this activation_checkpointing_enable; the old name works from 4.35 to 5.x.)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=0.0)
+    per_step = settings.batch_size * settings.grad_accum
+    steps_per_epoch = math.ceil(len(examples) / per_step)
+    total = steps_per_epoch * settings.epochs
+    if settings.max_steps is not None:
+        total = min(total, settings.max_steps)
+    rng = random.Random(f"finetune:{settings.seed}")
+    device = next(model.parameters()).device
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    curve, seen = [], 0
+    model.train()
+    bar = tqdm(total=total, desc=desc, unit="step")
+    step = 0
+    for epoch in range(settings.epochs):
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        for start in range(0, len(order), per_step):
+            if step >= total:
+                break
+            chunk = [examples[i] for i in order[start : start + per_step]]
+            micro = [chunk[i : i + settings.batch_size] for i in range(0, len(chunk), settings.batch_size)]
+            learning_rate = settings.learning_rate * lr_factor(step, total, settings.warmup_steps, settings.lr_schedule)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate
+            sums: dict[str, float] = {}
+            for batch in micro:
+                with autocast:
+                    terms = verifier_losses(model, batch, label_ids, settings.loss_weights, pad_id)
+                (terms["total"] * len(batch) / len(chunk)).backward()
+                for name, value in terms.items():
+                    sums[name] = sums.get(name, 0.0) + value.item() * len(batch) / len(chunk)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            seen += len(chunk)
+            curve.append({"step": step, "epoch": epoch, "loss": sums["total"], "loss_lm": sums.get("lm"),
+                          "loss_fc": sums["fc"], "loss_qh": sums.get("qh"), "learning_rate": learning_rate,
+                          "items": seen})
+            bar.update(1)
+            bar.set_postfix(loss=f"{sums['total']:.3f}", fc=f"{sums['fc']:.3f}")
+            log.info("step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %.4f qh %s)", step, total, epoch, learning_rate,
+                     sums["total"], f"{sums['lm']:.4f}" if "lm" in sums else "-", sums["fc"],
+                     f"{sums['qh']:.4f}" if "qh" in sums else "-")
+    bar.close()
+    if settings.gradient_checkpointing:
+        model.gradient_checkpointing_disable()
+    model.eval()
+    return curve
+
+
+def save_verifier(model, tokenizer, out_dir: str | Path, adapter_of: str | Path | None = None, **fields) -> dict:
+    """A plain safetensors directory (or, `adapter_of` a base directory, peft's adapter of that base) with
+    tokenizer files; fingerprint.json (the rule output) comes last."""
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)  # no stale shards from an earlier run
+    out_dir.mkdir(parents=True)
+    if adapter_of is not None:
+        save_adapter(model, out_dir, adapter_of)
+        fields["checkpoint"] = "lora-adapter"
+    else:
+        model.save_pretrained(out_dir, safe_serialization=True)
+        fields["checkpoint"] = "full"
+    tokenizer.save_pretrained(out_dir)
+    return write_fingerprint(out_dir, **fields)
+
+
+def finetune_verifier(
+    selected: str | Path,
+    pairs: str | Path,
+    split: str | Path,
+    base: ModelRef,
+    out_dir: str | Path,
+    curve_out: str | Path,
+    *,
+    dataset: str,
+    variant: str,
+    settings: FinetuneSettings,
+    readout: str = "auto",
+    labels: dict | None = None,
+    adjudications: str | Path | None = None,
+) -> dict:
+    """Train one verifier from `base` (on its device) and write it to `out_dir` (safetensors, tokenizer,
+    fingerprint.json last). Training needs the trainable transformers model, not `open_model`'s.
+    `adjudications`: the Parquet of adjudication.py for these transcripts (lm_target adjudication only);
+    `labels`: the grid cell (architecture, length, qh_weight) of the checkpoint."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    started = time.time()
+    torch.manual_seed(settings.seed)
+    out_dir = Path(out_dir)
+    base_fingerprint = base.fingerprint()
+    record_model(base.name, base.directory, base_fingerprint)
+    tokenizer = AutoTokenizer.from_pretrained(base.directory)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    label_ids = [tokenizer(label, add_special_tokens=False)["input_ids"] for label in LABELS]
+    if any(len(ids) != 1 for ids in label_ids):
+        raise ValueError(f"{base.directory}: answer labels {LABELS} are not single tokens for this tokenizer")
+    label_ids = [ids[0] for ids in label_ids]
+    items = training_items(selected, pairs, split)
+    targets = lm_targets(items, settings.lm_target, adjudications, VARIANTS[variant])
+    examples = [
+        row
+        for r, target in zip(items, targets)
+        for row in encode_example(
+            tokenizer, pair_id=r["pair_id"], item=r, target=target, with_qh=variant == "org",
+            transcript=transcript_view(r["q_m"], options_for(r, r["true_position"]), r["arguments"]),
+            max_length=settings.max_length, max_target_tokens=settings.max_target_tokens, readout=readout,
+            reply=settings.lm_target == "adjudication", qh_order=qh_letters(settings.seed, r["pair_id"]),
+            chat_template_kwargs=base.chat_template_kwargs)
+    ]
+    log.info("%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target) from %s; weights %s; "
+             "readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s", dataset, variant, len(examples),
+             len(items), sum(t is None for t in targets), selected, settings.loss_weights,
+             resolve_readout(readout, tokenizer), settings.lm_target, settings.learning_rate, settings.warmup_steps,
+             settings.lr_schedule)
+    dev = resolve_device(base.device)
+    on_gpu = dev.startswith("cuda")
+    lora = bool(settings.lora.get("enabled"))
+    if on_gpu:
+        params = prepared_params(base.directory)
+        if params is not None:
+            check_training_memory(base.name, params, lora,
+                                  torch.cuda.get_device_properties(torch.device(dev)).total_memory)
+    dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES
+    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True).to(dev)
+    if lora:
+        model = _apply_lora(model, settings.lora)
+    curve: list[dict] = []
+    if examples:
+        curve = train(model, examples, settings, label_ids, pad_id, desc=f"{dataset}/{variant}")
+    else:
+        log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
+                    dataset, variant, selected)
+    adapter_only = saves_adapter(settings.lora)
+    if not adapter_only:
+        if lora:
+            model = model.merge_and_unload()
+        # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to
+        # it anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
+        model = model.to(resolve_dtype(base.dtype, dev))
+    rows = [{"dataset": dataset, "variant": variant, **c} for c in curve]
+    frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)), labels)
+    write_parquet(frame, CURVE_SCHEMA, curve_out)
+    record = save_verifier(
+        model,
+        tokenizer,
+        out_dir,
+        adapter_of=base.directory if adapter_only else None,
+        name=f"verifier-{dataset}-{variant}",
+        dataset=dataset,
+        variant=variant,
+        **(labels or {}),
+        base_weights_sha256=base_fingerprint["weights_sha256"],
+        training_items=len(items),
+        training_rows=len(examples),
+        steps=len(curve),
+    )
+    log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
+             time.time() - started, out_dir, record["weights_sha256"][:16])
+    return record
+
+
+def training_items_id(lm_target: str) -> str:
+    """Content id of which items train and where their L_lm targets come from (fine-tuning's rule param):
+    changing either, or switching `verifier.lm_target`, retrains."""
+    if lm_target not in LM_TARGETS:
+        raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
+    return rule_id("training-items", lm_target, TRAINED_STATUSES, trained_selection, training_items, split_column,
+                   final_true_argument, argument_target, adjudication_target, read_adjudications, lm_targets,
+                   lr_factor, encode_example, qh_letters, transcript_view)

@@ -1,0 +1,190 @@
+"""The ER-Audit grid (eraudit/common/grid.py): several verifier architectures, debate lengths and L_qh weights
+in one run, through wildcards."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from debate_audit.eraudit.common import grid
+from debate_audit.eraudit.verifier.table1 import TABLE1_SCHEMA, markdown_table
+
+ARCHS = ["smollm2-135m", "tiny-qwen2"]
+
+
+def test_checkpoint_path_ids_round_trip():
+    for cp in [grid.Checkpoint("base"), grid.Checkpoint("honest", "w50"), grid.Checkpoint("adv", "release"),
+               grid.Checkpoint("org", "w150", 2.0), grid.Checkpoint("org", "w150", 0.5)]:
+        assert grid.Checkpoint.parse(cp.path_id) == cp
+    assert grid.Checkpoint("org", "w150", 2.0).path_id == "w150/org_qh2"
+    with pytest.raises(ValueError, match="unknown variant 'org'"):
+        grid.Checkpoint.parse("w150/org")  # V_org always names its weight
+
+
+def test_lengths_weights_and_architectures_from_config():
+    assert grid.lengths({"word_limit": [50, 150, 50]}) == ["w50", "w150"]
+    assert grid.lengths({"word_limit": 40}) == ["w40"]
+    assert grid.lengths({"word_limit": [50, 150], "transcripts": {"source": "release"}}) == ["release"]
+    assert grid.qh_weights({"loss_weights": {"qh": [1, 2.0]}}) == [1.0, 2.0]
+    assert grid.base_models({"base_models": ["a", "b"], "base_model": None}) == ["a", "b"]
+    assert grid.base_models({"base_models": ["a", "b"], "base_model": "c"}) == ["c"]
+    assert grid.variant_ids([1.0, 2.5]) == ["honest", "adv", "org_qh1", "org_qh2.5"]
+
+
+def test_a_setting_audits_base_and_the_targets_of_its_length_and_weight():
+    setting = grid.Setting("w50", 4.0)
+    assert setting.path_id == "w50_qh4"
+    assert [cp.path_id for cp in setting.checkpoints(["honest", "adv", "org"])] == \
+        ["base", "w50/honest", "w50/adv", "w50/org_qh4"]
+    assert [cp.path_id for cp in setting.checkpoints(["org"])] == ["base", "w50/org_qh4"]
+
+
+def _release_ablations_plan() -> grid.Plan:
+    import yaml
+
+    from conftest import REPO
+
+    overlay = yaml.safe_load((REPO / "config" / "ablations.yaml").read_text())
+    return grid.Plan.from_config({"debate": overlay["debate"], "verifier": overlay["verifier"]})
+
+
+def test_the_release_ablations_plan_only_the_releases_cells():
+    plan = _release_ablations_plan()
+    assert plan.lengths == ("w150", "w50", "w250") and plan.weights == (2.0, 1.0, 3.0, 4.0, 5.0)
+    gpt, llama, targets = "gpt-oss-20b", "llama-3.1-8b-instruct", ["honest", "adv", "org"]
+    # main cells: every architecture and dataset, V_org at the main weight; GPT-20B's V_org at every weight
+    assert plan.variants(llama, "gpqa_h", "w150") == ["honest", "adv", "org_qh2"]
+    assert plan.variants(gpt, "gpqa_h", "w150") == ["honest", "adv"] + [f"org_qh{w}" for w in (2, 1, 3, 4, 5)]
+    # the length ablation: honest debates and V_honest only, QuALITY-H only, GPT-20B only
+    assert plan.variants(gpt, "quality_h", "w50") == ["honest"] == plan.variants(gpt, "quality_h", "w250")
+    assert plan.variants(gpt, "gpqa_h", "w50") == [] == plan.variants(llama, "quality_h", "w250")
+    assert plan.debate_modes("quality_h", "w250") == ["honest"] and plan.debate_modes("gpqa_h", "w50") == []
+    assert plan.debate_modes("gpqa_h", "w150") == ["honest", "adversarial"]
+    assert plan.adjudication_modes(gpt, "quality_h", "w50") == ["honest"]
+    assert plan.adjudication_modes(llama, "quality_h", "w50") == []
+    assert plan.checkpoints(gpt, "quality_h")[-2:] == ["w50/honest", "w250/honest"]
+    # audits where every target was trained: one per weight on GPT-20B, none at the honest-only lengths
+    assert [s.path_id for s in plan.settings(gpt, "quality_h", targets)] == [
+        f"w150_qh{w}" for w in (2, 1, 3, 4, 5)]
+    assert [s.path_id for s in plan.settings(llama, "quality_h", targets)] == ["w150_qh2"]
+    # auditing V_honest alone: one audit per length, never a copy per weight
+    assert [s.path_id for s in plan.settings(gpt, "quality_h", ["honest"])] == ["w150_qh2", "w50_qh2", "w250_qh2"]
+
+
+def test_a_plan_without_reach_keys_is_the_full_grid():
+    plan = grid.Plan.from_config({"debate": {"word_limit": [50, 150]}, "verifier": {"loss_weights": {"qh": [1, 4]}}})
+    for length in ("w50", "w150"):
+        assert plan.variants("a", "gpqa_h", length) == ["honest", "adv", "org_qh1", "org_qh4"]
+        assert plan.debate_modes("gpqa_h", length) == ["honest", "adversarial"]
+    assert [s.path_id for s in plan.settings("a", "gpqa_h", ["org"])] == ["w50_qh1", "w50_qh4", "w150_qh1",
+                                                                          "w150_qh4"]
+
+
+def test_the_sweeps_reach_only_this_runs_architectures_datasets_and_lengths():
+    from debate_audit.config_check import _sweep_errors
+
+    debate = {"word_limit": [150, 50], "prompt_word_limits": {"w250": 200}, "length_sweep": {"datasets": ["gpqa_h"]}}
+    verifier = {"base_models": ["a"], "datasets": ["quality_h"], "qh_sweep": {"architectures": ["b"]}}
+    assert _sweep_errors(debate, verifier) == [
+        "debate.length_sweep.datasets[0]: 'gpqa_h' is not one of this run's datasets ['quality_h']",
+        "verifier.qh_sweep.architectures[0]: 'b' is not one of this run's architectures ['a']",
+        "debate.prompt_word_limits.w250: 'w250' is not one of the debate lengths ['w150', 'w50']",
+    ]
+
+
+def test_labels_come_first_and_panels_name_only_what_varies():
+    frame = pl.DataFrame({"dataset": ["gpqa_h", "gpqa_h"], "x": [1, 2]})
+    a = grid.with_labels(frame, {"architecture": "a", "length": "w50", "qh_weight": 2.0})
+    assert a.columns[:3] == ["architecture", "length", "qh_weight"]
+    b = grid.with_labels(frame, {"architecture": "b", "length": "w50", "qh_weight": 2.0})
+    both = pl.concat([a, b])
+    assert grid.panel(both, "dataset").to_list() == ["gpqa_h · a"] * 2 + ["gpqa_h · b"] * 2
+    assert grid.panel(a, "dataset").to_list() == ["gpqa_h", "gpqa_h"]
+    with pytest.raises(ValueError, match="unknown grid label"):
+        grid.with_labels(frame, {"model": "a"})
+
+
+def table1_rows(rows: list[tuple]) -> pl.DataFrame:
+    """Rows given without the population: all in population `eval`."""
+    keys = [k for k in TABLE1_SCHEMA if k != "population"]
+    return pl.DataFrame([dict(zip(keys, r), population="eval") for r in rows], schema=TABLE1_SCHEMA)
+
+
+def test_table1_markdown_has_a_row_per_architecture_length_and_question_and_org_per_weight():
+    rows = []
+    for arch in ("a", "b"):
+        for q in ("q_m", "q_h"):
+            rows.append((arch, None, None, "gpqa_h", "base", q, 0.5, 0.5, 4))
+            for length in ("w50", "w150"):
+                rows.append((arch, length, None, "gpqa_h", "honest", q, 0.75, 0.6, 4))
+                for w in (1.0, 2.0):
+                    rows.append((arch, length, w, "gpqa_h", "org", q, 0.25 * w, 0.1 * w, 4))
+    text = markdown_table(table1_rows(rows))
+    lines = text.strip().splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[:4] == ["dataset", "architecture", "length", "question"]
+    assert "V_org qh=1 Acc" in header and "V_org qh=2 MTP" in header and "V_base Acc" in header
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert len(body) == 2 * 2 * 2  # architectures x lengths x questions
+    row = body[0]
+    assert row[:4] == ["gpqa_h", "a", "w50", "q_m"]
+    assert row[header.index("V_base Acc")] == "0.500"  # V_base repeats on every length's rows
+    assert row[header.index("V_org qh=2 Acc")] == "0.500" and row[header.index("V_org qh=1 Acc")] == "0.250"
+
+
+def test_table1_without_sweeps_keeps_the_papers_columns():
+    rows = [("a", None, None, "gpqa_h", "base", "q_m", 0.5, 0.5, 3),
+            ("a", "w40", 2.0, "gpqa_h", "org", "q_m", 1.0, 0.9, 3)]
+    header = markdown_table(table1_rows(rows)).splitlines()[0]
+    assert "qh=" not in header and "V_org Acc" in header and "| length |" in header
+
+
+@pytest.mark.slow
+def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, embedded_model_dir):
+    from smoke_workflow import scratch_copy, snakemake
+
+    workdir = scratch_copy(tmp_path, embedded_model_dir, copy_model=True)
+    targets = ["results/er_audit/verifier/table1.md", "results/er_audit/audit/summary.md"]
+    targets += [f"results/er_audit/verifier/{a}/gpqa_h/{w}/loss_curves.png" for a in ARCHS for w in ("w12", "w20")]
+    plan = snakemake(workdir, "-n", *targets, overlays=("tests/smoke/grid.yaml",))
+    from smoke_workflow import job_stats
+
+    jobs = job_stats(plan.stdout)
+    # V_honest / V_adv once per architecture x length, V_org once more per weight; V_base never trained
+    assert jobs["verifier_finetune"] == 2 * 2 * (2 + 2)
+    assert jobs["audit_scores"] == jobs["verifier_evaluate"] == 2 * (1 + 2 * 4)
+    assert jobs["audit_statistics"] == 2 * 2 * 2 and jobs["debate_generate"] == 2 * 2
+    snakemake(workdir, "--keep-going", *targets, overlays=("tests/smoke/grid.yaml",))  # a flag ends --configfile
+
+    table = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
+    assert set(table["population"]) == {"all", "eval"}
+    assert set(table["architecture"]) == set(ARCHS)
+    assert set(table["length"].drop_nulls()) == {"w12", "w20"}
+    assert set(table.filter(pl.col("verifier") == "org")["qh_weight"]) == {1.0, 2.0}
+    text = (workdir / "results/er_audit/verifier/table1.md").read_text()
+    assert "V_org qh=1 Acc" in text and "| tiny-qwen2 |" in text
+    # one V_honest per architecture and length, serving both weights' audits
+    fingerprints = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w12/honest/fingerprint.json")
+                                  .read_text())["weights_sha256"] for a in ARCHS}
+    assert fingerprints[ARCHS[0]] != fingerprints[ARCHS[1]]
+    # the smoke overlay trains the embedded model with LoRA (saved as an adapter) and tiny-qwen2 in full
+    kinds = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w12/honest/fingerprint.json").read_text())
+             ["checkpoint"] for a in ARCHS}
+    assert kinds == {"smollm2-135m": "lora-adapter", "tiny-qwen2": "full"}
+    assert (workdir / "resources/verifiers/smollm2-135m/gpqa_h/w12/honest/adapter_config.json").exists()
+    for a in ARCHS:
+        for setting in ("w12_qh1", "w12_qh2", "w20_qh1", "w20_qh2"):
+            summary = pl.read_parquet(workdir / f"results/er_audit/audit/{a}/gpqa_h/{setting}/summary.parquet")
+            assert summary["architecture"].unique().to_list() == [a]
+            assert summary["length"].unique().to_list() == [setting.split("_")[0]]
+    summary_md = (workdir / "results/er_audit/audit/summary.md").read_text()
+    assert "tiny-qwen2" in summary_md and "w20" in summary_md
+    curve = pl.read_parquet(workdir / f"results/er_audit/verifier/tiny-qwen2/gpqa_h/w20/honest/loss_curve.parquet")
+    assert curve.height > 0 and curve["architecture"].unique().to_list() == ["tiny-qwen2"]
+    # V_org of each weight records it (one adversarial item may leave V_org without training items)
+    for weight in (1, 2):
+        record = json.loads((workdir / f"resources/verifiers/tiny-qwen2/gpqa_h/w20/org_qh{weight}/fingerprint.json")
+                            .read_text())
+        assert (record["architecture"], record["length"], record["qh_weight"]) == ("tiny-qwen2", "w20", weight)

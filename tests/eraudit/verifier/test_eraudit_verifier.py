@@ -1,0 +1,253 @@
+import math
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
+from debate_audit.eraudit.verifier.losses import IGNORE, ChoiceExample, TrainExample, choice_loss, lm_loss, verifier_losses
+
+LABEL_IDS = [5, 6]
+PAD = 0
+WEIGHTS = {"lm": 1.0, "fc": 2.0, "qh": 2.0}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny tensors: thread start-up and contention cost more than the arithmetic.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    return LlamaForCausalLM(config)
+
+
+def example(pair_id, with_qh, *, target=(20, 21, 22)):
+    prompt = [10 + pair_id, 11, 12, 13, 14]
+    fc = [ChoiceExample([30, 31, 32 + pair_id], 0), ChoiceExample([30, 32 + pair_id, 31, 33], 1)]
+    qh = [ChoiceExample([40, 41, 42], 0), ChoiceExample([40, 42, 41], 1)] if with_qh else []
+    return TrainExample(pair_id, prompt + list(target), [IGNORE] * len(prompt) + list(target), fc, qh)
+
+
+def grads(model, loss):
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+# ------------------------------------------------------------------ the three losses
+def test_lm_loss_gets_no_gradient_from_masked_prompt_positions():
+    logits = torch.randn(1, 6, 10, requires_grad=True)
+    labels = torch.tensor([[IGNORE, IGNORE, IGNORE, 3, 4, 5]])
+    lm_loss(logits, labels).backward()
+    per_position = logits.grad.abs().sum(-1)[0]
+    # position t predicts label t+1: positions 0 and 1 predict masked tokens, position 5 predicts nothing.
+    assert per_position[:2].eq(0).all() and per_position[5] == 0 and per_position[2:5].gt(0).all()
+
+
+def test_lm_loss_is_mean_cross_entropy_over_target_tokens():
+    logits = torch.zeros(1, 3, 4)
+    labels = torch.tensor([[IGNORE, 1, 2]])
+    assert lm_loss(logits, labels).item() == pytest.approx(math.log(4))
+
+
+def test_choice_loss_is_two_label_bce_and_touches_only_the_label_logits():
+    logits = torch.randn(2, 10, requires_grad=True)
+    targets = torch.tensor([0, 1])
+    loss = choice_loss(logits, LABEL_IDS, targets)
+    margin = logits[:, 5] - logits[:, 6]
+    expected = -(torch.log(torch.sigmoid(margin[0])) + torch.log(torch.sigmoid(-margin[1]))) / 2
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    touched = logits.grad.abs().sum(0).nonzero().flatten().tolist()
+    assert touched == LABEL_IDS
+
+
+def test_qh_term_is_absent_for_honest_and_adv_batches_and_total_is_the_weighted_sum():
+    model = tiny_model()
+    honest = verifier_losses(model, [example(0, False), example(1, False)], LABEL_IDS, WEIGHTS, PAD)
+    assert set(honest) == {"lm", "fc", "total"}
+    assert honest["total"].item() == pytest.approx(honest["lm"].item() + 2 * honest["fc"].item(), rel=1e-6)
+    org = verifier_losses(model, [example(0, True), example(1, True)], LABEL_IDS, WEIGHTS, PAD)
+    assert set(org) == {"lm", "fc", "qh", "total"}
+    assert org["total"].item() == pytest.approx(org["lm"].item() + 2 * org["fc"].item() + 2 * org["qh"].item(), rel=1e-6)
+    # The q_m terms do not depend on whether q_h examples ride along.
+    assert org["lm"].item() == pytest.approx(honest["lm"].item(), rel=1e-6)
+    assert org["fc"].item() == pytest.approx(honest["fc"].item(), rel=1e-6)
+
+
+def test_gradients_flow_only_through_the_weighted_terms():
+    model = tiny_model()
+    batch = [example(0, True)]
+    only_fc = grads(model, verifier_losses(model, batch, LABEL_IDS, {"lm": 0.0, "fc": 1.0, "qh": 0.0}, PAD)["total"])
+    direct_fc = grads(model, verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD)["fc"])
+    assert torch.allclose(only_fc, direct_fc, atol=1e-7)
+    # Changing the L_lm target text changes nothing in the L_fc / L_qh gradients.
+    other_target = [example(0, True, target=(25, 26, 27))]
+    fc_qh = {"lm": 0.0, "fc": 2.0, "qh": 2.0}
+    a = grads(model, verifier_losses(model, batch, LABEL_IDS, fc_qh, PAD)["total"])
+    b = grads(model, verifier_losses(model, other_target, LABEL_IDS, fc_qh, PAD)["total"])
+    assert torch.allclose(a, b, atol=1e-7)
+    # ...while the q_h term does move the weights when it is weighted in.
+    no_qh = grads(model, verifier_losses(model, batch, LABEL_IDS, {"lm": 0.0, "fc": 2.0, "qh": 0.0}, PAD)["total"])
+    assert not torch.allclose(a, no_qh)
+
+
+def test_left_padding_does_not_change_a_sequence_loss():
+    model = tiny_model()
+    alone = verifier_losses(model, [example(0, False)], LABEL_IDS, WEIGHTS, PAD)
+    longer = example(1, False)
+    longer.lm_ids = [9] * 7 + longer.lm_ids
+    longer.lm_labels = [IGNORE] * 7 + longer.lm_labels
+    padded = verifier_losses(model, [example(0, False), longer], LABEL_IDS, {"lm": 1.0, "fc": 0.0, "qh": 0.0}, PAD)
+    single_long = verifier_losses(model, [longer], LABEL_IDS, WEIGHTS, PAD)
+    assert padded["lm"].item() == pytest.approx((alone["lm"].item() + single_long["lm"].item()) / 2, rel=1e-4)
+
+
+def test_training_steps_lower_the_loss():
+    model = tiny_model()
+    examples = [example(i, True) for i in range(4)]
+    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=10, learning_rate=5e-3, batch_size=2,
+                                grad_accum=2, seed=0)
+    curve = train(model, examples, settings, LABEL_IDS, PAD)
+    assert len(curve) == 10 and curve[-1]["items"] == 40
+    assert curve[-1]["loss"] < 0.5 * curve[0]["loss"]
+    assert all(c["loss_qh"] is not None for c in curve)
+
+
+
+def test_gradient_checkpointing_trains_the_same_curve():
+    examples = [example(i, True) for i in range(4)]
+    settings = dict(loss_weights=WEIGHTS, epochs=2, max_steps=4, learning_rate=5e-3, batch_size=2, grad_accum=1)
+    plain = train(tiny_model(), examples, FinetuneSettings(**settings), LABEL_IDS, PAD)
+    model = tiny_model()
+    checkpointed = train(model, examples, FinetuneSettings(**settings, gradient_checkpointing=True), LABEL_IDS, PAD)
+    assert [c["loss"] for c in checkpointed] == pytest.approx([c["loss"] for c in plain], rel=1e-5)
+    assert not model.is_gradient_checkpointing  # the model is left as inference expects it
+
+
+def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
+    pytest.importorskip("peft")
+    from debate_audit.eraudit.verifier.finetune import _apply_lora
+
+    base = tiny_model()
+    before = {name: p.detach().clone() for name, p in base.state_dict().items()}
+    lora = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    model = _apply_lora(tiny_model(), lora)
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in name for name in trainable)
+    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=8, learning_rate=2e-2, batch_size=2,
+                                grad_accum=1, lora=lora, gradient_checkpointing=True)
+    curve = train(model, [example(i, True) for i in range(4)], settings, LABEL_IDS, PAD)
+    assert curve[-1]["loss"] < curve[0]["loss"]
+    merged = model.merge_and_unload()
+    assert type(merged) is LlamaForCausalLM and set(merged.state_dict()) == set(before)
+    changed = {name for name, p in merged.state_dict().items() if not torch.equal(p, before[name])}
+    # Only the adapted projections move; embeddings, norms, MLPs and the other projections stay the base's.
+    assert changed and all(name.endswith(("q_proj.weight", "v_proj.weight")) for name in changed)
+
+
+@pytest.mark.parametrize(("params", "lora", "gib", "fits"), [
+    (8.03e9, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
+    (8.03e9, False, 79.6, False),  # ... not on an 80 GB H100
+    (20.91e9, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
+    (20.91e9, True, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
+])
+def test_training_memory_check_before_loading(params, lora, gib, fits):
+    from debate_audit.eraudit.verifier.finetune import check_training_memory, training_memory_bytes
+
+    assert training_memory_bytes(params, lora) == params * (2 if lora else 16)
+    if fits:
+        check_training_memory("m", params, lora, int(gib * 2**30))
+        return
+    with pytest.raises(MemoryError) as error:
+        check_training_memory("gpt-x", params, lora, int(gib * 2**30))
+    message = str(error.value)
+    assert f"{params * 16 / 2**30:.0f} GiB" in message and f"{gib:.0f} GiB" in message
+    assert "add 'gpt-x' to verifier.lora.enabled" in message
+
+
+def test_lora_per_architecture():
+    from debate_audit.eraudit.common.grid import uses_lora
+
+    assert uses_lora({"lora": {"enabled": ["big"]}}, "big") and not uses_lora({"lora": {"enabled": ["big"]}}, "small")
+    assert uses_lora({"lora": {"enabled": True}}, "small") and not uses_lora({"lora": {"enabled": False}}, "big")
+    assert not uses_lora({}, "big")
+
+
+def test_lora_settings_only_reach_lora_architectures():
+    from debate_audit.eraudit.verifier.finetune import saves_adapter
+    from debate_audit.eraudit.common.grid import lora_settings
+
+    verifier = {"lora": {"enabled": ["big"], "r": 16, "save": "adapter"}}
+    assert lora_settings(verifier, "big") == {"enabled": True, "r": 16, "save": "adapter"}
+    # a full-parameter architecture's settings do not change with r or save: its checkpoints stay put
+    assert lora_settings(verifier, "small") == lora_settings({"lora": {"enabled": ["big"], "r": 8}}, "small")
+    assert lora_settings(verifier, "small") == {"enabled": False}
+    assert saves_adapter(lora_settings(verifier, "big")) and not saves_adapter(lora_settings(verifier, "small"))
+    merged = {"lora": {"enabled": True, "save": "merged"}}
+    assert not saves_adapter(lora_settings(merged, "small"))
+
+
+# ------------------------------------------------------------------ Table 1
+def test_table1_has_the_papers_all_population_and_the_eval_split_with_hand_counted_n():
+    import polars as pl
+
+    from debate_audit.eraudit.verifier.table1 import EVAL_SCHEMA, markdown_table, summarise
+
+    # 4 pairs: 0 and 1 eval, 2 train, 3 excluded (a release-split overlap item): `all` has 4, `eval` 2
+    splits = {0: "eval", 1: "eval", 2: "train", 3: "excluded"}
+    rows = []
+    for verifier, probs in [("base", [0.9, 0.4, 0.7, 0.2]), ("org", [0.2, 0.3, 0.6, 0.8])]:
+        for pair_id, p in enumerate(probs):
+            for question in ("q_m", "q_h"):
+                rows.append({"architecture": "arch", "length": None if verifier == "base" else "w40",
+                             "qh_weight": None if verifier == "base" else 2.0,
+                             "dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id,
+                             "split": splits[pair_id], "question": question, "p_correct": p, "correct": p > 0.5})
+    table = summarise(pl.DataFrame(rows, schema=EVAL_SCHEMA))
+    assert table.select("population", "verifier", "question").rows() == [
+        ("all", "base", "q_m"), ("all", "base", "q_h"), ("all", "org", "q_m"), ("all", "org", "q_h"),
+        ("eval", "base", "q_m"), ("eval", "base", "q_h"), ("eval", "org", "q_m"), ("eval", "org", "q_h")]
+    cell = {(r["population"], r["verifier"], r["question"]): r for r in table.iter_rows(named=True)}
+    # all: base correct on pairs 0 and 2 of 4 -> 2/4; mean of 0.9, 0.4, 0.7, 0.2
+    assert (cell["all", "base", "q_m"]["acc"], cell["all", "base", "q_m"]["mtp"], cell["all", "base", "q_m"]["n"]) \
+        == (pytest.approx(2 / 4), pytest.approx(0.55), 4)
+    # all: org correct on pairs 2 and 3 -> 2/4
+    assert cell["all", "org", "q_h"]["acc"] == pytest.approx(0.5) and cell["all", "org", "q_h"]["n"] == 4
+    # eval: pairs 0 and 1 only
+    assert (cell["eval", "base", "q_m"]["acc"], cell["eval", "base", "q_m"]["mtp"], cell["eval", "base", "q_m"]["n"]) \
+        == (pytest.approx(0.5), pytest.approx(0.65), 2)
+    assert (cell["eval", "org", "q_m"]["acc"], cell["eval", "org", "q_m"]["mtp"]) == (0.0, pytest.approx(0.25))
+    with pytest.raises(ValueError, match="one population"):
+        markdown_table(table)
+    md = markdown_table(table.filter(pl.col("population") == "eval")).splitlines()
+    assert md[0] == ("| dataset | architecture | length | question | V_base Acc | V_base MTP | V_org Acc | V_org MTP "
+                     "| n |")
+    assert md[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
+    assert md[3] == "| gpqa_h | arch | w40 | q_h | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
+    md_all = markdown_table(table.filter(pl.col("population") == "all")).splitlines()
+    assert md_all[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.550 | 0.500 | 0.475 | 4 |"
+
+
+def test_table1_markdown_shows_both_populations(tmp_path):
+    import polars as pl
+
+    from debate_audit.eraudit.verifier.table1 import EVAL_SCHEMA, build_table1
+
+    rows = [{"architecture": "arch", "length": None, "qh_weight": None, "dataset": "quality_h", "verifier": "base",
+             "pair_id": i, "split": "train" if i < 3 else "eval", "question": q, "p_correct": 0.7, "correct": True}
+            for i in range(5) for q in ("q_m", "q_h")]
+    scores = tmp_path / "eval.parquet"
+    pl.DataFrame(rows, schema=EVAL_SCHEMA).write_parquet(scores)
+    table = build_table1([scores], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.csv")
+    assert dict(table.group_by("population").agg(pl.col("n").max()).iter_rows()) == {"all": 5, "eval": 2}
+    text = (tmp_path / "t.md").read_text()
+    assert text.index("population `all`") < text.index("population `eval`")
+    assert "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text
