@@ -66,7 +66,9 @@ def test_demo_quality_h_names_the_pair_without_a_story(tmp_path):
     rejected = pl.read_parquet(tmp_path / "q.rej.parquet")
     pairs = json.loads((DEMO / "quality_h/pairs.json").read_text())
     assert frame.height + rejected.height == len(pairs)
+    assert (len(pairs), frame.height) == (7, 6)  # 6 valid pairs with a story, and the one without
     assert rejected["key"].to_list() == ["The Bridge at Orsk Hollow"]
+    assert rejected["row"].to_list() == [5]
     assert "no story" in rejected["reason"][0]
     assert dict(pl.read_parquet(tmp_path / "q.parquet").schema) == PAIRS_SCHEMA
 

@@ -427,6 +427,22 @@ The guild ruled that it could not punish a man for printing a street that really
 That evening Fenn took out the copper plate of his map and, with a burin, cut away the lane that was no longer a lie. Then he asked Mira to choose a new invention. She suggested a small footbridge over the Tess at a point where the river was far too wide to bridge. "Something nobody will ever build," she said.
 
 Fenn engraved it himself and named it after her. The Osei Footbridge appeared on the next four printings, and as far as Mira knew, no one ever copied it, and no one ever built it.""",
+
+    "The Stopped Clock at Ambry Junction": """For nineteen years the great clock above the down platform at Ambry Junction had kept time to within a minute a week, and Harriet Coyle, who had been stationmaster for eleven of them, wound it herself every Monday morning with a brass key as long as her forearm.
+
+In the spring of 1924 the railway company enlarged the booking hall, and the clock had to come down to make room for a second ticket window. The builders hung it again a few yards along, on the new timber wall of the extended waiting room, and for a month nobody gave it another thought.
+
+Then it began to stop. Harriet would arrive at six and find the hands standing at twenty to three and the pendulum hanging still. She restarted it and set it by the telegraph time signal, and within a week it had happened again. By June it had stopped on nine nights.
+
+The company's district inspector, Edwin Dunstan, had a simple explanation. The only man on the station after midnight was the night porter, Walter Fry, who had twice been reported for arriving late. A stopped clock, Dunstan said, suited a late man very well: nobody could say when he had come in. He gave Harriet a fortnight to catch Fry at it; if the clock stopped after that, Fry would be dismissed either way.
+
+Harriet did not believe it. Fry had worked at Ambry for twenty-six years, and when he was late it was because he walked four miles from Coldharbour after the last bus had gone. But she could prove nothing, so she did what she always did with a problem: she wrote it down. On the back page of the daybook she listed every night the clock had stopped, and beside each date she wrote the day of the week.
+
+The pattern was plain at once. Every stop fell on a Tuesday or a Friday. She took down the working timetable and ran her finger along the night columns. On Tuesdays and Fridays, and on no other nights, the ore train from the Brackwater quarries came through at twenty to three: forty loaded wagons that did not stop at Ambry and did not slow down.
+
+That Friday night she stood under the clock with a lamp. The ore train came through on time, the platform trembled, and the new timber wall trembled with it. The pendulum swung wide, caught, and stopped. The old brick wall had never moved; the new wooden one shook like a drum.
+
+Dunstan read her report and, to his credit, withdrew his complaint the same day. The company sent two men to hang the clock on the brick end wall of the booking hall, where it has not stopped since. Walter Fry kept his job, and Harriet, who thought a man who walked four miles to work deserved more than not being dismissed, persuaded the company to buy him a bicycle.""",
 }
 
 QUALITY_PAIRS = [
@@ -473,6 +489,14 @@ QUALITY_PAIRS = [
      "Q_H": {"question": "How long did the bridge stay closed?",
              "H_true": "Eleven weeks, until the pier was rebuilt.",
              "H_false": "Two years, until a new bridge was built downstream."}},
+    # Appended after the story-less pair so that the existing pair_ids (positions in pairs.json) stay as they were.
+    {"story_title": "The Stopped Clock at Ambry Junction",
+     "Q_Y": {"question": "Why did the platform clock at Ambry Junction keep stopping?",
+             "Y_true": "The ore train that ran through at twenty to three on Tuesdays and Fridays shook the new timber wall the clock hung on, and the pendulum stopped.",
+             "Y_false": "The night porter, Walter Fry, stopped it so that nobody could tell how late he had arrived."},
+     "Q_H": {"question": "Why was the clock moved in the spring of 1924?",
+             "H_true": "The booking hall was enlarged, and its old place was needed for a second ticket window.",
+             "H_false": "Passengers on the far platform had complained that they could not read it."}},
 ]
 
 # ------------------------------------------------------------------ GPQA-H demo
