@@ -48,7 +48,7 @@ AUDIT_SETTINGS_GRID = {
     s.path_id: s for settings in PLANNED_SETTINGS.values() for s in settings
 }
 # every checkpoint id of any cell (the wildcard's values)
-CHECKPOINT_IDS = ["base", *(f"{l}/{v}" for l in LENGTHS for v in VARIANT_IDS)]
+CHECKPOINT_IDS = [*grid.UNTRAINED, *(f"{l}/{v}" for l in LENGTHS for v in VARIANT_IDS)]
 # Best-of-K selection scores candidates with one model, so every architecture trains on the same transcripts
 # (as the release's verifiers did).
 DEBATE_SELECTOR = config["debate"].get("selector") or ARCHITECTURES[0]
@@ -258,10 +258,13 @@ def library_code(script):
 
 # ---------------------------------------------- ER-Audit verifiers (rules/verifier.smk)
 def checkpoint_fingerprint(wc):
-    """The fingerprint of checkpoint `wc.verifier` of an architecture: its prepared V_base, or a fine-tuned
-    verifier (`<length>/<variant>`, written by verifier_finetune)."""
+    """The fingerprint of checkpoint `wc.verifier` of an architecture: its prepared V_base, V_base's copy (the
+    audit's null, verifier_copy), or a fine-tuned verifier (`<length>/<variant>`, written by verifier_finetune).
+    """
     if wc.verifier == "base":
         return model_fingerprint(wc.architecture)
+    if wc.verifier == "copy":
+        return f"resources/verifiers/{wc.architecture}/copy/fingerprint.json"
     return f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
 
 

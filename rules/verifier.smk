@@ -12,7 +12,7 @@ from debate_audit.eraudit.common.verifiers import VARIANTS as VERIFIER_VARIANTS
 # checkpoint, finetune_settings in rules/common.smk).
 FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
 FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lm_target"]
-FINETUNE_KEYS += ["gradient_checkpointing", "warmup_steps", "lr_schedule"]
+FINETUNE_KEYS += ["gradient_checkpointing", "warmup_steps", "lr_schedule", "qh_readout"]
 LM_TARGET = config["verifier"]["lm_target"]
 ADJUDICATION = config["verifier"]["adjudication"]
 # Who writes the L_lm targets (lm_target adjudication): one teacher for every architecture, or each V_base.
@@ -93,6 +93,24 @@ rule verifier_finetune:
         library=library_code("verifier_finetune"),
     script:
         "../workflow/scripts/verifier_finetune.py"
+
+
+# The audit's null target (audit.targets: copy): V_base saved again, byte for byte, under another name.
+rule verifier_copy:
+    input:
+        base=lambda wc: model_fingerprint(wc.architecture),
+    output:
+        fingerprint="resources/verifiers/{architecture}/copy/fingerprint.json",
+    log:
+        "logs/verifier/copy_{architecture}.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        base=lambda wc, resources: model_ref(wc.architecture),
+        out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
+        library=library_code("verifier_copy"),
+    script:
+        "../workflow/scripts/verifier_copy.py"
 
 
 rule verifier_loss_figure:

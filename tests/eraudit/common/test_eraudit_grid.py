@@ -107,9 +107,11 @@ def test_labels_come_first_and_panels_name_only_what_varies():
 
 
 def table1_rows(rows: list[tuple]) -> pl.DataFrame:
-    """Rows given without the population: all in population `eval`."""
-    keys = [k for k in TABLE1_SCHEMA if k != "population"]
-    return pl.DataFrame([dict(zip(keys, r), population="eval") for r in rows], schema=TABLE1_SCHEMA)
+    """Rows given without the population and training rows: all in population `eval`, 4 training rows
+    for a fine-tuned verifier, 0 for V_base."""
+    keys = [k for k in TABLE1_SCHEMA if k not in ("population", "training_rows")]
+    return pl.DataFrame([dict(zip(keys, r), population="eval", training_rows=0 if r[4] == "base" else 4)
+                         for r in rows], schema=TABLE1_SCHEMA)
 
 
 def test_table1_markdown_has_a_row_per_architecture_length_and_question_and_org_per_weight():
@@ -127,7 +129,9 @@ def test_table1_markdown_has_a_row_per_architecture_length_and_question_and_org_
     assert header[:4] == ["dataset", "architecture", "length", "question"]
     assert "V_org qh=1 Acc" in header and "V_org qh=2 MTP" in header and "V_base Acc" in header
     body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
-    assert len(body) == 2 * 2 * 2  # architectures x lengths x questions
+    assert len(body) == 2 * 2 * 3  # architectures x lengths x (questions, training rows)
+    assert [r[3] for r in body[:3]] == ["q_m", "q_h", "training rows"]
+    assert body[2][header.index("V_base Acc")] == "0" and body[2][header.index("V_org qh=2 Acc")] == "4"
     row = body[0]
     assert row[:4] == ["gpqa_h", "a", "w50", "q_m"]
     assert row[header.index("V_base Acc")] == "0.500"  # V_base repeats on every length's rows

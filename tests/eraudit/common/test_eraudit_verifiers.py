@@ -60,12 +60,13 @@ def test_loss_curves_and_audit_figures_share_label_and_colour_per_variant(tmp_pa
 
 def test_every_consumer_reads_the_one_definition():
     assert VARIANTS == {"honest": "honest", "adv": "adversarial", "org": "adversarial"}
-    assert VERIFIERS == [BASE, *TARGETS] == ["base", "honest", "adv", "org"]
+    assert VERIFIERS == [BASE, *TARGETS, "copy"] == ["base", "honest", "adv", "org", "copy"]
+    assert verifiers.AUDIT_TARGETS == (*TARGETS, "copy") and not verifiers.COPY.trained
     assert not verifiers.BASE.trained and all(verifiers.VERIFIERS[v].trained for v in TARGETS)
     assert verifiers.label("unknown") == "unknown" and verifiers.color("unknown") is None
 
 
-def test_config_schema_allows_exactly_the_fine_tuned_variants_as_audit_targets():
+def test_config_schema_allows_exactly_the_fine_tuned_variants_and_the_copy_as_audit_targets():
     # JSON schema cannot import the module: this keeps its enum and verifiers.py in step.
     from pathlib import Path
 
@@ -73,4 +74,4 @@ def test_config_schema_allows_exactly_the_fine_tuned_variants_as_audit_targets()
 
     schema = yaml.safe_load((Path(__file__).resolve().parents[3] / "config/schema.yaml").read_text())
     enum = schema["properties"]["audit"]["properties"]["targets"]["items"]["enum"]
-    assert enum == list(VARIANTS)
+    assert enum == [*VARIANTS, "copy"] == list(verifiers.AUDIT_TARGETS)

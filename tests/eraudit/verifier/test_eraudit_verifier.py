@@ -196,24 +196,25 @@ def test_lora_settings_only_reach_lora_architectures():
 
 
 # ------------------------------------------------------------------ Table 1
-def test_table1_has_the_papers_all_population_and_the_eval_split_with_hand_counted_n():
+def test_table1_has_the_papers_all_population_the_train_and_the_eval_split_with_hand_counted_n():
     import polars as pl
 
     from debate_audit.eraudit.verifier.table1 import EVAL_SCHEMA, markdown_table, summarise
 
-    # 4 pairs: 0 and 1 eval, 2 train, 3 excluded (a release-split overlap item): `all` has 4, `eval` 2
+    # 4 pairs: 0 and 1 eval, 2 train, 3 excluded (a release-split overlap item): `all` has 4, `train` 1, `eval` 2
     splits = {0: "eval", 1: "eval", 2: "train", 3: "excluded"}
     rows = []
     for verifier, probs in [("base", [0.9, 0.4, 0.7, 0.2]), ("org", [0.2, 0.3, 0.6, 0.8])]:
         for pair_id, p in enumerate(probs):
             for question in ("q_m", "q_h"):
                 rows.append({"architecture": "arch", "length": None if verifier == "base" else "w40",
-                             "qh_weight": None if verifier == "base" else 2.0,
-                             "dataset": "gpqa_h", "verifier": verifier, "pair_id": pair_id,
+                             "qh_weight": None if verifier == "base" else 2.0, "dataset": "gpqa_h",
+                             "verifier": verifier, "training_rows": 0 if verifier == "base" else 2, "pair_id": pair_id,
                              "split": splits[pair_id], "question": question, "p_correct": p, "correct": p > 0.5})
     table = summarise(pl.DataFrame(rows, schema=EVAL_SCHEMA))
     assert table.select("population", "verifier", "question").rows() == [
         ("all", "base", "q_m"), ("all", "base", "q_h"), ("all", "org", "q_m"), ("all", "org", "q_h"),
+        ("train", "base", "q_m"), ("train", "base", "q_h"), ("train", "org", "q_m"), ("train", "org", "q_h"),
         ("eval", "base", "q_m"), ("eval", "base", "q_h"), ("eval", "org", "q_m"), ("eval", "org", "q_h")]
     cell = {(r["population"], r["verifier"], r["question"]): r for r in table.iter_rows(named=True)}
     # all: base correct on pairs 0 and 2 of 4 -> 2/4; mean of 0.9, 0.4, 0.7, 0.2
@@ -225,6 +226,9 @@ def test_table1_has_the_papers_all_population_and_the_eval_split_with_hand_count
     assert (cell["eval", "base", "q_m"]["acc"], cell["eval", "base", "q_m"]["mtp"], cell["eval", "base", "q_m"]["n"]) \
         == (pytest.approx(0.5), pytest.approx(0.65), 2)
     assert (cell["eval", "org", "q_m"]["acc"], cell["eval", "org", "q_m"]["mtp"]) == (0.0, pytest.approx(0.25))
+    # train: pair 2 only
+    assert (cell["train", "org", "q_h"]["mtp"], cell["train", "org", "q_h"]["n"]) == (pytest.approx(0.6), 1)
+    assert (cell["train", "org", "q_h"]["training_rows"], cell["train", "base", "q_h"]["training_rows"]) == (2, 0)
     with pytest.raises(ValueError, match="one population"):
         markdown_table(table)
     md = markdown_table(table.filter(pl.col("population") == "eval")).splitlines()
@@ -232,6 +236,7 @@ def test_table1_has_the_papers_all_population_and_the_eval_split_with_hand_count
                      "| n |")
     assert md[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
     assert md[3] == "| gpqa_h | arch | w40 | q_h | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
+    assert md[4] == "| gpqa_h | arch | w40 | training rows | 0 |  | 2 |  |  |"
     md_all = markdown_table(table.filter(pl.col("population") == "all")).splitlines()
     assert md_all[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.550 | 0.500 | 0.475 | 4 |"
 
@@ -242,12 +247,12 @@ def test_table1_markdown_shows_both_populations(tmp_path):
     from debate_audit.eraudit.verifier.table1 import EVAL_SCHEMA, build_table1
 
     rows = [{"architecture": "arch", "length": None, "qh_weight": None, "dataset": "quality_h", "verifier": "base",
-             "pair_id": i, "split": "train" if i < 3 else "eval", "question": q, "p_correct": 0.7, "correct": True}
+             "training_rows": 0, "pair_id": i, "split": "train" if i < 3 else "eval", "question": q, "p_correct": 0.7, "correct": True}
             for i in range(5) for q in ("q_m", "q_h")]
     scores = tmp_path / "eval.parquet"
     pl.DataFrame(rows, schema=EVAL_SCHEMA).write_parquet(scores)
     table = build_table1([scores], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.csv")
-    assert dict(table.group_by("population").agg(pl.col("n").max()).iter_rows()) == {"all": 5, "eval": 2}
+    assert dict(table.group_by("population").agg(pl.col("n").max()).iter_rows()) == {"all": 5, "train": 3, "eval": 2}
     text = (tmp_path / "t.md").read_text()
-    assert text.index("population `all`") < text.index("population `eval`")
+    assert text.index("population `all`") < text.index("population `train`") < text.index("population `eval`")
     assert "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text

@@ -18,7 +18,7 @@ from debate_audit.provenance import save_figure  # noqa: E402
 
 from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
 from .stats import BOUNDS  # noqa: E402
-from ..common.verifiers import VERIFIERS, color, label  # noqa: E402
+from ..common.verifiers import VERIFIERS, color, label, untrained  # noqa: E402
 from ..common.versioning import rule_id  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,8 @@ def _save(fig, outs: str | Path | Sequence[str | Path]) -> None:
 
 
 def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
-    """Fig. 2 left: counterexample ratio of each target per dataset (and architecture / setting)."""
+    """Fig. 2 left: counterexample ratio of each target per dataset (and architecture / setting). A variant
+    with no training row (V_base under its name) is hatched and labelled "untrained"."""
     summary = _panels(summary)
     datasets = summary["panel"].unique(maintain_order=True).to_list()
     targets = summary["target"].unique(maintain_order=True).to_list()
@@ -58,7 +59,13 @@ def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> No
         rows = summary.filter(pl.col("target") == target)
         values = [rows.filter(pl.col("panel") == d)["cr"].first() or 0.0 for d in datasets]
         xs = [i + (k - (len(targets) - 1) / 2) * width for i in range(len(datasets))]
-        ax.bar(xs, values, width, label=label(target), color=color(target))
+        bars = ax.bar(xs, values, width, label=label(target), color=color(target))
+        trained = [rows.filter(pl.col("panel") == d)["training_rows"].first() if "training_rows" in rows.columns
+                   else None for d in datasets]
+        for bar, x, value, n in zip(bars, xs, values, trained):
+            if untrained(target, n):
+                bar.set_hatch("//")
+                ax.text(x, value + 0.02, "untrained", rotation=90, ha="center", va="bottom", fontsize=6)
     ax.set_xticks(range(len(datasets)), datasets, rotation=20 if len(datasets) > 2 else 0, fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("dataset")
@@ -245,6 +252,8 @@ def audit_figures(
     text = [
         "# ER-Audit summary",
         "",
+        *headline_lines(summary),
+        "",
         "Two-stage black-box audit of each fine-tuned verifier against V_base on every audited hidden question.",
         "Stage 1 searches the search pool for a counterexample (Delta > epsilon); Stage 2 runs the anytime-valid",
         "sequential test on each generator's independent test pool; the common bound is the minimum over generators.",
@@ -265,7 +274,7 @@ def audit_figures(
         "without a search-pool counterexample only (the release's number). They differ whenever CR > 0.",
         "Statuses are the paper's test's.",
         "",
-        frame_table(summary.select(*KEYS, "target", "n_qh", "cr", "n_degraded", "n_certified",
+        frame_table(summary.select(*KEYS, "target", "training_rows", "n_qh", "cr", "n_degraded", "n_certified",
                                  "n_budget_exhausted", "n_stage1_survivors", *means,
                                  *[f"mean_{BOUNDS[b]}_tv" for b in order], "n_test_draws", "n_degraded_draws",
                                  "epsilon", "epsilon_source", "eta", "tau", "tv_r", "betting_c", "betting_w")),
@@ -301,6 +310,19 @@ def audit_figures(
     log.info("wrote %s and five figures (headline bound: %s)", report_md, headline)
 
 
+def headline_lines(summary: pl.DataFrame) -> list[str]:
+    """One line per dataset (and grid cell): on how many audited q_h each target was flagged (a Stage-1
+    counterexample), the copy of V_base (the false-alarm check) included; untrained variants say so."""
+    lines = []
+    for (name,), rows in _panels(summary).group_by("panel", maintain_order=True):
+        parts = []
+        for r in rows.iter_rows(named=True):
+            note = " (untrained: V_base under its name)" if untrained(r["target"], r.get("training_rows")) else ""
+            parts.append(f"{label(r['target'])}{note} on {r['n_stage1_counterexample']} of {r['n_qh']}")
+        lines.append(f"- **{name}**: flagged (a counterexample found) " + ", ".join(parts))
+    return ["Hidden questions flagged per verifier:", "", *lines]
+
+
 def _bound_of(column: str) -> str:
     """The bound ("paper" / "betting") a `mean_<column>[_survivors]` column averages."""
     base = column.removeprefix("mean_").removesuffix("_survivors")
@@ -310,4 +332,4 @@ def _bound_of(column: str) -> str:
 # Content id of the figures and summary.md (rule params carry it).
 FIGURES_VERSION = rule_id("audit-figures", plot_cr, _bound_lines, plot_scatter, example_questions, plot_bounds_over_t,
                           bound_order, _bound_of, frame_table, markdown_table, cell, audit_figures, AVERAGE_LABELS,
-                          BOUND_TITLES, BOUNDS, VERIFIERS, _panels, panel, KEYS)
+                          BOUND_TITLES, BOUNDS, VERIFIERS, _panels, panel, KEYS, headline_lines, untrained)

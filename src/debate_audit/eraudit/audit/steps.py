@@ -36,12 +36,13 @@ from ..common.versioning import rule_id
 log = logging.getLogger(__name__)
 
 BASE = verifiers.BASE.name
-TARGETS = tuple(verifiers.VARIANTS)
+TARGETS = tuple(verifiers.VARIANTS)  # the default targets: the fine-tuned verifiers
 
 # ------------------------------------------------------------------------------------ 1. scores
 SCORE_SCHEMA = {
     "dataset": pl.Utf8,
-    "checkpoint": pl.Utf8,  # base / honest / adv / org
+    "checkpoint": pl.Utf8,  # base / honest / adv / org / copy
+    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (fingerprint.json): 0 for base and copy
     "pair_id": pl.Int64,
     "kind": pl.Utf8,  # "q_m", "q_h" (the original hidden question) or "paraphrase"
     "pool": pl.Utf8,  # paraphrases: "search" or the test generator; null for q_m / q_h
@@ -131,7 +132,8 @@ def score_checkpoint(
                      seconds, device)
     scored = rows.join(pl.concat(probs).drop("stage"), on=["question", "answer", "other"], how="left",
                        nulls_equal=True)
-    scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"))
+    scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"),
+                                 pl.lit(verifiers.training_rows(model.directory), dtype=pl.Int64).alias("training_rows"))
     scored = with_labels(scored, labels)
     write_parquet(scored, labelled(SCORE_SCHEMA), out)
     if device_time_out is not None:
@@ -289,6 +291,7 @@ RECORD_SCHEMA = {
 SUMMARY_SCHEMA = {
     "dataset": pl.Utf8,
     "target": pl.Utf8,
+    "training_rows": pl.Int64,  # rows the target was fine-tuned on: 0 for the copy, and for an untrained variant
     "n_qh": pl.Int64,  # audited hidden questions
     "n_stage1_counterexample": pl.Int64,  # q_h with a search-pool counterexample
     "cr": pl.Float64,  # counterexample ratio: n_stage1_counterexample / n_qh
@@ -470,7 +473,9 @@ def summarize(records: pl.DataFrame) -> pl.DataFrame:
         pl.col("epsilon").first(), pl.col("epsilon_source").first(), pl.col("eta").first(),
         pl.col("tau").first(), pl.col("tv_r").first(), pl.col("betting_c").first(), pl.col("betting_w").first(),
     )
-    out = out.with_columns((pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"))
+    # training_rows comes from the scores (audit_statistics): the records do not carry it
+    out = out.with_columns((pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"),
+                           pl.lit(None, dtype=pl.Int64).alias("training_rows"))
     return out.select(list(SUMMARY_SCHEMA)).cast(SUMMARY_SCHEMA)
 
 
@@ -510,9 +515,9 @@ class AuditSettings:
             raise ValueError(f"audit.betting_c: {self.betting_c} must lie in (0, 1)")
         if not 0 <= self.betting_w <= 1:
             raise ValueError(f"audit.betting_w: {self.betting_w} must lie in [0, 1]")
-        unknown = sorted(set(self.targets) - set(TARGETS))
+        unknown = sorted(set(self.targets) - set(verifiers.AUDIT_TARGETS))
         if unknown:
-            raise ValueError(f"audit.targets: unknown verifier(s) {unknown}; known: {list(TARGETS)}")
+            raise ValueError(f"audit.targets: unknown verifier(s) {unknown}; known: {list(verifiers.AUDIT_TARGETS)}")
 
 
 def audit_statistics(
@@ -530,7 +535,8 @@ def audit_statistics(
     """Stage 1 + Stage 2 from cached scores (no model call); `labels`: the grid cell (architecture, length,
     qh_weight), the leading columns of every output."""
     s = settings
-    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
+    scored = _read_scores(scores)
+    deltas = compute_deltas(scored, kappa=s.kappa, targets=s.targets)
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
     log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g, betting c = %g, w = %g", eps, source, s.eta, s.tau,
              s.tv_r, s.betting_c, s.betting_w)
@@ -541,7 +547,14 @@ def audit_statistics(
     if split is not None:
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
-    summary = summarize(records)
+    if "training_rows" not in scored.columns:  # scores written before the column existed: unknown
+        scored = scored.with_columns(pl.lit(None, dtype=pl.Int64).alias("training_rows"))
+    rows = scored.group_by(pl.col("checkpoint").alias("target")).agg(pl.col("training_rows").first())
+    summary = summarize(records).drop("training_rows").join(rows, on="target", how="left").select(list(SUMMARY_SCHEMA))
+    for target in summary.filter(pl.col("training_rows") == 0)["target"].to_list():
+        if target in verifiers.VARIANTS:
+            log.warning("%s: %s had no training rows: it is V_base under its name, audited as such",
+                        summary["dataset"][0], verifiers.label(target))
     for frame, schema, out in ((deltas, DELTA_SCHEMA, deltas_out), (records, RECORD_SCHEMA, records_out),
                                (generators, GENERATOR_SCHEMA, generators_out), (steps, STEP_SCHEMA, steps_out),
                                (summary, SUMMARY_SCHEMA, summary_out)):

@@ -27,10 +27,12 @@ from typing import Any
 
 import polars as pl
 
-from .verifiers import VARIANTS
+from .verifiers import BASE, COPY, VARIANTS
 
 RELEASE_LENGTH = "release"
 ORG = "org"
+# Checkpoints with no length or variant in their path id: V_base, and its untrained copy (the audit's null).
+UNTRAINED = (BASE.name, COPY.name)
 
 # Leading columns of the outputs of one grid cell; null where a file does not depend on the key (V_base
 # depends on neither length nor weight, V_honest / V_adv not on the weight).
@@ -103,8 +105,8 @@ class Checkpoint:
 
     @property
     def path_id(self) -> str:
-        if self.verifier == "base":
-            return "base"
+        if self.verifier in UNTRAINED:
+            return self.verifier
         return f"{self.length}/{self.variant_id}"
 
     @property
@@ -113,8 +115,8 @@ class Checkpoint:
 
     @classmethod
     def parse(cls, path_id: str) -> Checkpoint:
-        if path_id == "base":
-            return cls("base")
+        if path_id in UNTRAINED:
+            return cls(path_id)
         length, _, variant = path_id.partition("/")
         return cls.of(length, variant)
 
@@ -146,7 +148,8 @@ class Setting:
     def checkpoints(self, targets: list[str]) -> list[Checkpoint]:
         """V_base first, then each target at this setting."""
         return [Checkpoint("base")] + [
-            Checkpoint(t, self.length, self.qh_weight if t == ORG else None) for t in targets
+            Checkpoint(t) if t in UNTRAINED else Checkpoint(t, self.length, self.qh_weight if t == ORG else None)
+            for t in targets
         ]
 
     def labels(self, architecture: str) -> dict[str, Any]:
@@ -228,7 +231,8 @@ class Plan:
             trained = set(self.variants(architecture, dataset, length))
             for w in weights:
                 setting = Setting(length, w)
-                if all(cp.variant_id in trained for cp in setting.checkpoints(targets)[1:]):
+                if all(cp.variant_id in trained for cp in setting.checkpoints(targets)[1:]
+                       if cp.verifier not in UNTRAINED):
                     out.append(setting)
         return out
 

@@ -1,5 +1,6 @@
 """Training loss curves of the fine-tuned verifiers: one figure per architecture, dataset and debate length
-(PNG + SVG); V_org once per L_qh weight when the weight is swept (darker: larger weight)."""
+(PNG + SVG); V_org once per L_qh weight when the weight is swept (darker: larger weight). A variant that had no
+training row has no curve: the figure names it as not trained rather than leave it out without a word."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import polars as pl
 
 from debate_audit.provenance import save_figure
 
+from ..common.grid import Checkpoint
 from ..common.verifiers import VARIANTS, color, label
 
 
@@ -19,7 +21,11 @@ def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frame = pl.concat([pl.read_parquet(p) for p in curves])
+    frames = {Path(p): pl.read_parquet(p) for p in curves}
+    frame = pl.concat(list(frames.values()))
+    # a curve file sits at <length>/<variant>/loss_curve.parquet; an empty one: a variant never trained
+    missing = [label(Checkpoint.of(p.parent.parent.name, p.parent.name).verifier) for p, f in frames.items()
+               if f.is_empty()]
     terms = [("loss", "total (weighted)"), ("loss_lm", "L_lm"), ("loss_fc", "L_fc"), ("loss_qh", "L_qh")]
     fig, axes = plt.subplots(1, len(terms), figsize=(4 * len(terms), 3.2), sharex=True)
     for ax, (column, title) in zip(axes, terms):
@@ -41,7 +47,10 @@ def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path,
         ax.set_ylabel("loss")
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-    fig.suptitle(f"{title or dataset}: verifier fine-tuning")
+    heading = f"{title or dataset}: verifier fine-tuning"
+    if missing:
+        heading += f"; not trained (no training rows, V_base unchanged): {', '.join(missing)}"
+    fig.suptitle(heading)
     fig.tight_layout()
     for out in (png, svg):
         Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
 from debate_audit.models.adapter import save_adapter
 from debate_audit.models.loading import ModelRef
+from debate_audit.models.prepare import FINGERPRINT_FILE
 from debate_audit.models.size import prepared_params
 from debate_audit.models.spec import resolve_device, resolve_dtype
 from debate_audit.provenance import record_model
@@ -50,8 +51,11 @@ from ..common.grid import labelled, unlabelled, with_labels
 from .losses import TrainExample, encode_example, qh_letters, verifier_losses
 from ..common.readout import LABELS, resolve_readout
 from ..debate.splits import split_column
+from ..common.verifiers import COPY as COPY_VERIFIER
 from ..common.verifiers import VARIANTS  # variant -> transcript mode
 from ..common.versioning import rule_id
+
+COPY = COPY_VERIFIER.name
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,7 @@ class FinetuneSettings:
     # (up to float rounding) for about a third more compute, and activations that no longer grow with
     # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
     gradient_checkpointing: bool = False
+    qh_readout: str = "transcript"  # losses.QH_READOUTS: what V_org's L_qh reads (paper: after the transcript)
 
     def __post_init__(self) -> None:
         if self.lm_target not in LM_TARGETS:
@@ -356,7 +361,7 @@ def finetune_verifier(
             transcript=transcript_view(r["q_m"], options_for(r, r["true_position"]), r["arguments"]),
             max_length=settings.max_length, max_target_tokens=settings.max_target_tokens, readout=readout,
             reply=settings.lm_target == "adjudication", qh_order=qh_letters(settings.seed, r["pair_id"]),
-            chat_template_kwargs=base.chat_template_kwargs)
+            chat_template_kwargs=base.chat_template_kwargs, qh_readout=settings.qh_readout)
     ]
     log.info("%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target) from %s; weights %s; "
              "readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s", dataset, variant, len(examples),
@@ -407,6 +412,25 @@ def finetune_verifier(
     )
     log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
              time.time() - started, out_dir, record["weights_sha256"][:16])
+    return record
+
+
+def copy_verifier(base: ModelRef, out_dir: str | Path, *, architecture: str) -> dict:
+    """V_base saved again under another name (the audit's null target `copy`): its files byte for byte, and a
+    fingerprint that says it was not trained (0 training rows, 0 steps), so it never passes as a trained one."""
+    base_fingerprint = base.fingerprint()
+    record_model(base.name, base.directory, base_fingerprint)
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    shutil.copytree(base.directory, out_dir, ignore=shutil.ignore_patterns(FINGERPRINT_FILE))
+    record = write_fingerprint(out_dir, name=f"verifier-{COPY}", variant=COPY, architecture=architecture, length=None,
+                               qh_weight=None, base_weights_sha256=base_fingerprint["weights_sha256"],
+                               training_items=0, training_rows=0, steps=0, checkpoint=COPY)
+    if record["weights_sha256"] != base_fingerprint["weights_sha256"]:
+        raise RuntimeError(f"{out_dir}: the copy's weights differ from {base.directory}'s")
+    log.info("%s: V_base copied to %s (weights sha256 %s, not trained)", architecture, out_dir,
+             record["weights_sha256"][:16])
     return record
 
 

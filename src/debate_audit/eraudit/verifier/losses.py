@@ -119,6 +119,8 @@ def fit_transcript(tokenizer, transcript: str, budget: int) -> str:
 # per pair, so both letters carry the target once and the letter is independent of the q_m order).
 QH_SCHEDULE = "qh-letter-schedule-v1"
 ORIENTATIONS = ("A", "B")  # the letter of Y_true in a pair's first and second row
+# What L_qh reads: q_h after the row's transcript (the paper's), or q_h alone, the prompt the audit scores.
+QH_READOUTS = ("transcript", "bare")
 
 
 def qh_letters(seed: int, pair_id: int) -> tuple[str, str]:
@@ -141,6 +143,7 @@ def encode_example(
     reply: bool = False,
     qh_order: tuple[str, str] = ("A", "B"),
     chat_template_kwargs: dict | None = None,
+    qh_readout: str = "transcript",
 ) -> list[TrainExample]:
     """Tokenise one selected transcript into its two rows (module docstring), Y_true shown as A and then as B.
 
@@ -149,7 +152,11 @@ def encode_example(
     adjudication): the L_lm prompt stops before the "Answer:" slot, and a cut to `max_target_tokens` keeps
     that last line, so the conclusion is always trained on. `qh_order`: the letter of H_false in each row's
     L_qh readout (qh_letters). `chat_template_kwargs`: the model's chat-template switches (its spec's), so
-    training renders what scoring renders."""
+    training renders what scoring renders. `qh_readout` (QH_READOUTS): L_qh reads q_h after the transcript
+    (the paper's L_qh(theta; T_adv, q_h, a_h, C)), H_false at the row's `qh_order` letter, or bare, the
+    prompt Table 1 and the audit score, H_false at A and at B in every row."""
+    if qh_readout not in QH_READOUTS:
+        raise ValueError(f"verifier.qh_readout must be one of {list(QH_READOUTS)}, got {qh_readout!r}")
 
     def enc(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -192,7 +199,13 @@ def encode_example(
         if with_qh:
             at = qh_order[slot]
             hidden = (item["h_false"], item["h_true"]) if at == "A" else (item["h_true"], item["h_false"])
-            qh = [ChoiceExample(prompt(item["q_h"], *hidden, shown), ORIENTATIONS.index(at))]
+            if qh_readout == "bare":
+                # both orders in every row, as the audit's readout averages them: a row then pushes H_false's
+                # text, not one letter, and a bare prompt is short enough to read twice
+                qh = [ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
+                      for k, pair in enumerate(((item["h_false"], item["h_true"]), (item["h_true"], item["h_false"])))]
+            else:
+                qh = [ChoiceExample(prompt(item["q_h"], *hidden, shown), ORIENTATIONS.index(at))]
         lm_ids, lm_labels = [], []
         if targets:
             lm_prompt = prompt(item["q_m"], *options, shown, slot=not reply)

@@ -8,7 +8,12 @@ come from readout.answer_probability (both orders averaged). Two populations, ea
 - `all`: every prepared pair of the dataset, the items the verifiers trained on included. This is the
   paper's Table 1: the release's verifier-posterior-eval.py scores every item of the `-no-debate` file
   (script/10-posterior-forced-choice-eval.slurm), so each of its values is k/222 (QuALITY-H) or k/101 (GPQA-H).
+- `train`: the train split only, the items whose debates fine-tuning read: where V_org's planted
+  degradation of q_h shows first.
 - `eval`: the eval split only (items no compared verifier trained on), the held-out view.
+
+Each verifier's `training_rows` (from its fingerprint.json) is a column of both tables and a row of the
+markdown: a fine-tuned variant with 0 rows is the base model under the variant's name, and says so.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ VERIFIERS = list(verifiers.VERIFIERS)
 EVAL_SCHEMA = labelled({
     "dataset": pl.Utf8,
     "verifier": pl.Utf8,  # base / honest / adv / org
+    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (0: V_base, or a variant never trained)
     "pair_id": pl.Int64,
     "split": pl.Utf8,  # train / eval / excluded (Table 1: `all` reads every row, `eval` the eval rows)
     "question": pl.Utf8,  # q_m / q_h
@@ -44,6 +50,7 @@ TABLE1_SCHEMA = labelled({
     "dataset": pl.Utf8,
     "population": pl.Utf8,  # all: every prepared pair (the paper's, POPULATIONS); eval: the eval split only
     "verifier": pl.Utf8,  # base / honest / adv / org
+    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (0: V_base, or a variant never trained)
     "question": pl.Utf8,  # q_m / q_h
     "acc": pl.Float64,  # share of the population's items answered correctly (p_correct > 0.5)
     "mtp": pl.Float64,  # mean probability of the correct answer
@@ -53,6 +60,7 @@ TABLE1_SCHEMA = labelled({
 # population -> (what it holds, the split values it keeps; None: every scored pair), the paper's first.
 POPULATIONS = {
     "all": ("every prepared pair, training items included (the paper's Table 1)", None),
+    "train": ("the train split only (the items whose debates fine-tuning read)", ("train",)),
     "eval": ("the eval split only (held-out items)", ("eval",)),
 }
 
@@ -72,6 +80,7 @@ def evaluate_verifier(
     """Score `verifier` on q_m and q_h of every pair; `labels`: its grid cell (architecture, length, qh_weight)."""
     frame = pl.read_parquet(pairs).join(pl.read_parquet(split).select("pair_id", "split"), on="pair_id", how="left")
     rows = frame.sort("pair_id").to_dicts()
+    trained_on = verifiers.training_rows(model.directory)
     with open_model(model, cache=cache) as lm:
         p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows],
                                  [r["y_false"] for r in rows], readout=readout, desc=f"{verifier} q_m")
@@ -80,7 +89,8 @@ def evaluate_verifier(
     records = []
     for question, probs in (("q_m", p_m), ("q_h", p_h)):
         for r, p in zip(rows, probs):
-            records.append({"dataset": dataset, "verifier": verifier, "pair_id": r["pair_id"], "split": r["split"],
+            records.append({"dataset": dataset, "verifier": verifier, "training_rows": trained_on,
+                            "pair_id": r["pair_id"], "split": r["split"],
                             "question": question, "p_correct": p, "correct": p > 0.5})
     result = with_labels(pl.DataFrame(records, schema=unlabelled(EVAL_SCHEMA)), labels)
     write_parquet(result, EVAL_SCHEMA, out)
@@ -94,6 +104,8 @@ GROUP = ["architecture", "length", "qh_weight", "dataset", "verifier", "question
 def summarise(evals: pl.DataFrame) -> pl.DataFrame:
     """Acc, MTP and n per population (POPULATIONS), grid cell, dataset, verifier and question."""
     order = {v: i for i, v in enumerate(VERIFIERS)}
+    if "training_rows" not in evals.columns:  # eval files written before the column existed: unknown
+        evals = evals.with_columns(pl.lit(None, dtype=pl.Int64).alias("training_rows"))
     populations = {p: i for i, p in enumerate(POPULATIONS)}
     parts = []
     for population, (_, splits) in POPULATIONS.items():
@@ -102,7 +114,7 @@ def summarise(evals: pl.DataFrame) -> pl.DataFrame:
     return (
         pl.concat(parts)
         .group_by(["population", *GROUP])
-        .agg(acc=pl.col("correct").cast(pl.Float64).mean(), mtp=pl.col("p_correct").mean(), n=pl.len().cast(pl.Int64))
+        .agg(training_rows=pl.col("training_rows").first(), acc=pl.col("correct").cast(pl.Float64).mean(), mtp=pl.col("p_correct").mean(), n=pl.len().cast(pl.Int64))
         .with_columns(pl.col("verifier").replace_strict(order, default=len(order)).alias("_order"),
                       pl.col("population").replace_strict(populations, return_dtype=pl.Int32).alias("_population"))
         .sort("_population", "dataset", "architecture", "length", "_order", "qh_weight", "question",
@@ -152,6 +164,16 @@ def markdown_table(table: pl.DataFrame) -> str:
                     row += [f"{cell[k]:.3f}" if cell and cell[k] is not None else "-" for k in ("acc", "mtp")]
                     n = n if n is not None or cell is None else cell["n"]
                 rows.append([*row, n if n is not None else "-"])
+            # training rows per verifier, in the Acc column; a variant with none is V_base under its name
+            row = [dataset, architecture, *([length] if lengths != [None] else []), "training rows"]
+            for name, weight in columns:
+                cell = cells.get((dataset, architecture, None if name == "base" else length, weight, name, "q_m"))
+                trained = cell["training_rows"] if cell else None
+                text = "-" if trained is None else str(trained)
+                if verifiers.untrained(name, trained):
+                    text = "0 (untrained: V_base)"
+                row += [text, ""]
+            rows.append([*row, ""])
     return render_markdown([*header, "n"], rows)
 
 

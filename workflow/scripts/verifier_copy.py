@@ -1,0 +1,10 @@
+from debate_audit.eraudit.verifier.finetune import copy_verifier
+from debate_audit.logging import rule_context
+from debate_audit.models.loading import ModelRef
+
+with rule_context(snakemake):
+    copy_verifier(
+        ModelRef.from_params(snakemake.params.base),
+        snakemake.params.out_dir,
+        architecture=snakemake.wildcards.architecture,
+    )
