@@ -22,11 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int = 1, *,
-             generate: bool = True, adjudicators: int | None = None) -> dict[str, int]:
+             generate: bool = True, adjudicators: int | None = None, null: bool = True) -> dict[str, int]:
     """ER-Audit jobs with the default roles: 2 debate modes; per architecture x dataset x length the
     variants honest, adv and one org per L_qh weight; checkpoints: base + those; 2 test generators (gen-a,
     gen-b); one audit per architecture x dataset x length x weight. `adjudicators`: who writes the L_lm
-    targets, one teacher or (None) each architecture."""
+    targets, one teacher or (None) each architecture. `null`: the default's audit target `copy` (V_base saved
+    again per architecture, scored per dataset); the paper overlay audits the fine-tuned verifiers only."""
     variants = 2 + weights
     checkpoints = 1 + lengths * variants
     jobs = {
@@ -39,12 +40,14 @@ def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int =
         "verifier_table1": 1,
         "paraphrase_search": datasets,
         "paraphrase_test": datasets * 2,
-        "audit_scores": archs * datasets * checkpoints,
+        "audit_scores": archs * datasets * (checkpoints + null),
         "audit_statistics": archs * datasets * lengths * weights,
         "audit_sweeps": archs * datasets * lengths * weights,
         "audit_figures": 1,
         "audit_runtime": 1,
     }
+    if null:
+        jobs["verifier_copy"] = archs
     if generate:
         jobs |= {"debate_generate": datasets * lengths * 2, "debate_select": datasets * lengths * 2}
     else:
@@ -89,20 +92,20 @@ EXPECTED = {
     # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
     # architectures GPT-20B (also the selector and the one adjudication teacher), Qwen-9B and Llama-8B. The
     # embedded model stays under `models:` through the merge but no experiment uses it.
-    "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3, adjudicators=1),
+    "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3, null=False, adjudicators=1),
                           "browse": 1, "all": 1},
     # the release's ablations: lengths 50 / 250 honest-only on QuALITY-H with GPT-20B, L_qh 1..5 of GPT-20B's
     # V_org on both datasets (main: 150 words, L_qh 2 everywhere)
     "config/paper.yaml config/ablations.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3, adjudicators=1), **RELEASE_ABLATIONS, "browse": 1,
+                                                **er_audit(3, null=False, adjudicators=1), **RELEASE_ABLATIONS, "browse": 1,
                                                 "all": 1},
     # a full grid: three debate lengths x three L_qh weights on the paper's line-up
     "config/paper.yaml config/ablations-grid.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                     **er_audit(3, lengths=3, weights=3, adjudicators=1),
+                                                     **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1),
                                                      "browse": 1, "all": 1},
     # the paper's generator roles on API models: 3 more models prepared (no weights: a fingerprint each)
     "config/paper.yaml config/api-generators.yaml": {"prepare_model": 12, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                     **er_audit(3, adjudicators=1), "browse": 1, "all": 1},
+                                                     **er_audit(3, null=False, adjudicators=1), "browse": 1, "all": 1},
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
@@ -119,11 +122,11 @@ EXPECTED = {
     # the paper's five models and Llama-3.1-8B judging every model's debates: responses once per model
     # (5 x 10), judgments per judge (5 x 6 x 10); Llama-8B is prepared anyway (a verifier)
     "config/paper.yaml config/paper-cross-judge.yaml": {"prepare_model": 9, **cwpor(5, 10, judges=6),
-                                                        **PREPARE_DATASETS, **er_audit(3, adjudicators=1),
+                                                        **PREPARE_DATASETS, **er_audit(3, null=False, adjudicators=1),
                                                         "browse": 1, "all": 1},
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3, adjudicators=1), "browse": 1, "all": 1},
+                                                **er_audit(3, null=False, adjudicators=1), "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
     "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import shutil
 import time
@@ -415,6 +416,13 @@ def finetune_verifier(
     return record
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def copy_verifier(base: ModelRef, out_dir: str | Path, *, architecture: str) -> dict:
     """V_base saved again under another name (the audit's null target `copy`): its files byte for byte, and a
     fingerprint that says it was not trained (0 training rows, 0 steps), so it never passes as a trained one."""
@@ -423,7 +431,8 @@ def copy_verifier(base: ModelRef, out_dir: str | Path, *, architecture: str) -> 
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    shutil.copytree(base.directory, out_dir, ignore=shutil.ignore_patterns(FINGERPRINT_FILE))
+    # hard links where the filesystem allows: the same bytes without another copy of the weights on disk
+    shutil.copytree(base.directory, out_dir, ignore=shutil.ignore_patterns(FINGERPRINT_FILE), copy_function=_link_or_copy)
     record = write_fingerprint(out_dir, name=f"verifier-{COPY}", variant=COPY, architecture=architecture, length=None,
                                qh_weight=None, base_weights_sha256=base_fingerprint["weights_sha256"],
                                training_items=0, training_rows=0, steps=0, checkpoint=COPY)
