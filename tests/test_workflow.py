@@ -28,13 +28,13 @@ def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
     table1 = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
     assert set(table1["verifier"]) == {"base", "honest", "adv", "org"}
     assert set(table1["dataset"]) == {"quality_h", "gpqa_h"}
-    # the paper's population (every prepared pair) and the eval split, each with its own n
+    # the paper's population (every prepared pair), the train and the eval split, each with its own n
     pairs = {d: pl.read_parquet(workdir / f"data/{d}.parquet").height for d in ("quality_h", "gpqa_h")}
     all_n = dict(table1.filter(pl.col("population") == "all").group_by("dataset").agg(pl.col("n").max()).iter_rows())
     assert all_n == pairs
-    assert set(table1["population"]) == {"all", "eval"}
+    assert set(table1["population"]) == {"all", "train", "eval"}
     assert "## Counterexample ratio, statuses and average lower bound" in (workdir / "results/er_audit/audit/summary.md").read_text()
-    for variant in ("honest", "adv", "org_qh2"):
+    for variant in ("honest", "adv", "org_qh10"):
         assert (workdir / f"resources/verifiers/smollm2-135m/quality_h/w20/{variant}/fingerprint.json").exists()
 
 

@@ -158,12 +158,14 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, embedded
     jobs = job_stats(plan.stdout)
     # V_honest / V_adv once per architecture x length, V_org once more per weight; V_base never trained
     assert jobs["verifier_finetune"] == 2 * 2 * (2 + 2)
-    assert jobs["audit_scores"] == jobs["verifier_evaluate"] == 2 * (1 + 2 * 4)
+    assert jobs["verifier_evaluate"] == 2 * (1 + 2 * 4)
+    assert jobs["audit_scores"] == 2 * (1 + 2 * 4 + 1)  # and V_base's copy, the audit's null
+    assert jobs["verifier_copy"] == 2
     assert jobs["audit_statistics"] == 2 * 2 * 2 and jobs["debate_generate"] == 2 * 2
     snakemake(workdir, "--keep-going", *targets, overlays=("tests/smoke/grid.yaml",))  # a flag ends --configfile
 
     table = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
-    assert set(table["population"]) == {"all", "eval"}
+    assert set(table["population"]) == {"all", "train", "eval"}
     assert set(table["architecture"]) == set(ARCHS)
     assert set(table["length"].drop_nulls()) == {"w12", "w20"}
     assert set(table.filter(pl.col("verifier") == "org")["qh_weight"]) == {1.0, 2.0}

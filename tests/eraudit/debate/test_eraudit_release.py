@@ -101,7 +101,7 @@ def test_release_transcripts_train_the_verifiers_in_a_smoke_run(tmp_path, shared
     overlays = ["config/config.yaml", "tests/smoke/config.yaml", "config/shared-data.yaml",
                 "config/release-split.yaml", "config/release-transcripts.yaml", "argument.yaml"]
     # V_adv trains exactly as V_honest does (other transcripts): honest and org cover both objectives.
-    targets = [f"resources/verifiers/smollm2-135m/gpqa_h/release/{v}/fingerprint.json" for v in ("honest", "org_qh2")]
+    targets = [f"resources/verifiers/smollm2-135m/gpqa_h/release/{v}/fingerprint.json" for v in ("honest", "org_qh10")]
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2", "--resources", "gpu=2",
            "--configfile", *overlays, "--", *targets]
     result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1200)
@@ -111,5 +111,5 @@ def test_release_transcripts_train_the_verifiers_in_a_smoke_run(tmp_path, shared
     assert (honest.height, adversarial.height) == (80 + 21, 66 + 17)
     for mode in ("honest", "adversarial"):
         assert pl.read_parquet(workdir / f"results/er_audit/debate/gpqa_h/release/debates_{mode}.rejected.parquet").height == 0
-    curve = pl.read_parquet(workdir / "results/er_audit/verifier/smollm2-135m/gpqa_h/release/org_qh2/loss_curve.parquet")
+    curve = pl.read_parquet(workdir / "results/er_audit/verifier/smollm2-135m/gpqa_h/release/org_qh10/loss_curve.parquet")
     assert curve.height > 0  # V_org took optimizer steps on imported adversarial transcripts

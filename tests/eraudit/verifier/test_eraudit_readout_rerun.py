@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 CONFIGS = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
 READERS = {"debate_select", "verifier_finetune", "verifier_evaluate", "audit_scores"}
-# 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited; the adjudication
-# targets do not read, but they follow the transcripts that selection re-selects
-EXPECTED = {"debate_select": 4, "verifier_adjudicate": 4, "verifier_finetune": 6, "verifier_evaluate": 8, "audit_scores": 8,
+# 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited, and V_base's copy
+# (the audit's null) audited too; copying it reads nothing. The adjudication targets do not read, but they
+# follow the transcripts that selection re-selects
+EXPECTED = {"debate_select": 4, "verifier_adjudicate": 4, "verifier_finetune": 6, "verifier_evaluate": 8, "audit_scores": 10,
             "verifier_loss_figure": 2, "verifier_table1": 1, "audit_statistics": 2, "audit_sweeps": 2,
             "audit_figures": 1, "audit_runtime": 1, "browse": 1, "all": 1}
 
