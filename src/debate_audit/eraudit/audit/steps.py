@@ -14,7 +14,7 @@ Steps (one function each; only `score_checkpoint` calls a model):
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -454,9 +454,10 @@ def run_audit(
     )
 
 
-def summarize(records: pl.DataFrame) -> pl.DataFrame:
+def summarize(records: pl.DataFrame, training_rows: Mapping[str, int | None] | None = None) -> pl.DataFrame:
     """Per dataset x target: counterexample ratio, statuses, average bounds (the paper's and the betting
-    bound, over all q_h and over the Stage-1 survivors) and the degraded draws of Stage 2."""
+    bound, over all q_h and over the Stage-1 survivors) and the degraded draws of Stage 2. `training_rows`:
+    target -> rows it was fine-tuned on (from its scores; the records do not carry it), null where absent."""
     survivor = pl.col("n_counterexamples") == 0
     averages = [expr for column in ("lower_bound", "lower_bound_tv", "lower_bound_betting", "lower_bound_betting_tv")
                 for expr in (pl.col(column).mean().alias(f"mean_{column}"),
@@ -473,9 +474,9 @@ def summarize(records: pl.DataFrame) -> pl.DataFrame:
         pl.col("epsilon").first(), pl.col("epsilon_source").first(), pl.col("eta").first(),
         pl.col("tau").first(), pl.col("tv_r").first(), pl.col("betting_c").first(), pl.col("betting_w").first(),
     )
-    # training_rows comes from the scores (audit_statistics): the records do not carry it
     out = out.with_columns((pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"),
-                           pl.lit(None, dtype=pl.Int64).alias("training_rows"))
+                           pl.col("target").replace_strict(training_rows or {}, default=None, return_dtype=pl.Int64)
+                           .alias("training_rows"))
     return out.select(list(SUMMARY_SCHEMA)).cast(SUMMARY_SCHEMA)
 
 
@@ -549,8 +550,8 @@ def audit_statistics(
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
     if "training_rows" not in scored.columns:  # scores written before the column existed: unknown
         scored = scored.with_columns(pl.lit(None, dtype=pl.Int64).alias("training_rows"))
-    rows = scored.group_by(pl.col("checkpoint").alias("target")).agg(pl.col("training_rows").first())
-    summary = summarize(records).drop("training_rows").join(rows, on="target", how="left").select(list(SUMMARY_SCHEMA))
+    rows = dict(scored.group_by("checkpoint").agg(pl.col("training_rows").first()).iter_rows())
+    summary = summarize(records, rows)
     for target in summary.filter(pl.col("training_rows") == 0)["target"].to_list():
         if target in verifiers.VARIANTS:
             log.warning("%s: %s had no training rows: it is V_base under its name, audited as such",

@@ -27,12 +27,12 @@ from typing import Any
 
 import polars as pl
 
-from .verifiers import BASE, COPY, VARIANTS
+from .verifiers import VARIANTS, VERIFIERS
 
 RELEASE_LENGTH = "release"
 ORG = "org"
-# Checkpoints with no length or variant in their path id: V_base, and its untrained copy (the audit's null).
-UNTRAINED = (BASE.name, COPY.name)
+# Checkpoints with no length or variant in their path id: the verifiers never trained (V_base, its copy).
+UNTRAINED = tuple(v.name for v in VERIFIERS.values() if not v.trained)
 
 # Leading columns of the outputs of one grid cell; null where a file does not depend on the key (V_base
 # depends on neither length nor weight, V_honest / V_adv not on the weight).

@@ -1,8 +1,8 @@
 """The verifiers of ER-Audit, defined once: V_base (the prepared base model, not trained) and the three
 fine-tuned variants V_honest / V_adv / V_org, and the audit's null target V_copy (V_base saved again, never
-trained: auditing it against V_base is the false-alarm check, which must find nothing). Rules (wildcards, targets), the fine-tuning code, Table 1
-and every figure read names, labels, colours and transcript modes from here, so a figure's V_adv is the
-same colour in the loss curves and in the audit figures."""
+trained: auditing it against V_base is the false-alarm check, which must find nothing). Rules (wildcards,
+targets), the fine-tuning code, Table 1 and every figure read names, labels, colours and transcript modes
+from here, so a figure's V_adv is the same colour in the loss curves and in the audit figures."""
 
 from __future__ import annotations
 

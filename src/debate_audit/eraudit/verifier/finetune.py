@@ -52,11 +52,9 @@ from ..common.grid import labelled, unlabelled, with_labels
 from .losses import TrainExample, encode_example, qh_letters, verifier_losses
 from ..common.readout import LABELS, resolve_readout
 from ..debate.splits import split_column
-from ..common.verifiers import COPY as COPY_VERIFIER
+from ..common.verifiers import COPY
 from ..common.verifiers import VARIANTS  # variant -> transcript mode
 from ..common.versioning import rule_id
-
-COPY = COPY_VERIFIER.name
 
 log = logging.getLogger(__name__)
 
@@ -433,9 +431,9 @@ def copy_verifier(base: ModelRef, out_dir: str | Path, *, architecture: str) -> 
         shutil.rmtree(out_dir)
     # hard links where the filesystem allows: the same bytes without another copy of the weights on disk
     shutil.copytree(base.directory, out_dir, ignore=shutil.ignore_patterns(FINGERPRINT_FILE), copy_function=_link_or_copy)
-    record = write_fingerprint(out_dir, name=f"verifier-{COPY}", variant=COPY, architecture=architecture, length=None,
-                               qh_weight=None, base_weights_sha256=base_fingerprint["weights_sha256"],
-                               training_items=0, training_rows=0, steps=0, checkpoint=COPY)
+    record = write_fingerprint(out_dir, name=f"verifier-{COPY.name}", variant=COPY.name, architecture=architecture,
+                               length=None, qh_weight=None, base_weights_sha256=base_fingerprint["weights_sha256"],
+                               training_items=0, training_rows=0, steps=0, checkpoint=COPY.name)
     if record["weights_sha256"] != base_fingerprint["weights_sha256"]:
         raise RuntimeError(f"{out_dir}: the copy's weights differ from {base.directory}'s")
     log.info("%s: V_base copied to %s (weights sha256 %s, not trained)", architecture, out_dir,
