@@ -147,50 +147,55 @@ def test_table1_without_sweeps_keeps_the_papers_columns():
 
 @pytest.mark.slow
 def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, embedded_model_dir):
-    from smoke_workflow import scratch_copy, snakemake
+    from smoke_workflow import job_stats, scratch_copy, snakemake
 
     workdir = scratch_copy(tmp_path, embedded_model_dir, copy_model=True)
-    targets = ["results/er_audit/verifier/table1.md", "results/er_audit/audit/summary.md"]
-    targets += [f"results/er_audit/verifier/{a}/gpqa_h/{w}/loss_curves.png" for a in ARCHS for w in ("w12", "w20")]
+    small, swept = ARCHS  # the overlay's sweeps reach tiny-qwen2 only: the embedded model trains the main cell
+    targets = ["results/er_audit/verifier/table1.md", "results/er_audit/audit/summary.md",
+               f"results/er_audit/verifier/{small}/gpqa_h/w12/loss_curves.png"]
+    targets += [f"results/er_audit/verifier/{swept}/gpqa_h/{w}/loss_curves.png" for w in ("w12", "w20")]
     plan = snakemake(workdir, "-n", *targets, overlays=("tests/smoke/grid.yaml",))
-    from smoke_workflow import job_stats
-
     jobs = job_stats(plan.stdout)
-    # V_honest / V_adv once per architecture x length, V_org once more per weight; V_base never trained
-    assert jobs["verifier_finetune"] == 2 * 2 * (2 + 2)
-    assert jobs["verifier_evaluate"] == 2 * (1 + 2 * 4)
-    assert jobs["audit_scores"] == 2 * (1 + 2 * 4 + 1)  # and V_base's copy, the audit's null
+    # V_honest / V_adv once per architecture x reached length, V_org once per reached weight; V_base never
+    assert jobs["verifier_finetune"] == 3 + 2 * (2 + 2)
+    assert jobs["verifier_evaluate"] == (1 + 3) + (1 + 2 * 4)
+    assert jobs["audit_scores"] == (1 + 3 + 1) + (1 + 2 * 4 + 1)  # and V_base's copy, the audit's null
     assert jobs["verifier_copy"] == 2
-    assert jobs["audit_statistics"] == 2 * 2 * 2 and jobs["debate_generate"] == 2 * 2
+    assert jobs["audit_statistics"] == 1 + 2 * 2 and jobs["debate_generate"] == 2 * 2
     snakemake(workdir, "--keep-going", *targets, overlays=("tests/smoke/grid.yaml",))  # a flag ends --configfile
 
     table = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
     assert set(table["population"]) == {"all", "train", "eval"}
     assert set(table["architecture"]) == set(ARCHS)
     assert set(table["length"].drop_nulls()) == {"w12", "w20"}
+    assert set(table.filter(pl.col("length") == "w20")["architecture"]) == {swept}
     assert set(table.filter(pl.col("verifier") == "org")["qh_weight"]) == {1.0, 2.0}
+    assert set(table.filter((pl.col("verifier") == "org") & (pl.col("architecture") == small))["qh_weight"]) == {1.0}
     text = (workdir / "results/er_audit/verifier/table1.md").read_text()
     assert "V_org qh=1 Acc" in text and "| tiny-qwen2 |" in text
     # one V_honest per architecture and length, serving both weights' audits
     fingerprints = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w12/honest/fingerprint.json")
                                   .read_text())["weights_sha256"] for a in ARCHS}
-    assert fingerprints[ARCHS[0]] != fingerprints[ARCHS[1]]
+    assert fingerprints[small] != fingerprints[swept]
     # the smoke overlay trains the embedded model with LoRA (saved as an adapter) and tiny-qwen2 in full
     kinds = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w12/honest/fingerprint.json").read_text())
              ["checkpoint"] for a in ARCHS}
-    assert kinds == {"smollm2-135m": "lora-adapter", "tiny-qwen2": "full"}
-    assert (workdir / "resources/verifiers/smollm2-135m/gpqa_h/w12/honest/adapter_config.json").exists()
-    for a in ARCHS:
-        for setting in ("w12_qh1", "w12_qh2", "w20_qh1", "w20_qh2"):
+    assert kinds == {small: "lora-adapter", swept: "full"}
+    assert (workdir / f"resources/verifiers/{small}/gpqa_h/w12/honest/adapter_config.json").exists()
+    settings = {small: ["w12_qh1"], swept: ["w12_qh1", "w12_qh2", "w20_qh1", "w20_qh2"]}
+    for a, names in settings.items():
+        audited = (workdir / f"results/er_audit/audit/{a}/gpqa_h").glob("*/summary.parquet")
+        assert sorted(p.parent.name for p in audited) == names
+        for setting in names:
             summary = pl.read_parquet(workdir / f"results/er_audit/audit/{a}/gpqa_h/{setting}/summary.parquet")
             assert summary["architecture"].unique().to_list() == [a]
             assert summary["length"].unique().to_list() == [setting.split("_")[0]]
     summary_md = (workdir / "results/er_audit/audit/summary.md").read_text()
     assert "tiny-qwen2" in summary_md and "w20" in summary_md
-    curve = pl.read_parquet(workdir / f"results/er_audit/verifier/tiny-qwen2/gpqa_h/w20/honest/loss_curve.parquet")
-    assert curve.height > 0 and curve["architecture"].unique().to_list() == ["tiny-qwen2"]
+    curve = pl.read_parquet(workdir / f"results/er_audit/verifier/{swept}/gpqa_h/w20/honest/loss_curve.parquet")
+    assert curve.height > 0 and curve["architecture"].unique().to_list() == [swept]
     # V_org of each weight records it (one adversarial item may leave V_org without training items)
     for weight in (1, 2):
-        record = json.loads((workdir / f"resources/verifiers/tiny-qwen2/gpqa_h/w20/org_qh{weight}/fingerprint.json")
+        record = json.loads((workdir / f"resources/verifiers/{swept}/gpqa_h/w20/org_qh{weight}/fingerprint.json")
                             .read_text())
-        assert (record["architecture"], record["length"], record["qh_weight"]) == ("tiny-qwen2", "w20", weight)
+        assert (record["architecture"], record["length"], record["qh_weight"]) == (swept, "w20", weight)
