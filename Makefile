@@ -46,10 +46,8 @@ vllm: $(VLLM_STAMP)
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS)
 
-# Test files on TEST_WORKERS pytest-xdist workers (tests/conftest.py: which tests share a worker); 0: one process.
-TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml

