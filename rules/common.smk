@@ -245,7 +245,8 @@ def finetune_mem_mb(wc):
     moments beside the weights; LoRA only the frozen weights and a few MB of adapters (on a GPU the
     host merely loads them): what inference asks (GPT-20B in bf16: ~65, not ~169 GB)."""
     lora = grid.uses_lora(config["verifier"], wc.architecture)
-    return model_mem_mb(wc.architecture, training=not lora)
+    # every process loads the whole model on the host before sharding it
+    return finetune_processes(wc) * model_mem_mb(wc.architecture, training=not lora)
 
 
 def library_code(script):
@@ -298,10 +299,19 @@ def finetune_settings(wc):
     retrains V_org alone."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
-    return {key: config["verifier"][key] for key in FINETUNE_KEYS} | {
-        "loss_weights": weights,
-        "lora": grid.lora_settings(config["verifier"], wc.architecture),
-    }
+    return (
+        {key: config["verifier"][key] for key in FINETUNE_KEYS}
+        | {
+            "loss_weights": weights,
+            "lora": grid.lora_settings(config["verifier"], wc.architecture),
+        }
+        | grid.distributed_settings(config["verifier"], wc.architecture)
+    )
+
+
+def finetune_processes(wc):
+    """Processes (GPUs; on a CPU, cores) of one verifier_finetune job."""
+    return grid.distributed_settings(config["verifier"], wc.architecture)["processes"]
 
 
 # ---------------------------------------------- the planned cells as wildcard values (one dict per job)

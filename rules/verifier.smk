@@ -74,8 +74,9 @@ rule verifier_finetune:
         "benchmarks/rules/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.tsv"
     conda:
         "../envs/debate-audit.yaml"
+    threads: finetune_processes
     resources:
-        gpu=1,
+        gpu=finetune_processes,
         mem_mb=finetune_mem_mb,
         runtime=720,
     params:

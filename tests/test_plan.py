@@ -119,19 +119,23 @@ def test_a_quantized_checkpoint_counts_parameters_not_packed_bytes(tmp_path):
     assert prepared_params(tmp_path) == pytest.approx(params_from_config(config) * 1e9)
 
 
-def test_plan_says_which_architectures_fit_one_gpu_for_fine_tuning(config):
+def test_plan_says_which_architectures_fit_their_gpus_for_fine_tuning(config):
     config["verifier"]["lora"]["enabled"] = ["gpt-oss-20b"]
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    # 16 bytes per parameter (fp32 weights, gradients, AdamW moments); LoRA keeps the bf16 base only
+    # 16 bytes per parameter (fp32 weights, gradients, AdamW moments) over the paper overlay's 4 GPUs;
+    # LoRA keeps the bf16 base only, in one process
     # saved: full checkpoints in the bf16 they are evaluated in (8.03e9 x 2 B = 15 GiB), LoRA as the adapter
-    assert rows["llama-3.1-8b-instruct"].endswith("| full-parameter AdamW (fp32) | 120 | **no** | yes | 15 |")
-    assert rows["gpt-oss-20b"].endswith("| LoRA (bf16 base) | 39 | yes | yes | <0.1 (adapter) |")
+    assert rows["llama-3.1-8b-instruct"].endswith("| full-parameter AdamW (fp32), FSDP2 shards | 4 | 30 | yes | yes | 15 |")
+    assert rows["gpt-oss-20b"].endswith("| LoRA (bf16 base) | 1 | 39 | yes | yes | <0.1 (adapter) |")
+    config["verifier"]["distributed"]["processes"] = 1
+    text = render(build_plan(config, {"verifier_finetune": 18}, None))
+    assert "| full-parameter AdamW (fp32) | 1 | 120 | **no** | yes | 15 |" in text
     # 18 jobs over 3 architectures: 6 checkpoints each of Llama-8B (15 GiB) and Qwen-9B (16.8 GiB)
     assert "18 verifier_finetune jobs, about 190 GiB on disk" in text
     config["verifier"]["lora"]["save"] = "merged"
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
-    assert "| LoRA (bf16 base) | 39 | yes | yes | 39 |" in text
+    assert "| LoRA (bf16 base) | 1 | 39 | yes | yes | 39 |" in text
 
 
 def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_names_the_source(config):

@@ -90,10 +90,12 @@ class TrainingMemory:
     architecture: str
     params_b: float | None
     lora: bool
-    gib: float | None
+    gib: float | None  # per GPU (finetune.training_memory_bytes, the job's own check)
     # one saved checkpoint on a GPU: full weights in the evaluation dtype, or a LoRA adapter (~10-50 MB)
     checkpoint_gib: float | None = None
     adapter: bool = False
+    processes: int = 1  # GPUs per job (verifier.distributed.processes)
+    cpu_offload: bool = False
 
 
 @dataclass
@@ -346,12 +348,13 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingM
     for arch in grid.base_models(config["verifier"]):
         size = params_b(specs[arch]) if arch in specs else None
         lora = grid.uses_lora(config["verifier"], arch)
-        gib = None if size is None else training_memory_bytes(size * 1e9, lora) / 2**30
+        shards = grid.distributed_settings(config["verifier"], arch)
+        gib = None if size is None else training_memory_bytes(size * 1e9, lora, **shards) / 2**30
         adapter = saves_adapter(grid.lora_settings(config["verifier"], arch))
         saved = None
         if size is not None:  # finetune.py saves a full checkpoint in the dtype it is evaluated in (on a GPU)
             saved = 0.0 if adapter else size * 1e9 * bytes_per_param(specs[arch], gpu=True) / 2**30
-        rows.append(TrainingMemory(arch, size, lora, gib, saved, adapter))
+        rows.append(TrainingMemory(arch, size, lora, gib, saved, adapter, **shards))
     return rows
 
 
@@ -428,16 +431,19 @@ def render(plan: Plan) -> str:
                 if any(rp.engine == "vllm" for rp in plan.rules) else []),
               "A rule whose jobs use several models has one row per model; its job count is the rule's."]
     if plan.training:
-        header = ["verifier architecture", "parameters", "training", "GPU GiB before activations",
-                  *(f"fits one {gpu}" for gpu in GPU_GIB), "disk GiB per checkpoint"]
+        header = ["verifier architecture", "parameters", "training", "GPUs per job", "GiB per GPU before activations",
+                  *(f"fits {gpu}s" for gpu in GPU_GIB), "disk GiB per checkpoint"]
         rows = [[t.architecture, "?" if t.params_b is None else f"{t.params_b:.2f}B",
-                 "LoRA (bf16 base)" if t.lora else "full-parameter AdamW (fp32)",
-                 "?" if t.gib is None else f"{t.gib:.0f}",
+                 "LoRA (bf16 base)" if t.lora else ("full-parameter AdamW (fp32)"
+                                                    + (", FSDP2 shards" if t.processes > 1 else "")
+                                                    + (", offloaded to the host" if t.cpu_offload else "")),
+                 str(t.processes), "?" if t.gib is None else f"{t.gib:.0f}",
                  *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values()),
                  "<0.1 (adapter)" if t.adapter else ("?" if t.checkpoint_gib is None else f"{t.checkpoint_gib:.0f}")]
                 for t in plan.training]
-        lines += ["", "Fine-tuning memory (verifier_finetune runs on one GPU and refuses to start where this does "
-                  "not fit; activations come on top, verifier.gradient_checkpointing keeps them small):", "",
+        lines += ["", "Fine-tuning memory (verifier_finetune checks the same figure before loading and refuses to "
+                  "start where it does not fit; verifier.distributed.processes spreads a verifier over several "
+                  "GPUs; activations come on top, verifier.gradient_checkpointing keeps them small):", "",
                   markdown_table(header, rows).rstrip("\n")]
         finetunes = next((rp.jobs for rp in plan.rules if rp.rule == "verifier_finetune"), 0)
         if finetunes and all(t.checkpoint_gib is not None for t in plan.training):

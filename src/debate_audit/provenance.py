@@ -211,6 +211,17 @@ def record_generations(directory: str | Path, engines: Mapping[str, int]) -> Non
                 counts[engine] = counts.get(engine, 0) + n
 
 
+@contextlib.contextmanager
+def continued_provenance(record: Mapping[str, Any] | None) -> Iterator[None]:
+    """Go on recording a rule's provenance (`current_provenance()` of the rule) in another process: the
+    workers a distributed job starts write that rule's outputs."""
+    token = _current.set(dict(record) if record and "models" in record else None)  # None: outside a rule
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
 def current_provenance() -> dict[str, Any]:
     """What an output written now records; outside a rule only the project version."""
     return _current.get() or {"format": PROVENANCE_FORMAT, "version": project_version()}

@@ -153,24 +153,28 @@ def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
     assert changed and all(name.endswith(("q_proj.weight", "v_proj.weight")) for name in changed)
 
 
-@pytest.mark.parametrize(("params", "lora", "gib", "fits"), [
-    (8.03e9, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
-    (8.03e9, False, 79.6, False),  # ... not on an 80 GB H100
-    (20.91e9, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
-    (20.91e9, True, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
+@pytest.mark.parametrize(("params", "lora", "processes", "offload", "gib", "fits"), [
+    (8.03e9, False, 1, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
+    (8.03e9, False, 1, False, 79.6, False),  # ... not on an 80 GB H100
+    (8.03e9, False, 4, False, 79.6, True),  # ... over 4 H100s: 29.9 GiB each (the paper overlay)
+    (20.91e9, False, 1, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
+    (20.91e9, False, 4, False, 79.6, True),  # ... 77.9 GiB a GPU over 4
+    (20.91e9, False, 2, True, 79.6, True),  # ... 38.9 GiB a GPU over 2 with the shards on the host
+    (20.91e9, True, 1, False, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
 ])
-def test_training_memory_check_before_loading(params, lora, gib, fits):
+def test_training_memory_check_before_loading(params, lora, processes, offload, gib, fits):
     from debate_audit.eraudit.verifier.finetune import check_training_memory, training_memory_bytes
 
-    assert training_memory_bytes(params, lora) == params * (2 if lora else 16)
+    per_param = 2 if lora else (4 if offload else 16) / processes
+    assert training_memory_bytes(params, lora, processes, offload) == pytest.approx(params * per_param)
     if fits:
-        check_training_memory("m", params, lora, int(gib * 2**30))
+        check_training_memory("m", params, lora, int(gib * 2**30), processes=processes, cpu_offload=offload)
         return
     with pytest.raises(MemoryError) as error:
-        check_training_memory("gpt-x", params, lora, int(gib * 2**30))
+        check_training_memory("gpt-x", params, lora, int(gib * 2**30), processes=processes, cpu_offload=offload)
     message = str(error.value)
     assert f"{params * 16 / 2**30:.0f} GiB" in message and f"{gib:.0f} GiB" in message
-    assert "add 'gpt-x' to verifier.lora.enabled" in message
+    assert "verifier.distributed.processes for 'gpt-x'" in message
 
 
 def test_lora_per_architecture():

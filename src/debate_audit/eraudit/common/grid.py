@@ -75,6 +75,20 @@ def lora_settings(verifier: Mapping[str, Any], architecture: str) -> dict[str, A
     return {"enabled": False}
 
 
+def per_architecture(value: Any, architecture: str, default: Any) -> Any:
+    """A setting given for every architecture (a plain value) or per architecture (a mapping; the others
+    get `default`)."""
+    return value.get(architecture, default) if isinstance(value, Mapping) else value
+
+
+def distributed_settings(verifier: Mapping[str, Any], architecture: str) -> dict[str, Any]:
+    """`architecture`'s fine-tuning processes and CPU offload (`verifier.distributed`; each a value for all
+    architectures or a mapping architecture -> value): FinetuneSettings.processes / cpu_offload."""
+    distributed = verifier.get("distributed") or {}
+    return {"processes": int(per_architecture(distributed.get("processes", 1), architecture, 1)),
+            "cpu_offload": bool(per_architecture(distributed.get("cpu_offload", False), architecture, False))}
+
+
 def lengths(debate: Mapping[str, Any]) -> list[str]:
     transcripts = debate.get("transcripts") or {}
     if transcripts.get("source") == "release":

@@ -23,6 +23,8 @@ without a row there is an error naming the pair and the file; an `unresolved` on
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import math
 import os
@@ -45,10 +47,11 @@ from debate_audit.models.loading import ModelRef
 from debate_audit.models.prepare import FINGERPRINT_FILE
 from debate_audit.models.size import prepared_params
 from debate_audit.models.spec import resolve_device, resolve_dtype
-from debate_audit.provenance import record_model
+from debate_audit.provenance import current_provenance, record_model
 
 from ..debate.debates import options_for, transcript_view
 from ..common.grid import labelled, unlabelled, with_labels
+from .distributed import Rank, full_state_dict, in_worker, launch, shard, start, step_share, stop, sum_over_ranks
 from .losses import TrainExample, encode_example, qh_letters, verifier_losses
 from ..common.readout import LABELS, resolve_readout
 from ..debate.splits import split_column
@@ -92,8 +95,17 @@ class FinetuneSettings:
     # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
     gradient_checkpointing: bool = False
     qh_readout: str = "transcript"  # losses.QH_READOUTS: what V_org's L_qh reads (paper: after the transcript)
+    # Processes of the job (one per GPU, or CPU cores), sharding the model with FSDP2 (distributed.py);
+    # cpu_offload: the shards and the optimizer step on the host
+    processes: int = 1
+    cpu_offload: bool = False
 
     def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError(f"verifier.distributed.processes must be at least 1, got {self.processes}")
+        if self.processes > 1 and self.lora.get("enabled"):
+            raise ValueError("verifier.distributed.processes above 1 shards a full-parameter model; a LoRA "
+                             "verifier (verifier.lora.enabled) trains in one process: set its processes to 1")
         if self.lm_target not in LM_TARGETS:
             raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {self.lm_target!r}")
         if self.lr_schedule not in LR_SCHEDULES:
@@ -107,6 +119,7 @@ LR_SCHEDULES = ("constant", "cosine")
 # matrix products run in bf16 under autocast either way) and fp32 adapters, well under 1% of the parameters.
 FULL_TRAINING_BYTES = 16
 FROZEN_BYTES = 2
+OFFLOAD_BYTES = 4
 TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
 
 
@@ -217,31 +230,40 @@ def saves_adapter(lora: dict) -> bool:
     return bool(lora.get("enabled")) and lora.get("save", "adapter") == "adapter"
 
 
-def training_memory_bytes(params: float, lora: bool) -> float:
-    """GPU memory one fine-tuning job holds before activations (FULL_TRAINING_BYTES / FROZEN_BYTES)."""
-    return params * (FROZEN_BYTES if lora else FULL_TRAINING_BYTES)
+def training_memory_bytes(params: float, lora: bool, processes: int = 1, cpu_offload: bool = False) -> float:
+    """Memory one GPU of a fine-tuning job holds before activations: FROZEN_BYTES per parameter under LoRA
+    (one process); FULL_TRAINING_BYTES per parameter over `processes` FSDP shards; with `cpu_offload` the
+    shards stay on the host and a GPU holds the bf16 or fp32 layer it computes and its gradient, counted as
+    OFFLOAD_BYTES per parameter over the shards (DeepSpeed's ZeRO-3 figure with the optimizer offloaded)."""
+    if lora:
+        return params * FROZEN_BYTES
+    return params * (OFFLOAD_BYTES if cpu_offload else FULL_TRAINING_BYTES) / processes
 
 
-def check_training_memory(name: str, params: float, lora: bool, available_bytes: int) -> None:
+def check_training_memory(name: str, params: float, lora: bool, available_bytes: int, *, processes: int = 1,
+                          cpu_offload: bool = False) -> None:
     """Fail before loading when the weights, gradients and optimizer state alone exceed the GPU: a clear
     error naming the setting to change instead of a CUDA out-of-memory error minutes into the job."""
-    need = training_memory_bytes(params, lora)
+    need = training_memory_bytes(params, lora, processes, cpu_offload)
     if need <= available_bytes:
         return
     how = (f"LoRA training keeps the {params / 1e9:.2f}B frozen bf16 base weights ({FROZEN_BYTES} bytes each)" if lora
            else f"full-parameter AdamW training keeps {FULL_TRAINING_BYTES} bytes per parameter (fp32 weights, "
-           f"gradients, two moments) for {params / 1e9:.2f}B parameters")
-    fix = ("use a GPU with more memory (training runs on one GPU)" if lora else
-           f"train it with LoRA (add {name!r} to verifier.lora.enabled, or set it to true; a departure from the "
-           "paper's full fine-tuning) or use a GPU with more memory (training runs on one GPU)")
+           f"gradients, two moments) for {params / 1e9:.2f}B parameters, over {processes} process(es)"
+           + (" with the shards offloaded to the host" if cpu_offload else ""))
+    fix = ("use a GPU with more memory (LoRA trains on one GPU)" if lora else
+           f"spread it over more GPUs (verifier.distributed.processes for {name!r}), keep the shards on the host "
+           "(verifier.distributed.cpu_offload), or use GPUs with more memory")
     raise MemoryError(f"fine-tuning {name}: {how}: at least {need / 2**30:.0f} GiB before activations, and "
                       f"this GPU has {available_bytes / 2**30:.0f} GiB; {fix}. `make plan` lists this for "
                       "every architecture before a run.")
 
 
 def train(model, examples: list[TrainExample], settings: FinetuneSettings, label_ids: list[int], pad_id: int,
-          *, desc: str = "fine-tuning") -> list[dict]:
-    """The optimisation loop; returns one record per optimizer step (CURVE_SCHEMA without dataset/variant)."""
+          *, desc: str = "fine-tuning", rank: Rank = Rank()) -> list[dict]:
+    """The optimisation loop; returns one record per optimizer step (CURVE_SCHEMA without dataset/variant).
+    `rank`: this process's place in a distributed job (distributed.py), whose `model` is sharded already;
+    every rank returns the same curve."""
     if settings.gradient_checkpointing:
         # Non-reentrant: works when the inputs need no grad (a frozen embedding under LoRA) and with autocast.
         # (transformers 5 renames this activation_checkpointing_enable; the old name works from 4.35 to 5.x.)
@@ -259,7 +281,7 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     curve, seen = [], 0
     model.train()
-    bar = tqdm(total=total, desc=desc, unit="step")
+    bar = tqdm(total=total, desc=desc, unit="step", disable=not rank.main)
     step = 0
     for epoch in range(settings.epochs):
         order = list(range(len(examples)))
@@ -273,12 +295,14 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate
             sums: dict[str, float] = {}
-            for batch in micro:
+            for batch, share in step_share(micro, rank):
                 with autocast:
-                    terms = verifier_losses(model, batch, label_ids, settings.loss_weights, pad_id)
-                (terms["total"] * len(batch) / len(chunk)).backward()
-                for name, value in terms.items():
-                    sums[name] = sums.get(name, 0.0) + value.item() * len(batch) / len(chunk)
+                    terms = verifier_losses(model, batch, label_ids, settings.loss_weights, pad_id,
+                                            lockstep=rank.world > 1)
+                (terms["total"] * share / len(chunk)).backward()
+                for name, value in terms.items() if share else ():
+                    sums[name] = sums.get(name, 0.0) + value.item() * share / len(chunk) / rank.world
+            sums = sum_over_ranks(sums, rank)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -289,7 +313,7 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
                           "items": seen})
             bar.update(1)
             bar.set_postfix(loss=f"{sums['total']:.3f}", fc=f"{sums['fc']:.3f}")
-            log.info("step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %.4f qh %s)", step, total, epoch, learning_rate,
+            log.log(logging.INFO if rank.main else logging.DEBUG, "step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %.4f qh %s)", step, total, epoch, learning_rate,
                      sums["total"], f"{sums['lm']:.4f}" if "lm" in sums else "-", sums["fc"],
                      f"{sums['qh']:.4f}" if "qh" in sums else "-")
     bar.close()
@@ -299,9 +323,11 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
     return curve
 
 
-def save_verifier(model, tokenizer, out_dir: str | Path, adapter_of: str | Path | None = None, **fields) -> dict:
+def save_verifier(model, tokenizer, out_dir: str | Path, adapter_of: str | Path | None = None,
+                  state_dict: dict | None = None, **fields) -> dict:
     """A plain safetensors directory (or, `adapter_of` a base directory, peft's adapter of that base) with
-    tokenizer files; fingerprint.json (the rule output) comes last."""
+    tokenizer files; fingerprint.json (the rule output) comes last. `state_dict`: the weights to write in
+    place of the model's own (a sharded model's, gathered: distributed.full_state_dict)."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)  # no stale shards from an earlier run
@@ -310,7 +336,7 @@ def save_verifier(model, tokenizer, out_dir: str | Path, adapter_of: str | Path 
         save_adapter(model, out_dir, adapter_of)
         fields["checkpoint"] = "lora-adapter"
     else:
-        model.save_pretrained(out_dir, safe_serialization=True)
+        model.save_pretrained(out_dir, safe_serialization=True, state_dict=state_dict)
         fields["checkpoint"] = "full"
     tokenizer.save_pretrained(out_dir)
     return write_fingerprint(out_dir, **fields)
@@ -339,6 +365,16 @@ def finetune_verifier(
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    if settings.processes > 1 and not in_worker():
+        arguments = dict(selected=str(selected), pairs=str(pairs), split=str(split), base=base.to_params(),
+                         out_dir=str(out_dir), curve_out=str(curve_out), dataset=dataset, variant=variant,
+                         settings=dataclasses.asdict(settings), readout=readout, labels=labels,
+                         adjudications=None if adjudications is None else str(adjudications),
+                         provenance=current_provenance())
+        launch(settings.processes, arguments)
+        record = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())
+        record_model(base.name, base.directory, base.fingerprint())
+        return record
     started = time.time()
     torch.manual_seed(settings.seed)
     out_dir = Path(out_dir)
@@ -367,31 +403,44 @@ def finetune_verifier(
              len(items), sum(t is None for t in targets), selected, settings.loss_weights,
              resolve_readout(readout, tokenizer), settings.lm_target, settings.learning_rate, settings.warmup_steps,
              settings.lr_schedule)
-    dev = resolve_device(base.device)
+    rank, dev = start(resolve_device(base.device))
     on_gpu = dev.startswith("cuda")
     lora = bool(settings.lora.get("enabled"))
     if on_gpu:
         params = prepared_params(base.directory)
         if params is not None:
             check_training_memory(base.name, params, lora,
-                                  torch.cuda.get_device_properties(torch.device(dev)).total_memory)
+                                  torch.cuda.get_device_properties(torch.device(dev)).total_memory,
+                                  processes=rank.world, cpu_offload=settings.cpu_offload)
     dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES
-    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True).to(dev)
+    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True)
     if lora:
-        model = _apply_lora(model, settings.lora)
+        model = _apply_lora(model.to(dev), settings.lora)
+    elif rank.world > 1:
+        # from the host, one decoder layer at a time: no GPU ever holds the whole model
+        model = shard(model, cpu_offload=settings.cpu_offload)
+    else:
+        model = model.to(dev)
     curve: list[dict] = []
     if examples:
-        curve = train(model, examples, settings, label_ids, pad_id, desc=f"{dataset}/{variant}")
+        curve = train(model, examples, settings, label_ids, pad_id, desc=f"{dataset}/{variant}", rank=rank)
     else:
         log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
                     dataset, variant, selected)
+    # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to it
+    # anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
+    saved_dtype = resolve_dtype(base.dtype, dev)
+    state_dict = None
+    if rank.world > 1:
+        state_dict = {name: tensor.to(saved_dtype) for name, tensor in full_state_dict(model).items()}
+        if not rank.main:
+            stop()
+            return {}
     adapter_only = saves_adapter(settings.lora)
-    if not adapter_only:
+    if not adapter_only and state_dict is None:
         if lora:
             model = model.merge_and_unload()
-        # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to
-        # it anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
-        model = model.to(resolve_dtype(base.dtype, dev))
+        model = model.to(saved_dtype)
     rows = [{"dataset": dataset, "variant": variant, **c} for c in curve]
     frame = with_labels(pl.DataFrame(rows, schema=unlabelled(CURVE_SCHEMA)), labels)
     write_parquet(frame, CURVE_SCHEMA, curve_out)
@@ -400,6 +449,8 @@ def finetune_verifier(
         tokenizer,
         out_dir,
         adapter_of=base.directory if adapter_only else None,
+        state_dict=state_dict,
+        processes=rank.world,
         name=f"verifier-{dataset}-{variant}",
         dataset=dataset,
         variant=variant,
@@ -411,6 +462,7 @@ def finetune_verifier(
     )
     log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
              time.time() - started, out_dir, record["weights_sha256"][:16])
+    stop()
     return record
 
 

@@ -81,10 +81,13 @@ def _choice_term(model, examples: list[ChoiceExample], label_ids, pad_id, device
 
 
 def verifier_losses(
-    model, batch: list[TrainExample], label_ids: Sequence[int], weights: dict[str, float], pad_id: int
+    model, batch: list[TrainExample], label_ids: Sequence[int], weights: dict[str, float], pad_id: int,
+    *, lockstep: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Loss terms for one micro-batch: keys lm (only when a row of the batch has an L_lm target), fc, qh (only
-    when the batch has q_h examples), total."""
+    when the batch has q_h examples), total. `lockstep` (a sharded model, distributed.py): a batch without an
+    L_lm target still runs the L_lm forward pass, on its first q_m prompt at weight 0, so that every process
+    makes the same passes through the model whatever its rows."""
     device = next(model.parameters()).device
     terms: dict[str, torch.Tensor] = {}
     with_lm = [e for e in batch if e.lm_ids]
@@ -96,11 +99,16 @@ def verifier_losses(
         target_len = max(sum(1 for t in e.lm_labels if t != IGNORE) for e in with_lm)
         keep = min(target_len + 1, ids.shape[1])  # prompt logits are never read: compute only the tail
         terms["lm"] = lm_loss(_forward(model, ids, mask, keep), labels[:, -keep:])
+    elif lockstep:
+        ids, mask = left_pad([batch[0].fc[0].ids], pad_id, device)
+        idle = _forward(model, ids, mask, 1).sum() * 0.0
     terms["fc"] = _choice_term(model, [c for e in batch for c in e.fc], label_ids, pad_id, device)
     qh = [c for e in batch for c in e.qh]
     if qh:
         terms["qh"] = _choice_term(model, qh, label_ids, pad_id, device)
     terms["total"] = sum(weights[name] * value for name, value in terms.items())
+    if lockstep and not with_lm:
+        terms["total"] = terms["total"] + idle
     return terms
 
 

@@ -1,0 +1,59 @@
+"""One torchrun worker of test_eraudit_distributed.py: the tiny model of the one-process run, sharded over
+the job's processes, trained on the same rows; rank 0 saves the curve and the gathered weights."""
+
+import sys
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from debate_audit.eraudit.verifier.distributed import full_state_dict, shard, start, stop
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
+from debate_audit.eraudit.verifier.losses import IGNORE, ChoiceExample, TrainExample
+
+LABEL_IDS = [5, 6]
+PAD = 0
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    return LlamaForCausalLM(config)
+
+
+def rows():
+    """Seven rows of unequal lengths, two without an L_lm target (an unresolved adjudication), all with L_qh."""
+    out = []
+    for pair_id in range(7):
+        prompt = [10 + pair_id, 11, 12, 13, 14][: 3 + pair_id % 3]
+        target = [] if pair_id in (2, 5) else [20, 21, 22 + pair_id % 4]
+        fc = [ChoiceExample([30, 31, 32 + pair_id], pair_id % 2)]
+        qh = [ChoiceExample([40, 41 + pair_id % 3, 42], 1 - pair_id % 2)]
+        ids = prompt + target if target else []
+        labels = [IGNORE] * len(prompt) + target if target else []
+        out.append(TrainExample(pair_id, ids, labels, fc, qh))
+    return out
+
+
+# three rows a step: steps of 3, 3 and 1 rows per epoch; over 2 processes, 2 + 1 micro-batches and a filler
+SETTINGS = dict(epochs=2, learning_rate=3e-3, batch_size=1, grad_accum=3, warmup_steps=1, lr_schedule="cosine",
+                loss_weights={"lm": 1.0, "fc": 2.0, "qh": 2.0})
+
+
+def run(processes: int, out: str) -> None:
+    torch.set_num_threads(1)
+    rank, _ = start("cpu")
+    model = tiny_model()
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if rank.world > 1:
+        model = shard(model)
+    settings = FinetuneSettings(**SETTINGS, processes=processes)
+    curve = train(model, rows(), settings, LABEL_IDS, PAD, rank=rank)
+    weights = full_state_dict(model) if rank.world > 1 else {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if rank.main:
+        torch.save({"curve": curve, "weights": weights, "initial": initial}, out)
+    stop()
+
+
+if __name__ == "__main__":
+    run(int(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,94 @@
+"""Fine-tuning over several processes (FSDP2 on gloo, eraudit/verifier/distributed.py) trains what one process
+trains. Tolerance: fp32, where the only difference is the order in which the processes' gradient shares are
+added (rounding ~1e-7 relative per step), so curves to 1e-5 relative and weights to 1e-5 absolute."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from debate_audit.eraudit.verifier.distributed import Rank, step_share
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings, finetune_verifier
+from debate_audit.models.loading import ModelRef
+
+HERE = Path(__file__).parent
+
+
+@pytest.mark.parametrize("sizes", [[1] * 8, [1] * 7, [2, 1, 2], [3], [1, 1]])
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_the_shares_of_a_step_add_up_to_its_rows_and_every_rank_takes_as_many_turns(sizes, world):
+    micro = [[f"b{i}r{j}" for j in range(n)] for i, n in enumerate(sizes)]
+    shares = [step_share(micro, Rank(r, world)) for r in range(world)]
+    # every batch once with a share, fillers at 0; the gradient sum over ranks / world is the step's rows
+    assert sorted(b[0] for s in shares for b, share in s if share) == sorted(b[0] for b in micro)
+    assert sum(share for s in shares for _, share in s) / world == sum(sizes)
+    assert len({len(s) for s in shares}) == 1 and len(shares[0]) == -(-len(sizes) // world)
+    if world == 1:
+        assert shares[0] == [(b, len(b)) for b in micro]  # the one-process loop exactly
+
+
+def torchrun(processes: int, script: Path, *args: str) -> None:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes),
+           str(script), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_train_the_one_process_curve_and_weights(tmp_path):
+    # Seven rows, three a step: steps of 3, 3 and 1 rows (a rank with only a filler batch), two rows
+    # without an L_lm target (the lockstep pass), a cosine schedule with warm-up, gradient clipping.
+    subprocess.run([sys.executable, str(HERE / "distributed_train.py"), "1", str(tmp_path / "one.pt")], check=True,
+                   capture_output=True, timeout=300)
+    torchrun(2, HERE / "distributed_train.py", "2", str(tmp_path / "two.pt"))
+    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    assert [c["items"] for c in two["curve"]] == [c["items"] for c in one["curve"]] == [3, 6, 7, 10, 13, 14]
+    for a, b in zip(one["curve"], two["curve"]):
+        for key in ("loss", "loss_lm", "loss_fc", "loss_qh", "learning_rate"):
+            assert (a[key] is None) == (b[key] is None), key
+            if a[key] is not None:
+                assert b[key] == pytest.approx(a[key], rel=1e-5), (key, a, b)
+    assert any(c["loss_lm"] is None for c in one["curve"])  # a step whose rows had no L_lm target
+    assert set(two["weights"]) == set(one["weights"])
+    # training moved the weights by far more than the tolerance
+    assert max((one["weights"][k] - one["initial"][k]).abs().max() for k in one["weights"]) > 1e-3
+    for name, weight in one["weights"].items():
+        torch.testing.assert_close(two["weights"][name], weight, rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.slow
+def test_finetune_verifier_over_two_processes_writes_the_one_process_checkpoint(smoke_run, tmp_path):
+    """The rule's path: finetune_verifier launches torchrun itself, the workers save one checkpoint, its
+    curve and its fingerprint, in the rule's provenance."""
+    workdir, _ = smoke_run
+    base = workdir / "resources/models/smollm2-135m"
+    # GPQA-H: the smoke run's one adversarial transcript that trains (QuALITY-H's is a fallback)
+    debate = workdir / "results/er_audit/debate/gpqa_h/w20"
+    common = dict(selected=debate / "debates_adversarial.parquet", pairs=workdir / "data/gpqa_h.parquet",
+                  split=workdir / "results/er_audit/debate/gpqa_h/split.parquet",
+                  base=ModelRef(name="smollm2-135m", directory=str(base)), dataset="gpqa_h", variant="org",
+                  readout="auto",
+                  adjudications=workdir / "results/er_audit/verifier/smollm2-135m/gpqa_h/w20/adjudications_adversarial.parquet")
+    settings = dict(max_steps=2, grad_accum=2, max_length=256, max_target_tokens=24, lm_target="adjudication",
+                    loss_weights={"lm": 1.0, "fc": 2.0, "qh": 2.0})
+    records = {}
+    for processes in (1, 2):
+        out = tmp_path / f"p{processes}"
+        records[processes] = finetune_verifier(**common, out_dir=out, curve_out=tmp_path / f"curve{processes}.parquet",
+                                               settings=FinetuneSettings(**settings, processes=processes))
+    one, two = records[1], records[2]
+    assert one["training_rows"] == two["training_rows"] > 0 and one["steps"] == two["steps"] == 2
+    assert (one["processes"], two["processes"]) == (1, 2)
+    assert json.loads((tmp_path / "p2/fingerprint.json").read_text()) == two
+    curves = [pl.read_parquet(tmp_path / f"curve{n}.parquet") for n in (1, 2)]
+    assert curves[1]["loss"].to_list() == pytest.approx(curves[0]["loss"].to_list(), rel=1e-5)
+    weights = [load_file(tmp_path / f"p{n}/model.safetensors") for n in (1, 2)]
+    assert set(weights[0]) == set(weights[1])
+    for name, weight in weights[0].items():
+        torch.testing.assert_close(weights[1][name], weight, rtol=0, atol=1e-5, msg=name)
+    assert json.loads((tmp_path / "p2/config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
