@@ -114,13 +114,27 @@ def sampling_engine(name):
 
 
 def generation_gpu(*names):
-    """gpu of a job that only generates with the models `names`: none when every one of them is served
+    """gpu of a job that only generates with the models `names`: the most GPUs one of them needs (a vLLM
+    engine the job starts: its tensor_parallel_size; in-process: 1), none when every one of them is served
     by a server the job does not start (generation_backend server, source openai)."""
-    served = all(
-        model_spec(n).source == "openai" or model_spec(n).generation_backend == "server"
+    local = [
+        model_spec(n)
         for n in names
+        if model_spec(n).source != "openai"
+        and model_spec(n).generation_backend != "server"
+    ]
+    return max(
+        (
+            s.vllm.tensor_parallel_size if s.generation_backend == "vllm" else 1
+            for s in local
+        ),
+        default=0,
     )
-    return 0 if served else 1
+
+
+def model_gpu(*names):
+    """gpu of a job that scores with the models `names` in-process (one GPU) and may generate with them."""
+    return max(1, generation_gpu(*names))
 
 
 def local_input(dataset, key):

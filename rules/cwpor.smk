@@ -131,7 +131,7 @@ rule cwpor_judge:
     conda:
         "../envs/debate-audit.yaml"
     resources:
-        gpu=1,
+        gpu=lambda wc: model_gpu(wc.judge),
         mem_mb=lambda wc: model_mem_mb(wc.judge),
         runtime=CWPOR["resources"]["runtime"],
     params:

@@ -70,3 +70,32 @@ def test_vllm_engine_settings_are_checked_by_name():
     assert spec.vllm.max_model_len == 4096 and spec.vllm.enforce_eager and spec.vllm.tensor_parallel_size == 1
     with pytest.raises(ValueError, match=r"models\.m\.vllm: unknown key\(s\) \['max_len'\]"):
         ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "vllm": {"max_len": 4096}})
+
+
+def test_a_model_that_asks_for_cuda_fails_at_start_up_where_torch_sees_no_gpu(monkeypatch):
+    import torch
+
+    from debate_audit.models.spec import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
+    with pytest.raises(RuntimeError, match=r"models\.llama-8b\.device is 'cuda:1'.*set it to auto or cpu"):
+        resolve_device("cuda:1", "llama-8b")
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(RuntimeError, match="this torch is a CPU build"):
+        resolve_device("cuda", "m")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("cuda:1", "m") == "cuda:1"
+
+
+def test_vllm_extra_args_reach_the_engine_command_as_written(monkeypatch):
+    from debate_audit.models import serving
+    from debate_audit.models.serving import VLLMServer
+    from debate_audit.models.spec import VLLMSettings
+
+    monkeypatch.setattr(serving, "vllm_version", lambda python: "0.32.0")  # no engine is started here
+    settings = VLLMSettings.from_config("m", {"extra_args": ["--language-model-only", "--max-num-batched-tokens", "8192"]})
+    server = VLLMServer("resources/models/m", name="m", dtype="bfloat16", settings=settings, concurrency=4, device="cuda")
+    assert server.command(8000)[-3:] == ["--language-model-only", "--max-num-batched-tokens", "8192"]
+    with pytest.raises(ValueError, match=r"models\.m\.vllm\.extra_args must be a list of strings"):
+        VLLMSettings.from_config("m", {"extra_args": "--language-model-only"})

@@ -7,6 +7,7 @@ The dry runs are offline: URLs and hub ids are only planned, never fetched (prox
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,6 +128,8 @@ EXPECTED = {
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
                                                 **er_audit(3, null=False, adjudicators=1), "browse": 1, "all": 1},
+    # the default's verifiers fine-tuned over 2 processes: the same jobs
+    "config/distributed-cpu.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
     "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no
@@ -225,6 +228,45 @@ def test_overlay_dry_run_plans_the_expected_jobs(project, overlay):
     result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert job_stats(result.stdout + result.stderr) == EXPECTED[overlay]
+
+
+def planned_resources(text: str) -> list[tuple[str, str, dict[str, str]]]:
+    """(rule, first output, resources) of every job a dry run prints."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", text):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        output = re.search(r"^\s+output: ([^,\n]+)", block, re.M)
+        resources = re.search(r"^\s+resources: (.+)$", block, re.M)
+        if rule and output and resources:
+            pairs = dict(item.strip().split("=", 1) for item in resources.group(1).split(",") if "=" in item)
+            jobs.append((rule.group(1), output.group(1), pairs))
+    return jobs
+
+
+@pytest.mark.slow
+def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project):
+    """On SLURM (the shipped profile, no local cap): the debater's jobs as many GPUs as its vLLM engine's
+    tensor_parallel_size, a verifier's fine-tuning as many as verifier.distributed.processes, scoring one."""
+    dead = "http://127.0.0.1:9"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
+           "http_proxy": dead, "https_proxy": dead, "HF_HUB_OFFLINE": "1"}
+    cmd = [str(BIN / "snakemake"), "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/config.yaml",
+           "config/paper.yaml"]
+    result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    config = merged("config/paper.yaml", project)
+    debater_tp = config["models"][config["debate"]["debater"]]["vllm"]["tensor_parallel_size"]
+    processes = config["verifier"]["distributed"]["processes"]
+    jobs = planned_resources(result.stdout + result.stderr)
+    gpus: dict[tuple[str, str], set[int]] = {}
+    for rule, output, resources in jobs:
+        key = (rule, output.split("/")[2] if rule == "verifier_finetune" else "")
+        gpus.setdefault(key, set()).add(int(resources.get("gpu", 0)))
+    assert debater_tp == 4 and gpus[("debate_generate", "")] == {debater_tp}
+    for architecture in config["verifier"]["base_models"]:
+        assert gpus[("verifier_finetune", architecture)] == {processes.get(architecture, 1)}, architecture
+    assert {processes.get(a, 1) for a in config["verifier"]["base_models"]} == {1, 4}
+    assert gpus[("verifier_evaluate", "")] == {1} and gpus[("audit_scores", "")] == {1}
 
 
 def test_every_shipped_overlay_has_its_expected_jobs():

@@ -98,7 +98,7 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
     backend = None
     if ref.generation_backend == "vllm":
         # The engine computes in the dtype the in-process model would (fp32 on a CPU, bf16 on a GPU).
-        device = resolve_device(ref.device)
+        device = resolve_device(ref.device, ref.name)
         dtype = str(resolve_dtype(ref.dtype, device)).removeprefix("torch.")
         backend = VLLMServer(ref.directory, name=ref.name, dtype=dtype, settings=ref.vllm,
                              concurrency=ref.concurrency, device=device)
@@ -107,7 +107,7 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
                                      concurrency=ref.concurrency)
     elif ref.generation_backend != "local":
         raise ValueError(f"model {ref.name}: unknown generation_backend {ref.generation_backend!r}")
-    return LanguageModel(ref.directory, device=ref.device, dtype=ref.dtype, batch_size=ref.batch_size, cache=cache,
+    return LanguageModel(ref.directory, device=resolve_device(ref.device, ref.name), dtype=ref.dtype, batch_size=ref.batch_size, cache=cache,
                          generation_backend=backend, chat_template_kwargs=ref.chat_template_kwargs)
 
 

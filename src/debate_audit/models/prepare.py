@@ -100,6 +100,9 @@ HUB_FILES = (
     "*.safetensors", "model.safetensors.index.json", "config.json", "generation_config.json",
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.model",
     "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
+    # Vision-language checkpoints (Gemma 4, Qwen3.5): vLLM builds the model's processor at start-up even when
+    # every prompt is text, and reads these; text models have none of them.
+    "preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json",
 )
 # Memory of rule prepare_model per source (MB): a hub download streams files to disk; a GGUF conversion
 # holds the model twice in float32; a random model is tiny.

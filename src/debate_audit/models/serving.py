@@ -370,6 +370,7 @@ class VLLMServer:
             cmd += ["--max-num-seqs", str(s.max_num_seqs)]
         if s.enforce_eager:
             cmd.append("--enforce-eager")
+        cmd += list(s.extra_args)
         return cmd
 
     def environment(self) -> dict[str, str]:

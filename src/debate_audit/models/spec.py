@@ -47,6 +47,10 @@ class VLLMSettings:
     enforce_eager: bool = False  # skip CUDA-graph / compile warm-up (faster start, slower decoding)
     cpu_kvcache_gb: int = 4  # CPU engine only: GiB of key/value cache (VLLM_CPU_KVCACHE_SPACE)
     start_timeout_s: int = 1800  # loading a 31B model from a network filesystem takes minutes
+    # Further `vllm serve` arguments, passed as written (e.g. ["--language-model-only"] for a vision-language
+    # checkpoint read as text only). Like the rest of this block a run setting: they must not change the
+    # numbers (a quantization or a different dtype would; use the model's own keys for those).
+    extra_args: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, name: str, entry: dict[str, Any] | None) -> VLLMSettings:
@@ -55,7 +59,10 @@ class VLLMSettings:
         unknown = set(entry) - known
         if unknown:
             raise ValueError(f"models.{name}.vllm: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
-        return cls(**entry)
+        extra = entry.get("extra_args", ())
+        if isinstance(extra, str) or not all(isinstance(arg, str) for arg in extra):
+            raise ValueError(f"models.{name}.vllm.extra_args must be a list of strings, got {extra!r}")
+        return cls(**{**entry, "extra_args": tuple(extra)})
 
 
 @dataclass(frozen=True)
@@ -130,12 +137,21 @@ class ModelSpec:
         return {key: getattr(self, key) for key in RUN_KEYS}
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, name: str | None = None) -> str:
+    """`auto`: a GPU where torch sees one, else the CPU. A device that names CUDA fails here when CUDA is
+    unusable, instead of the job running for hours on a CPU core (a paper model on a node without a working
+    driver, or a CPU build of torch)."""
     import torch
 
-    if device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        why = ("this torch is a CPU build" if torch.version.cuda is None else
+               f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no usable GPU (driver, CUDA_VISIBLE_DEVICES)")
+        key = f"models.{name}.device" if name else "the model's device"
+        raise RuntimeError(f"{key} is {device!r}, but {why}: run where a GPU is visible, or set it to auto or cpu "
+                           "to run on the CPU")
+    return device
 
 
 def resolve_dtype(dtype: str, device: str):

@@ -403,7 +403,7 @@ def finetune_verifier(
              len(items), sum(t is None for t in targets), selected, settings.loss_weights,
              resolve_readout(readout, tokenizer), settings.lm_target, settings.learning_rate, settings.warmup_steps,
              settings.lr_schedule)
-    rank, dev = start(resolve_device(base.device))
+    rank, dev = start(resolve_device(base.device, base.name))
     on_gpu = dev.startswith("cuda")
     lora = bool(settings.lora.get("enabled"))
     if on_gpu:
