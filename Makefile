@@ -11,7 +11,7 @@ SNAKEMAKE_ARGS ?=
 
 REPORT ?= results/report.zip
 
-.PHONY: install run test lint plan pin clean report browser vllm
+.PHONY: install run test lint plan pin clean report browser vllm prefetch
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ $(VLLM_STAMP):
 	touch $(VLLM_STAMP)
 
 vllm: $(VLLM_STAMP)
+
+# Everything a config's jobs download, fetched now (on a login node with internet; HF_TOKEN for gated models):
+# the models its experiments use and its datasets. The other jobs then run with the hub offline.
+PREFETCH_CONFIG ?= config/config.yaml config/paper.yaml
+prefetch: $(STAMP)
+	$(BIN)/snakemake --cores 2 --configfile $(PREFETCH_CONFIG) \
+		--until prepare_model prepare_truthfulqa prepare_quality_h prepare_gpqa_h $(SNAKEMAKE_ARGS)
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,10 +39,19 @@ def to_log(path: str | Path) -> Iterator[logging.Logger]:
             sys.stdout.flush()
 
 
+# The rules that download (models from the hub, datasets by URL or hub id): `make prefetch` runs them on a
+# node with internet. Every other job reads only prepared files, so it runs with the hub offline: a stray
+# download fails at once, naming the file, instead of hanging on a compute node without internet.
+DOWNLOADING_RULES = frozenset({"prepare_model", "prepare_truthfulqa", "prepare_quality_h", "prepare_gpqa_h"})
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
 @contextlib.contextmanager
 def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
     """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
-    which every Parquet file and figure written inside records."""
+    which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES."""
+    if snakemake.rule not in DOWNLOADING_RULES:
+        os.environ.update(OFFLINE_ENV)
     with to_log(snakemake.log[0]) as log, rule_provenance(snakemake.rule, dict(snakemake.params.items()),
                                                          dict(snakemake.wildcards.items())):
         yield log

@@ -158,8 +158,30 @@ def _from_hub(spec: ModelSpec, out_dir: Path) -> dict:
             raise OSError(f"models.{spec.name}: {local} has {local.stat().st_size} bytes, the hub lists {entry.size}")
         files.append({"file": path, "size": entry.size,
                       "sha256": entry.lfs.sha256 if entry.lfs is not None else file_sha256(local)})
+    extra = fetch_harmony_encoding(out_dir) if json.loads((out_dir / "config.json").read_text()).get("model_type") == "gpt_oss" else {}
     return {"commit": commit, "files": files, "weights_sha256": manifest_sha256(files),
-            "weights_hash": "hub sha256 of each safetensors file (manifest_sha256)"}
+            "weights_hash": "hub sha256 of each safetensors file (manifest_sha256)", **extra}
+
+
+# gpt-oss's harmony format: vLLM's openai_harmony loads this vocabulary when it starts a gpt-oss engine and,
+# without it on disk, downloads it then, which fails on a compute node without internet. prepare_model fetches
+# it into the model directory; the engine is pointed at it (TIKTOKEN_ENCODINGS_BASE, models/serving.py).
+HARMONY_ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+HARMONY_DIR = "harmony"
+
+
+def fetch_harmony_encoding(out_dir: Path, url: str = HARMONY_ENCODING_URL) -> dict:
+    """Download gpt-oss's harmony vocabulary into `out_dir/harmony/`; its sha256 goes into the fingerprint."""
+    import urllib.request
+
+    target = out_dir / HARMONY_DIR / url.rsplit("/", 1)[-1]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".part")
+    with urllib.request.urlopen(url, timeout=120) as response, open(partial, "wb") as fh:
+        shutil.copyfileobj(response, fh)
+    partial.replace(target)
+    log.info("%s: harmony vocabulary from %s (%d bytes)", out_dir, url, target.stat().st_size)
+    return {"harmony_encoding": {"file": f"{HARMONY_DIR}/{target.name}", "url": url, "sha256": file_sha256(target)}}
 
 
 def _from_local(spec: ModelSpec, out_dir: Path) -> None:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .cache import CallCache, cache_key
-from .prepare import read_fingerprint
+from .prepare import HARMONY_DIR, read_fingerprint
 from .spec import VLLMSettings
 
 log = logging.getLogger(__name__)
@@ -377,6 +377,9 @@ class VLLMServer:
         # the prepared directory is all it reads: no hub access, no usage reports
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "PYTHONUNBUFFERED": "1"}
+        harmony = self.model_dir / HARMONY_DIR  # gpt-oss: its vocabulary, fetched by prepare_model
+        if harmony.is_dir():
+            env["TIKTOKEN_ENCODINGS_BASE"] = str(harmony.resolve())
         if self.device == "cpu":
             env["VLLM_CPU_KVCACHE_SPACE"] = str(self.settings.cpu_kvcache_gb)
             # as many threads as the job has (OMP_NUM_THREADS, set by Snakemake from `threads`), unpinned:
