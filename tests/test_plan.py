@@ -151,3 +151,25 @@ def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_name
     # the paper overlay generates through vLLM; scoring-only rules generate nothing
     assert engines == {("cwpor_debate", "vllm"), ("cwpor_judge", "vllm"), ("verifier_evaluate", "in-process")}
     assert VLLM_THROUGHPUT["source"] in render(plan)
+
+
+def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
+    import json
+
+    from debate_audit.plan import plan_json
+
+    plan = json.loads(plan_json(build_plan(config, {"verifier_finetune": 18, "debate_generate": 4,
+                                                    "verifier_evaluate": 3}, None)))
+    rows = {(r["rule"], r["model"]): r for r in plan["rules"]}
+    # the job's own memory check and this figure are one function (finetune.training_memory_bytes)
+    from debate_audit.eraudit.verifier.finetune import training_memory_bytes
+
+    llama = rows[("verifier_finetune", "llama-3.1-8b-instruct")]
+    assert llama["gpus"] == 4 and llama["gpu_gib"] == pytest.approx(training_memory_bytes(8.03e9, False, 4) / 2**30)
+    assert rows[("verifier_finetune", "gpt-oss-20b")]["gpus"] == 1  # LoRA, one process
+    # the debater's vLLM engine over its tensor_parallel_size: Gemma-4-31B's bf16 weights over 4 GPUs
+    gemma = next(r for (rule, model), r in rows.items() if rule == "debate_generate")
+    assert gemma["gpus"] == config["models"][gemma["model"]]["vllm"]["tensor_parallel_size"] == 4
+    assert gemma["gpu_gib"] == pytest.approx(31e9 * 2 / 4 / 2**30)  # 31B (from its id), 2 bytes each
+    assert all(r["gpus"] == 1 for (rule, _), r in rows.items() if rule == "verifier_evaluate")
+    assert {t["architecture"]: t["processes"] for t in plan["training"]}["qwen3.5-9b"] == 4

@@ -10,6 +10,7 @@ throughput figures carry the uncertainty given in THROUGHPUT.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -82,6 +83,8 @@ class RulePlan:
     engine: str = "in-process"  # who generates: the in-process loop, or vLLM (generation_backend vllm / server)
     gpu_hours_h200: float = 0.0
     gpu_hours_h100: float = 0.0
+    gpus: int = 0  # GPUs one job of the rule asks for (rules/common.smk: generation_gpu, finetune_processes)
+    gpu_gib: float | None = None  # planned memory per GPU before activations / key-value cache
 
 
 @dataclass
@@ -358,6 +361,34 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingM
     return rows
 
 
+def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float | None) -> tuple[int, float | None]:
+    """GPUs of one job of `rp.rule` with `spec`'s model and the memory each holds before activations: a
+    fine-tuning job's processes and finetune.training_memory_bytes (the figure the job checks); a job whose
+    vLLM engine generates, its tensor_parallel_size and the bf16 weights over them; else one GPU holding the
+    weights in-process. Served models (source openai, generation_backend server) hold nothing here."""
+    from .eraudit.verifier.finetune import training_memory_bytes
+
+    if spec is None or spec.source == "openai" or (spec.generation_backend == "server" and not rp.scorings):
+        return 0, None
+    if rp.rule == "verifier_finetune":
+        shards = grid.distributed_settings(config["verifier"], spec.name)
+        lora = grid.uses_lora(config["verifier"], spec.name)
+        gib = None if size_b is None else training_memory_bytes(size_b * 1e9, lora, **shards) / 2**30
+        return shards["processes"], gib
+    gpus = spec.vllm.tensor_parallel_size if spec.generation_backend == "vllm" and rp.generations else 1
+    gib = None if size_b is None else size_b * 1e9 * bytes_per_param(spec, gpu=True) / gpus / 2**30
+    return gpus, gib
+
+
+def plan_json(plan: Plan) -> str:
+    """The plan for scripts: per rule and model its jobs, GPUs per job, memory per GPU, calls, tokens and
+    GPU-hours; per verifier architecture its fine-tuning memory."""
+    from dataclasses import asdict
+
+    return json.dumps({"rules": [asdict(rp) for rp in plan.rules], "training": [asdict(t) for t in plan.training],
+                       "notes": plan.notes}, indent=1)
+
+
 def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
     stats, notes = dataset_stats(config, shared)
     specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
@@ -381,6 +412,7 @@ def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
             load_h += loads * VLLM_THROUGHPUT["start_seconds"] / 3600
         rp.gpu_hours_h200 += load_h
         rp.gpu_hours_h100 += load_h
+        rp.gpus, rp.gpu_gib = job_gpus(config, specs.get(model), rp, size)
         plan.rules.append(rp)
     for rule, count in jobs.items():
         for rp in plan.rules:
@@ -473,12 +505,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--configfile", nargs="+", default=["config/config.yaml", "config/paper.yaml"])
     parser.add_argument("--shared", default="../shared/data", help="dataset copies used for sizes when the "
                         "configured locations are URLs (default: ../shared/data; absent: nominal sizes)")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON (per rule: jobs, GPUs per "
+                        "job, memory per GPU, calls, tokens, GPU-hours) instead of tables")
     args = parser.parse_args(argv)
     config = load_config(args.configfile)
     jobs = dry_run_jobs(args.configfile)
     shared = Path(args.shared) if Path(args.shared).is_dir() else None
+    plan = build_plan(config, jobs, shared)
+    if args.json:
+        print(plan_json(plan))
+        return
     print(f"Cost plan for {' + '.join(args.configfile)} (a from-scratch run; no model is loaded)\n")
-    print(render(build_plan(config, jobs, shared)))
+    print(render(plan))
 
 
 if __name__ == "__main__":
