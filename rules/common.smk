@@ -113,6 +113,11 @@ def sampling_engine(name):
     return "api" if spec.source == "openai" else spec.generation_backend
 
 
+# The ER-Audit chain (debates -> selection -> adjudication -> fine-tuning) is a run's longest path: its jobs
+# go first, and CW-POR and the paraphrase pools fill the cores around them (scheduling only: no output changes).
+ER_CHAIN_PRIORITY = 10
+
+
 def generation_gpu(*names):
     """gpu of a job that only generates with the models `names`: the most GPUs one of them needs (a vLLM
     engine the job starts: its tensor_parallel_size; in-process: 1), none when every one of them is served

@@ -79,6 +79,7 @@ else:
             "logs/debate/generate_{dataset}_{length}_{debate_mode}.log",
         benchmark:
             "benchmarks/rules/debate/generate_{dataset}_{length}_{debate_mode}.tsv"
+        priority: ER_CHAIN_PRIORITY
         conda:
             "../envs/debate-audit.yaml"
         resources:
@@ -121,6 +122,7 @@ else:
             "logs/debate/select_{dataset}_{length}_{debate_mode}.log",
         benchmark:
             "benchmarks/rules/debate/select_{dataset}_{length}_{debate_mode}.tsv"
+        priority: ER_CHAIN_PRIORITY
         conda:
             "../envs/debate-audit.yaml"
         resources:

@@ -41,6 +41,7 @@ rule verifier_adjudicate:
         "logs/verifier/adjudicate_{adjudicator}_{dataset}_{length}_{debate_mode}.log",
     benchmark:
         "benchmarks/rules/verifier/adjudicate_{adjudicator}_{dataset}_{length}_{debate_mode}.tsv"
+    priority: ER_CHAIN_PRIORITY
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -72,6 +73,7 @@ rule verifier_finetune:
         "logs/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.log",
     benchmark:
         "benchmarks/rules/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.tsv"
+    priority: ER_CHAIN_PRIORITY
     conda:
         "../envs/debate-audit.yaml"
     threads: finetune_processes
