@@ -37,6 +37,7 @@ def test_a_model_job_runs_with_the_hub_offline_and_a_prepare_job_may_download(tm
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                               env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
         assert done.returncode != 0 and "offline" in done.stderr.lower(), done.stderr[-2000:]
+    assert not any(key in os.environ for key in OFFLINE_ENV)  # and afterwards as it was
 
 
 def test_gpt_oss_gets_its_harmony_vocabulary_at_prepare_time_and_its_engine_reads_it_from_there(tmp_path, monkeypatch):

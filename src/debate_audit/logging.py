@@ -50,8 +50,17 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
     """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
     which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES."""
-    if snakemake.rule not in DOWNLOADING_RULES:
+    offline = snakemake.rule not in DOWNLOADING_RULES
+    before = {key: os.environ.get(key) for key in OFFLINE_ENV}
+    if offline:
         os.environ.update(OFFLINE_ENV)
-    with to_log(snakemake.log[0]) as log, rule_provenance(snakemake.rule, dict(snakemake.params.items()),
-                                                         dict(snakemake.wildcards.items())):
-        yield log
+    try:
+        with to_log(snakemake.log[0]) as log, rule_provenance(snakemake.rule, dict(snakemake.params.items()),
+                                                             dict(snakemake.wildcards.items())):
+            yield log
+    finally:
+        for key, value in before.items():  # a script run in-process (a test) leaves its process as it was
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
