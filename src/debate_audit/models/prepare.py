@@ -158,7 +158,8 @@ def _from_hub(spec: ModelSpec, out_dir: Path) -> dict:
             raise OSError(f"models.{spec.name}: {local} has {local.stat().st_size} bytes, the hub lists {entry.size}")
         files.append({"file": path, "size": entry.size,
                       "sha256": entry.lfs.sha256 if entry.lfs is not None else file_sha256(local)})
-    extra = fetch_harmony_encoding(out_dir) if json.loads((out_dir / "config.json").read_text()).get("model_type") == "gpt_oss" else {}
+    config = json.loads((out_dir / "config.json").read_text()) if (out_dir / "config.json").exists() else {}
+    extra = fetch_harmony_encoding(out_dir) if config.get("model_type") == "gpt_oss" else {}
     return {"commit": commit, "files": files, "weights_sha256": manifest_sha256(files),
             "weights_hash": "hub sha256 of each safetensors file (manifest_sha256)", **extra}
 
