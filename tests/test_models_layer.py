@@ -83,6 +83,19 @@ def test_generation_stops_at_end_of_turn(embedded_lm):
     assert "<|im_end|>" not in text and "<|im_start|>" not in text
 
 
+def test_a_reply_says_whether_it_stopped_at_its_token_cap(embedded_lm):
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    story = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+    (ended,), (cut,) = embedded_lm.generate_replies([question, story], GenerationParams(max_new_tokens=60))
+    assert ended.cut is False and "Paris" in ended.text
+    assert cut.cut is True  # sixty tokens are not a long story
+    # the record keeps it: a cached reply says the same
+    assert embedded_lm.generate_replies([story], GenerationParams(max_new_tokens=60)) == [[cut]]
+    # ...and so does the sampled path, one flag per sample
+    sampled = embedded_lm.generate_replies([story], GenerationParams(max_new_tokens=4, do_sample=True, num_samples=3))
+    assert [r.cut for r in sampled[0]] == [True, True, True]
+
+
 def test_two_way_softmax_sums_to_one_and_orders_like_its_inputs():
     p = two_way_softmax([-1.0, -3.0])
     assert sum(p) == pytest.approx(1.0)

@@ -9,6 +9,7 @@ import pytest
 from conftest import json_server
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
+from debate_audit.models.params import hit_cap
 from debate_audit.models.serving import CompletionsBackend, OpenAIChatModel, Retry, post_json
 
 
@@ -31,7 +32,9 @@ def server(tmp_path):
         n = body.get("n", 1)
         if path.endswith("/chat/completions"):
             last = body["messages"][-1]["content"]
-            choices = [{"index": k, "message": {"content": f" {last}#{k} "}} for k in range(n)]
+            # a message asking for a "long" reply stops at max_tokens (finish_reason "length")
+            finish = "length" if "long" in last else "stop"
+            choices = [{"index": k, "message": {"content": f" {last}#{k} "}, "finish_reason": finish} for k in range(n)]
         else:
             choices = [{"index": k, "text": "ignored", "token_ids": [*body["prompt"][-2:], k]} for k in range(n)]
         return 200, {}, {"choices": choices[::-1]}
@@ -142,6 +145,28 @@ def test_a_remote_chat_model_generates_and_refuses_to_score(server, tmp_path):
             lm.choice_logprobs(["x"], [" A", " B"])
         with pytest.raises(NotImplementedError, match="rendered by its server"):
             lm.render_chat([{"role": "user", "content": "q"}])
+
+
+def test_a_remote_reply_cut_at_its_token_cap_says_so_and_keeps_saying_so_from_the_cache(server, tmp_path):
+    url, seen, _ = server
+    model = OpenAIChatModel(base_url=url, model="served", api_key_env=None, fingerprint="f", cache=str(tmp_path / "c"))
+    convs = [[{"role": "user", "content": "a long one"}], [{"role": "user", "content": "short"}]]
+    params = GenerationParams(max_new_tokens=4)
+    first = model.generate_replies(convs, params)
+    assert [[(r.text, r.cut) for r in rs] for rs in first] == [[("a long one#0", True)], [("short#0", False)]]
+    model.close()
+    again = OpenAIChatModel(base_url=url, model="served", api_key_env=None, fingerprint="f", cache=str(tmp_path / "c"))
+    calls = len(seen)
+    assert again.generate_replies(convs, params) == first and len(seen) == calls  # from the cache
+    assert again.generate(convs, params) == [["a long one#0"], ["short#0"]]
+    again.close()
+
+
+def test_a_token_cap_is_hit_by_a_full_length_reply_without_its_stop_token():
+    assert hit_cap([5, 6, 7], 3, [0]) is True
+    assert hit_cap([5, 6, 0], 3, [0]) is False  # a server keeps the stop token it stopped at
+    assert hit_cap([5, 6], 3, [0]) is False  # the in-process loop leaves it out: ended before the cap
+    assert hit_cap([], 0, [0]) is True  # a zero budget can only be cut
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from typing import Any
 _WHERE = {
     "GenerationParams": ".params",
     "two_way_softmax": ".params",
+    "Reply": ".params",
     "LanguageModel": ".lm",
     "ModelSpec": ".spec",
     "prepare_model": ".prepare",

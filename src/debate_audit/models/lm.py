@@ -17,7 +17,7 @@ from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .chat import ChatFormat
 from .cpu_numerics import make_batch_invariant, warm_up_vector_math
-from .params import GenerationParams, two_way_softmax  # noqa: F401 - re-exported
+from .params import GenerationParams, Reply, hit_cap, two_way_softmax  # noqa: F401 - re-exported
 from .decoding import NUMERICS_VERSION, Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
@@ -355,14 +355,21 @@ class LanguageModel:
                  free / 2**30, total / 2**30)
         return best
 
-    @torch.inference_mode()
     def generate(
         self, conversations: Sequence[Messages], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
     ) -> list[list[str]]:
-        """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy).
+        """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy)."""
+        return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
 
-        Each cached record says which engine wrote it (`{"texts": [...], "engine": ...}`); results of a
-        generation backend live in their own cache namespace (see serving.py)."""
+    @torch.inference_mode()
+    def generate_replies(
+        self, conversations: Sequence[Messages], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
+    ) -> list[list[Reply]]:
+        """`generate`, each text with whether it stopped at `params.max_new_tokens` (`Reply.cut`).
+
+        Each cached record says which engine wrote it and which replies hit the cap (`{"texts": [...],
+        "cut": [...], "engine": ...}`); results of a generation backend live in their own cache namespace
+        (see serving.py)."""
         prompts = [self.render_chat(m) for m in conversations]
         if self.generation_backend is not None:
             return self._generate_by_backend(prompts, params, desc)
@@ -390,35 +397,40 @@ class LanguageModel:
                              store=self.prefix_store if self.prefix_store.max_bytes else None,
                              invariant=self.batch_invariant)
                 texts = self._decode(new)
-                fresh = {keys[i]: {"texts": self._final(prompts[i], texts[j * per : (j + 1) * per]), "engine": engine}
+                cut = [hit_cap(ids, params.max_new_tokens, eos) for ids in new]
+                fresh = {keys[i]: {"texts": self._final(prompts[i], texts[j * per : (j + 1) * per]),
+                                   "cut": cut[j * per : (j + 1) * per], "engine": engine}
                          for j, i in enumerate(batch)}
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
                 bar.update(len(batch))
         self._report_unanswered(unanswered, len(todo))
-        return self._texts([cached[k] for k in keys])
+        return self._replies([cached[k] for k in keys])
 
     def _decode(self, new: Sequence[Sequence[int]]) -> list[str]:
         """Generated token ids to reply texts, whichever engine generated them (a reasoning model's keep the
         special tokens its final answer is read from: `_final`)."""
         return self.tokenizer.batch_decode(new, skip_special_tokens=not self.chat.keeps_special_tokens)
 
-    def _texts(self, records: list[Any]) -> list[list[str]]:
-        """The texts of cached generation records; counts each record's engine for the provenance (a bare
-        list is a record of the in-process loop written before records named their engine)."""
+    def _replies(self, records: list[Any]) -> list[list[Reply]]:
+        """The replies of cached generation records; counts each record's engine for the provenance (a bare
+        list is a record of the in-process loop written before records named their engine, a record without
+        `cut` one written before replies recorded their cap)."""
         from debate_audit.provenance import record_generations
 
         out, engines = [], {}
         for record in records:
             engine = record["engine"] if isinstance(record, dict) else "in-process transformers (unrecorded)"
             engines[engine] = engines.get(engine, 0) + 1
-            out.append(record["texts"] if isinstance(record, dict) else record)
+            texts = record["texts"] if isinstance(record, dict) else record
+            cut = record.get("cut") if isinstance(record, dict) else None
+            out.append([Reply(t, None if cut is None else bool(c)) for t, c in zip(texts, cut or [None] * len(texts))])
         for engine, n in engines.items():
             self.generation_engines[engine] = self.generation_engines.get(engine, 0) + n
         record_generations(self.model_dir, engines)
         return out
 
-    def _generate_by_backend(self, prompts: list[str], params: GenerationParams, desc: str) -> list[list[str]]:
+    def _generate_by_backend(self, prompts: list[str], params: GenerationParams, desc: str) -> list[list[Reply]]:
         """`generate` through the generation backend: uncached prompts go out as the token ids the in-process
         path would decode from; each finished group of replies is cached as it arrives."""
         backend = self.generation_backend
@@ -437,14 +449,16 @@ class LanguageModel:
                 def finished(done: dict[int, list[list[int]]]) -> None:
                     engine = backend.describe()
                     fresh = {keys[todo[j]]: {"texts": self._final(prompts[todo[j]], self._decode(samples)),
+                                             "cut": [hit_cap(ids, params.max_new_tokens, stop) for ids in samples],
                                              "engine": engine} for j, samples in done.items()}
                     cache.put_many("generate", fresh)
                     cached.update(fresh)
                     bar.update(len(done))
 
-                backend.complete([encoded[i] for i in todo], params, stop_ids=self._eos_ids(), on_finished=finished)
+                stop = self._eos_ids()
+                backend.complete([encoded[i] for i in todo], params, stop_ids=stop, on_finished=finished)
             self._report_unanswered(unanswered, len(todo))
-        return self._texts([cached[k] for k in keys])
+        return self._replies([cached[k] for k in keys])
 
     def _final(self, prompt: str, replies: Sequence[str]) -> list[str]:
         """The answers of one prompt's replies (chat.py); counts the replies of a reasoning model whose

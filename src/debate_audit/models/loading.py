@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .params import GenerationParams
+from .params import GenerationParams, Reply
 from .prepare import read_fingerprint
 from .serving import CompletionsBackend, OpenAIChatModel, VLLMServer
 from .spec import ModelSpec, VLLMSettings
@@ -32,6 +32,9 @@ class ChatModel(Protocol):
 
     def generate(self, conversations: Sequence[Messages], params: GenerationParams, *,
                  desc: str = ...) -> list[list[str]]: ...
+
+    def generate_replies(self, conversations: Sequence[Messages], params: GenerationParams, *,
+                         desc: str = ...) -> list[list[Reply]]: ...
 
     def choice_logprobs(self, prompts: Sequence[str], labels: Sequence[str], *,
                         desc: str = ...) -> list[list[float]]: ...

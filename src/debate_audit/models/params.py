@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,21 @@ class GenerationParams:
         if not self.do_sample:
             return {"max_new_tokens": self.max_new_tokens, "do_sample": False}
         return dict(self.__dict__)
+
+
+class Reply(NamedTuple):
+    """One generated reply and whether it stopped at its token cap (`max_new_tokens`) rather than ending by
+    itself: a cut reply may end mid-sentence. `cut` is None for a cached reply recorded before replies
+    recorded it (it is then not known)."""
+
+    text: str
+    cut: bool | None
+
+
+def hit_cap(token_ids: Sequence[int], max_new_tokens: int, stop_ids: Sequence[int]) -> bool:
+    """A generation of `token_ids` stopped at its cap: it is `max_new_tokens` long and its last token is no
+    stop token (the in-process loop leaves the stop token out, a vLLM server keeps it)."""
+    return len(token_ids) >= max_new_tokens and not (token_ids and token_ids[-1] in set(stop_ids))
 
 
 def two_way_softmax(logprobs: Sequence[float]) -> list[float]:

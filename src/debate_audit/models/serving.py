@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .cache import CallCache, cache_key
+from .params import Reply
 from .prepare import HARMONY_DIR, read_fingerprint
 from .spec import VLLMSettings
 
@@ -148,15 +149,24 @@ class OpenAIChatModel:
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         return post_json(self.url, payload, api_key_env=self.api_key_env, timeout=self.timeout)
 
-    def _one(self, messages: list[dict[str, str]], params: Any) -> list[str]:
+    def _one(self, messages: list[dict[str, str]], params: Any) -> dict[str, list]:
         payload = {"model": self.model, "messages": messages, "max_tokens": params.max_new_tokens,
                    **_sampling_fields(params)}
         reply = self._post(payload)
         choices = sorted(reply.get("choices", []), key=lambda c: c.get("index", 0))
-        return [((c.get("message") or {}).get("content") or "").strip() for c in choices]
+        # finish_reason "length": the reply stopped at max_tokens (OpenAI's chat completions, and servers
+        # that follow it).
+        return {"texts": [((c.get("message") or {}).get("content") or "").strip() for c in choices],
+                "cut": [c.get("finish_reason") == "length" for c in choices]}
 
     def generate(self, conversations: Sequence[list[dict[str, str]]], params: Any, *,
                  desc: str = "generating") -> list[list[str]]:
+        return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
+
+    def generate_replies(self, conversations: Sequence[list[dict[str, str]]], params: Any, *,
+                         desc: str = "generating") -> list[list[Reply]]:
+        """`generate`, each text with whether the server says it stopped at its token cap (`Reply.cut`; None
+        for a reply cached as a bare list of texts, before replies recorded it)."""
         keys = [cache_key(self.fingerprint, "api", "generate", json.dumps(m, sort_keys=True), params.key())
                 for m in conversations]
         cached = self.cache.get_many(keys)
@@ -167,7 +177,13 @@ class OpenAIChatModel:
                 fresh = dict(zip((keys[i] for i in chunk), pool.map(lambda i: self._one(conversations[i], params), chunk)))
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
-        return [cached[k] for k in keys]
+        out = []
+        for record in (cached[k] for k in keys):
+            if isinstance(record, dict):
+                out.append([Reply(t, bool(c)) for t, c in zip(record["texts"], record["cut"])])
+            else:
+                out.append([Reply(t, None) for t in record])
+        return out
 
     def choice_logprobs(self, prompts: Sequence[str], labels: Sequence[str], **_: Any) -> list[list[float]]:
         raise NotImplementedError(
