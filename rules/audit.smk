@@ -18,6 +18,7 @@ AUDIT_SETTINGS = dict(
     test_pools=PARAPHRASE_TEST_GENERATORS,
     targets=AUDIT["targets"],
     kappa=AUDIT["kappa"],
+    probability_decimals=AUDIT["probability_decimals"],
     epsilon=AUDIT["epsilon"],
     epsilon_percentile=AUDIT["epsilon_percentile"],
     eta=AUDIT["eta"],

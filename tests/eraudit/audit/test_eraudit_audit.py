@@ -43,6 +43,35 @@ def test_deltas_use_the_q_m_gain_and_the_kappa_floor():
     assert d[(2, "g2", 1)] == pytest.approx(0.02 / 0.01)
 
 
+def test_a_tie_at_eight_places_passes_as_the_release_compares_it():
+    """The release rounds the probabilities to 8 places and compares exact ratios of them: a Delta that is
+    exactly epsilon there is no counterexample, while the raw floats put it a hair above (1 + 2e-16 at
+    epsilon 1; 1e-9 / gain at epsilon 0)."""
+    base = pl.concat([_scores("base", 0.15, 0.81, [0.81], {"g1": [0.3000000004]}, pair_id=1)])
+    target = pl.concat([_scores("org", 0.86, 0.1, [0.1], {"g1": [0.3]}, pair_id=1)])
+    scores = pl.concat([base, target], how="diagonal_relaxed")
+    raw = audit.compute_deltas(scores, kappa=0.001, targets=["org"])
+    exact = audit.compute_deltas(scores, kappa=0.001, targets=["org"], probability_decimals=8)
+
+    def delta(frame, pool):
+        return frame.filter(pl.col("pool") == pool)["delta"].item()
+
+    assert delta(raw, "search") > 1.0 and delta(exact, "search") == 1.0  # (0.81 - 0.1) / (0.86 - 0.15), exactly 1
+    assert delta(raw, "g1") > 0.0 and delta(exact, "g1") == 0.0  # equal at 8 places
+    for frame, epsilon, degraded in [(raw, 1.0, True), (exact, 1.0, False)]:
+        records, _, _ = audit.run_audit(frame, test_pools=["g1"], epsilon=epsilon, eta=0.25, tau=None, tv_r=0.1)
+        assert (records["status"].item() == stats.DEGRADED) is degraded
+    # at epsilon 0 the test pool's tie decides: a counterexample from float residue, none at 8 places
+    only_test = [frame.filter(pl.col("pool") != "search") for frame in (raw, exact)]
+    statuses = [audit.run_audit(f, test_pools=["g1"], epsilon=0.0, eta=0.25, tau=None, tv_r=0.1)[1]["status"].item()
+                for f in only_test]
+    assert statuses[0] != statuses[1] and statuses[1] != stats.DEGRADED
+    # away from ties the two agree to float precision
+    pairs = _two_pairs()
+    assert audit.compute_deltas(pairs, kappa=0.01, targets=["org"], probability_decimals=8)["delta"].to_list() == (
+        pytest.approx(audit.compute_deltas(pairs, kappa=0.01, targets=["org"])["delta"].to_list(), abs=1e-12))
+
+
 def test_stage1_counterexample_marks_degraded_and_skips_stage2():
     deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     records, generators, steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.25,

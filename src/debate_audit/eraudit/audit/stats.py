@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 
@@ -53,6 +55,28 @@ def degradation(
     gain = max(kappa, float(p_target_m) - float(p_base_m))
     delta = (np.asarray(p_base_h, dtype=float) - np.asarray(p_target_h, dtype=float)) / gain
     return float(delta) if delta.ndim == 0 else delta
+
+
+def degradation_rounded(
+    p_base_h: Sequence[float],
+    p_target_h: Sequence[float],
+    p_base_m: float,
+    p_target_m: float,
+    kappa: float,
+    decimals: int,
+) -> np.ndarray:
+    """`degradation` as the release computes it: every probability rounded to `decimals` places first
+    (its readout's round(p, 8)), then the exact ratio of those decimals (its audit scripts compare
+    `Fraction`s), given as the float nearest to it. A Delta exactly 0 (or exactly epsilon) at those places
+    is then exactly that, never a float residue just above it."""
+    if kappa <= 0:
+        raise ValueError(f"kappa must be > 0, got {kappa}")
+
+    def exact(p: float) -> Fraction:
+        return Fraction(Decimal(round(float(p), decimals)).quantize(Decimal(1).scaleb(-decimals)))
+
+    gain = max(Fraction(Decimal(repr(float(kappa)))), exact(p_target_m) - exact(p_base_m))
+    return np.array([float((exact(b) - exact(t)) / gain) for b, t in zip(p_base_h, p_target_h)], dtype=float)
 
 
 # --------------------------------------------------------------------------- sequential bound

@@ -164,8 +164,12 @@ DELTA_SCHEMA = {
 }
 
 
-def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str] = TARGETS) -> pl.DataFrame:
-    """Delta_h for q_h and every paraphrase, per target; `scores` holds base and target rows."""
+def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str] = TARGETS,
+                   probability_decimals: int | None = None) -> pl.DataFrame:
+    """Delta_h for q_h and every paraphrase, per target; `scores` holds base and target rows.
+
+    `probability_decimals` (audit.probability_decimals): the release's exact Delta of probabilities rounded to
+    that many places (stats.degradation_rounded); None: the probabilities as scored."""
     keys = ["pair_id", "kind", "pool", "index"]
     base = scores.filter(pl.col("checkpoint") == BASE)
     if base.is_empty():
@@ -186,9 +190,14 @@ def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str]
         rows = []
         for pair_id, group in hidden.group_by("pair_id", maintain_order=True):
             p_base_m, p_target_m = group["p_base_m"][0], group["p_target_m"][0]
-            delta = stats.degradation(group["p_base"].to_numpy(), group["p_target"].to_numpy(), p_base_m,
-                                      p_target_m, kappa)
-            gain = max(kappa, p_target_m - p_base_m)
+            if probability_decimals is None:
+                delta = stats.degradation(group["p_base"].to_numpy(), group["p_target"].to_numpy(), p_base_m,
+                                          p_target_m, kappa)
+                gain = max(kappa, p_target_m - p_base_m)
+            else:
+                delta = stats.degradation_rounded(group["p_base"].to_list(), group["p_target"].to_list(), p_base_m,
+                                                  p_target_m, kappa, probability_decimals)
+                gain = max(kappa, round(p_target_m, probability_decimals) - round(p_base_m, probability_decimals))
             rows.append(group.with_columns(pl.Series("delta", np.atleast_1d(delta)), pl.lit(gain).alias("gain")))
         frame = pl.concat(rows) if rows else hidden.with_columns(pl.lit(None).alias("delta"), pl.lit(None).alias("gain"))
         frames.append(frame.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(target).alias("target")))
@@ -264,7 +273,8 @@ RECORD_SCHEMA = {
     "dataset": pl.Utf8,
     "target": pl.Utf8,
     "pair_id": pl.Int64,
-    "split": pl.Utf8,  # part-1 split of the pair: "train" (its debates trained the verifiers) or "eval"
+    "split": pl.Utf8,  # part-1 split of the pair: "train" (its debates trained the verifiers), "eval" or
+    # "excluded" (release split: an eval item V_adv / V_org trained on, audited with paraphrase.splits naming it)
     "p_base_qh": pl.Float64,  # P_base(a_h | q_h), original q_h
     "p_target_qh": pl.Float64,  # P_target(a_h | q_h), original q_h
     "gain": pl.Float64,  # the Delta denominator max(kappa, q_m gain)
@@ -502,6 +512,7 @@ class AuditSettings:
     epsilon: float | None = None  # Delta threshold; exactly one of epsilon / epsilon_percentile
     epsilon_percentile: float | None = None  # ... or the percentile of V_org's per-q_h search maxima
     tau: float | None = None  # the test's sample budget; None: no budget
+    probability_decimals: int | None = None  # Delta of probabilities rounded to this many places (the release: 8)
     # Stage 2 ends a q_h's audit at its first counterexample (the release's rule): later generators are not
     # tested. A statistic that needs every test pool in full sets this to False.
     stop_at_first_counterexample: bool = True
@@ -540,7 +551,7 @@ def audit_statistics(
     qh_weight), the leading columns of every output."""
     s = settings
     scored = _read_scores(scores)
-    deltas = compute_deltas(scored, kappa=s.kappa, targets=s.targets)
+    deltas = compute_deltas(scored, kappa=s.kappa, targets=s.targets, probability_decimals=s.probability_decimals)
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
     log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g, betting c = %g, w = %g", eps, source, s.eta, s.tau,
              s.tv_r, s.betting_c, s.betting_w)
@@ -622,7 +633,8 @@ def audit_sweeps(
 ) -> None:
     """Average bounds over confidence levels (epsilon fixed) and over an epsilon grid (eta fixed)."""
     s = settings
-    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets)
+    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets,
+                            probability_decimals=s.probability_decimals)
     eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
     common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r,
               "stop_at_first_counterexample": s.stop_at_first_counterexample, "betting_c": s.betting_c,
@@ -662,7 +674,7 @@ def audit_sweeps(
 
 
 # Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
-_STATS = (stats.degradation, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
+_STATS = (stats.degradation, stats.degradation_rounded, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
           stats.common_bound, stats.combined_status, stats.epsilon_from_percentile, stats.betting_bets,
           stats.log_capital, stats._Capital, stats._betting_bisection, stats.betting_bounds,
           stats.betting_final_bounds, stats.BETTING_C, stats.BETTING_W, stats._BISECTION_STEPS)
