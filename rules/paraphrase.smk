@@ -32,6 +32,7 @@ PARAPHRASE_PARAMS = dict(
     min_similarity=PARAPHRASE["min_similarity"],
     prompt=PARAPHRASE["prompt"],
     filter=PARAPHRASE["filter"],
+    truncated=PARAPHRASE["truncated"],
     splits=PARAPHRASE["splits"],
     max_pairs=PARAPHRASE["max_pairs"],
     prompt_version=prompt_id(PARAPHRASE["prompt"]),

@@ -244,7 +244,7 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
     generated = ((db.get("transcripts") or {}).get("source") or "generate") == "generate"
     cells = grid.Plan.from_config(config)
     # prompt tokens besides the question: the chosen prompt version's template, as words
-    template = paraphrase_prompts.prompts(par.get("prompt", "release"))
+    template = paraphrase_prompts.prompts(par.get("prompt", "paper"))
     overhead = {"search": 20 + _tokens(len(template.batch("", 100)[-1]["content"].split())),
                 "test": 20 + _tokens(len(template.single("")[-1]["content"].split()))}
     for dataset in ver["datasets"]:

@@ -17,6 +17,7 @@ with rule_context(snakemake):
             snakemake.params.min_similarity,
             prompt=snakemake.params.prompt,
             filter=snakemake.params.filter,
+            truncated=snakemake.params.truncated,
         ),
         splits=snakemake.params.splits,
         max_pairs=snakemake.params.max_pairs,

@@ -79,7 +79,7 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
     assert "pool_version=PARAPHRASE_POOL_VERSION" in paraphrase_rules
     # distinct ids per module
     ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.POOL_VERSION,
-           paraphrase_prompts.prompt_id("release"), paraphrase_prompts.prompt_id("project"),
+           paraphrase_prompts.prompt_id("paper"), paraphrase_prompts.prompt_id("project"),
            finetune.training_items_id("argument"), finetune.training_items_id("adjudication"),
            adjudication.ADJUDICATION_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
     assert len(set(ids)) == len(ids)

@@ -1,10 +1,14 @@
 """Paraphrase validation reasons, parsing of generations, and the pool top-up logic (no model)."""
 
+import json
+from pathlib import Path
+
 import polars as pl
 import pytest
 
 from debate_audit.eraudit.paraphrase import pools as paraphrase
 from debate_audit.models import ModelRef
+from debate_audit.models.params import Reply
 from debate_audit.eraudit.paraphrase.validation import (
     check,
     normalize,
@@ -22,6 +26,15 @@ def _reason(candidate, seen=(), similarity=0.9, floor=0.5):
 def test_normalize_is_nfkc_casefold_alphanumerics_only():
     assert normalize("  Stra\u00dfe, ＡＢＣ!? ") == "strasseabc"
     assert normalize("...") == ""
+
+
+def test_versions_differing_only_in_common_contractions_are_one_key():
+    # App. D.3: "No duplicates or original copies differing only in common contractions"
+    assert normalize("Why doesn\u2019t it move? What's it made of?") == normalize("why does not it move; what is it made of")
+    assert normalize("It can't be, they won't, we're here, I'm sure") == normalize("it cannot be they will not we are here i am sure")
+    assert _reason("Why does not Extrone shoot the 3 farn beasts at 40°?") == "identical"
+    # a possessive is no contraction: it stays
+    assert normalize("the gas's volume") != normalize("the gas is volume")
 
 
 @pytest.mark.parametrize(
@@ -96,6 +109,48 @@ def test_pool_top_up_draws_only_the_missing_and_reports_the_shortfall():
     # every candidate ends up kept or rejected
     assert kept.height + rejected.height == sum(r["generated"] for r in rep.values())
     assert kept.filter(pl.col("pair_id") == 1)["index"].to_list() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("apply_checks", [True, False], ids=["filter-drop", "filter-report"])
+def test_a_paraphrase_cut_at_its_token_cap_is_rejected_and_redrawn_in_every_filter_mode(apply_checks):
+    cut = paraphrase.Candidate("what is the boiling point of", cut=True)
+    draws = FakeDraws({0: {1: ["x y 7", cut]}, 1: {1: [paraphrase.Candidate("z w 7")]}})
+    pools = paraphrase.fill_pools({1: "orig 7"}, 2, draws, _similarity, min_similarity=0.5, max_topup_rounds=1,
+                                  dedupe=False, apply_checks=apply_checks)
+    assert [k.text for k in pools[1].kept] == ["x y 7", "z w 7"]
+    assert [(r, text, reason) for r, text, reason, _ in pools[1].rejected] == [(0, cut.text, "truncated")]
+    _, rejected, report = paraphrase.pool_frames(pools, dataset="d", pool="g", generator="m", size=2)
+    assert report["rejected_truncated"].to_list() == [1] and report["shortfall"].to_list() == [0]
+    assert rejected["reason"].to_list() == ["truncated"]
+
+
+def test_a_stand_in_that_never_stops_keeps_its_cut_candidates_flagged_only_when_asked():
+    cut = paraphrase.Candidate("what is the boiling point of 7", cut=True)
+    for apply_checks in (True, False):
+        pools = paraphrase.fill_pools({1: "orig 7"}, 1, FakeDraws({0: {1: [cut]}}), _similarity, min_similarity=0.5,
+                                      max_topup_rounds=0, dedupe=False, apply_checks=apply_checks,
+                                      reject_truncated=False)
+        assert [(k.text, k.check) for k in pools[1].kept] == [(cut.text, "truncated")]
+        _, _, report = paraphrase.pool_frames(pools, dataset="d", pool="g", generator="m", size=1)
+        assert report["flagged_truncated"].to_list() == [1] and report["rejected_truncated"].to_list() == [0]
+    with pytest.raises(ValueError, match="paraphrase.truncated"):
+        paraphrase.PoolSettings(size=1, temperature=1, top_p=1, seed=0, max_new_tokens=4, min_similarity=0,
+                                max_topup_rounds=0, truncated="keep")
+
+
+def test_an_item_is_cut_off_when_its_reply_stopped_at_the_cap_inside_it():
+    listed = Reply("1. Why 7?\n2. What makes it 7?\n3. For what rea", True)
+    assert [paraphrase.candidate(item, listed).cut for item in parse_numbered_list(listed.text)] == [False, False, True]
+    # a rewrite line followed by more of the reply was whole before the cap
+    assert paraphrase.candidate("Why 7?", Reply('Rewrite: "Why 7?"\nThis asks about the num', True)).cut is False
+    assert paraphrase.candidate("Why 7?", Reply('"Why 7?"', True)).cut is False  # its closing quote came
+    # JSON read element by element: the partial element is no item, the complete ones were closed
+    assert paraphrase.candidate("What makes it 7?", Reply('{"paraphrase": [{"Q_H": "What makes it 7?"}, {"Q_H": "Fo', True)).cut is False
+    # a whole reply kept as the paraphrase is cut whenever its reply was; never when the reply ended itself
+    assert paraphrase.candidate("Given 7 g of", Reply("  Given 7 g of", True)).cut is True
+    assert paraphrase.candidate("Given 7 g of", Reply("Given 7 g of", False)).cut is False
+    assert paraphrase.candidate("Given 7 g of", Reply("Given 7 g of", None)).cut is False  # not recorded
+    assert paraphrase.candidate("", Reply("", True)).cut is False  # empty: rejected as empty
 
 
 def test_pool_shortfall_after_the_last_round():
@@ -194,15 +249,45 @@ def test_test_pools_keep_and_count_duplicates_the_search_pool_drops_them():
 class RepeatingGenerator:
     """Every sample is the same rewrite: a generator that repeats itself."""
 
-    def generate(self, messages, params, desc=""):
+    def generate_replies(self, messages, params, desc=""):
         if "numbered list" in messages[0][-1]["content"]:
-            return [["1. Which 7 is it?\n2. Which 7 is it?"] * params.num_samples for _ in messages]
-        return [["Which 7 is it?"] * params.num_samples for _ in messages]
+            return [[Reply("1. Which 7 is it?\n2. Which 7 is it?", False)] * params.num_samples for _ in messages]
+        return [[Reply("Which 7 is it?", False)] * params.num_samples for _ in messages]
+
+
+class CappedGenerator:
+    """Replies that stop at the token cap: a search list cut in its third item, test rewrites cut on every
+    first sample (seed 0 round) and whole on the top-up round."""
+
+    def generate_replies(self, messages, params, desc=""):
+        if "numbered list" in messages[0][-1]["content"]:
+            return [[Reply("1. Which 7 is it?\n2. What is 7 here?\n3. Which 7 i", True)] * params.num_samples
+                    for _ in messages]
+        cut = params.seed == 0
+        return [[Reply("Which 7 i" if cut else "Which 7 is it?", cut)] * params.num_samples for _ in messages]
 
 
 class FlatEmbedder:
     def similarity(self, originals, candidates):
         return [0.9] * len(candidates)
+
+
+@pytest.mark.parametrize("pool", ["search", "g1"])
+def test_build_pool_audits_no_paraphrase_cut_at_its_token_cap(tmp_path, fake_model, pool):
+    pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
+    fake_model(paraphrase, CappedGenerator())
+    paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool,
+                          generator=ModelRef("m", str(tmp_path)), out=tmp_path / "o.parquet",
+                          rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet",
+                          settings=paraphrase.PoolSettings.from_config(
+                              {"size": 2, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
+                               "max_topup_rounds": 1, "model": "m"}, min_similarity=0.5, prompt="project",
+                              filter="report"),
+                          embedder=FlatEmbedder())
+    kept = pl.read_parquet(tmp_path / "o.parquet")["text"].to_list()
+    rejected = pl.read_parquet(tmp_path / "r.parquet")
+    assert "Which 7 i" not in kept and "Which 7 i" in rejected.filter(pl.col("reason") == "truncated")["text"].to_list()
+    assert kept == (["Which 7 is it?", "What is 7 here?"] if pool == "search" else ["Which 7 is it?"] * 2)
 
 
 @pytest.mark.parametrize(("pool", "kept", "duplicates"), [("search", 1, 0), ("g1", 3, 2)])
@@ -291,39 +376,59 @@ def test_release_single_prompt_is_the_release_template_with_the_question_as_stor
     from debate_audit.eraudit.paraphrase.prompts import prompts
 
     question = "A 2 kg mass sits at 40°C.\nWhy doesn't it move? "  # kept as stored: no stripping
-    assert prompts("release").single(question) == [
+    assert prompts("paper").single(question) == [
         {"role": "user", "content": RELEASE_QUERY_LLM_TEMPLATE.replace("$QUESTION", question)}]
     # the release keeps the whole reply as the paraphrase
-    assert prompts("release").parse_single("  Background line.\nWhy does it not move?\n") == (
+    assert prompts("paper").parse_single("  Background line.\nWhy does it not move?\n") == (
         "Background line.\nWhy does it not move?")
 
 
-def test_release_batch_prompt_asks_for_n_with_the_release_requirements():
-    from debate_audit.eraudit.paraphrase.prompts import RELEASE_REQUIREMENTS, prompts
+PAPERS = Path(__file__).resolve().parents[3].parent / "shared" / "papers"
 
-    (message,) = prompts("release").batch("Why 7?", 100)
+
+def _paper_text(title: str, end: str) -> list[str]:
+    """Words of the printed template that opens after `title` and ends with `end`, from the ER-Audit paper."""
+    for paper in sorted(PAPERS.glob("*.txt")) if PAPERS.is_dir() else []:
+        text = paper.read_text()
+        if title in text:
+            body = text[text.index(title) + len(title):]
+            return body[: body.index(end) + len(end)].split()
+    pytest.skip(f"the ER-Audit paper is not in {PAPERS}")
+
+
+def test_paper_batch_prompt_is_app_d3s_template_word_for_word_then_the_task():
+    from debate_audit.eraudit.paraphrase.prompts import PAPER_BATCH, prompts
+
+    (message,) = prompts("paper").batch('A 2 kg mass at 40°C.\nWhy "7"?', 100)
     text = message["content"]
-    assert message["role"] == "user" and text.endswith("Original question:\nWhy 7?\n")
-    assert "as 100 syntactically different but semantically\nequivalent English paraphrases" in text
-    assert "Output exactly 100 complete paraphrased questions" in text and "$N" not in text
-    assert RELEASE_REQUIREMENTS in text and RELEASE_REQUIREMENTS in RELEASE_QUERY_LLM_TEMPLATE
+    assert message["role"] == "user" and text.startswith(PAPER_BATCH)
+    task = text[len(PAPER_BATCH):]
+    assert "- N: 100\n" in task and '- FIELDS: ["Q_H"]\n' in task
+    item = json.loads(task.split("- INPUT: ", 1)[1])
+    assert item == {"item_index": 0, "Q_H": 'A 2 kg mass at 40°C.\nWhy "7"?'}  # the question as stored
+    assert PAPER_BATCH.split() == _paper_text("Prompt Template for Paraphrase Batch Generation", "are distinct states.")
 
 
-def test_numbered_items_keep_continuation_lines():
-    from debate_audit.eraudit.paraphrase.prompts import parse_numbered_items
+def test_paper_batch_reply_is_read_as_app_d3s_json_even_when_cut():
+    from debate_audit.eraudit.paraphrase.prompts import parse_variant_objects
 
-    reply = "Here they are:\n1. A gas at 300 K.\nWhat is its volume?\n2) What volume does the 300 K gas take?\n"
-    assert parse_numbered_items(reply) == ["A gas at 300 K.\nWhat is its volume?", "What volume does the 300 K gas take?"]
-    assert parse_numbered_items("Just one rewrite?") == ["Just one rewrite?"]
-    assert parse_numbered_items("  \n") == []
+    whole = '{"item_index": 0, "paraphrase": [{"Q_H": "Why 7?"}, {"Q_H": " What makes it 7? "}]}'
+    assert parse_variant_objects(whole) == ["Why 7?", "What makes it 7?"]
+    assert parse_variant_objects("Here you go:\n```json\n" + whole + "\n```\nAll checks passed.") == [
+        "Why 7?", "What makes it 7?"]
+    # cut at the token cap inside the third element: the two complete ones are the items
+    assert parse_variant_objects(whole[:-2] + ', {"Q_H": "For what rea') == ["Why 7?", "What makes it 7?"]
+    # an element without a Q_H string is counted (as empty), not dropped unseen
+    assert parse_variant_objects('{"paraphrase": [{"Q_Y": "x"}, "Why 7?", {"Q_H": "How 7?"}]}') == ["", "", "How 7?"]
+    assert parse_variant_objects("1. Why 7?\n2. How 7?") == []  # not the template's output
 
 
 def test_prompt_versions_have_distinct_ids_and_unknown_names_the_key():
     from debate_audit.eraudit.paraphrase.prompts import prompt_id
 
-    assert prompt_id("release") != prompt_id("project")
+    assert prompt_id("paper") != prompt_id("project")
     with pytest.raises(ValueError, match="paraphrase.prompt"):
-        prompt_id("paper")
+        prompt_id("release")  # the reconstructed batch template's name before App. D.3's text replaced it
     with pytest.raises(ValueError, match="paraphrase.filter"):
         paraphrase.PoolSettings(size=1, temperature=1, top_p=1, seed=0, max_new_tokens=4, min_similarity=0,
                                 max_topup_rounds=0, filter="strict")
@@ -331,31 +436,35 @@ def test_prompt_versions_have_distinct_ids_and_unknown_names_the_key():
 
 # ------------------------------------------------------------------ filter report: the release's rule
 def test_report_filter_keeps_exactly_size_and_records_what_the_checks_would_drop():
-    # pair 1: an empty reply is replaced by a fresh draw; a repeat, a missing number and a dissimilar
-    # rewrite are kept (and flagged); the candidate beyond the size is surplus
+    # pair 1: an empty reply is replaced by a fresh draw; a missing number and a dissimilar rewrite are kept
+    # (and flagged); a search pool rejects a repeat and a copy of q_h in every mode (App. D.3's template)
     draws = FakeDraws({
-        0: {1: ["a b 7", "  ", "a b 7", "no number", "far off 7"], 2: ["c d 7", "?!"]},
-        1: {1: ["e f 7", "g h 7"], 2: []},
+        0: {1: ["a b 7", "  ", "a b 7", "no number", "far off 7"], 2: ["c d 7", "?!", "Other 7?"]},
+        1: {1: ["e f 7", "g h 7", "i j 7"], 2: []},
     })
     pools = paraphrase.fill_pools({1: "orig 7", 2: "other 7"}, 5, draws, _similarity, min_similarity=0.5,
                                   max_topup_rounds=1, dedupe=True, apply_checks=False)
-    assert draws.calls == [(0, {1: 5, 2: 5}), (1, {1: 1, 2: 3})]
+    assert draws.calls == [(0, {1: 5, 2: 5}), (1, {1: 2, 2: 3})]
     assert [(k.text, k.check) for k in pools[1].kept] == [
-        ("a b 7", None), ("a b 7", "duplicate"), ("no number", "missing_number"), ("far off 7", "low_similarity"),
-        ("e f 7", None)]
-    assert [(r, reason) for r, _, reason, _ in pools[1].rejected] == [(0, "empty"), (1, "surplus")]
+        ("a b 7", None), ("no number", "missing_number"), ("far off 7", "low_similarity"), ("e f 7", None),
+        ("g h 7", None)]
+    assert [(r, reason) for r, _, reason, _ in pools[1].rejected] == [(0, "empty"), (0, "duplicate"), (1, "surplus")]
     kept, rejected, report = paraphrase.pool_frames(pools, dataset="d", pool="search", generator="m", size=5)
     rep = {r["pair_id"]: r for r in report.iter_rows(named=True)}
     assert (rep[1]["kept"], rep[1]["shortfall"], rep[1]["rejected_empty"], rep[1]["rejected_surplus"]) == (5, 0, 1, 1)
-    assert (rep[1]["flagged_duplicate"], rep[1]["flagged_missing_number"], rep[1]["flagged_low_similarity"]) == (1, 1, 1)
-    assert rep[1]["rejected_duplicate"] == rep[1]["rejected_missing_number"] == 0
+    assert (rep[1]["flagged_duplicate"], rep[1]["flagged_missing_number"], rep[1]["flagged_low_similarity"]) == (0, 1, 1)
+    assert rep[1]["rejected_duplicate"] == 1 and rep[1]["rejected_missing_number"] == 0
     assert kept.filter(pl.col("pair_id") == 1)["check"].to_list() == [
-        None, "duplicate", "missing_number", "low_similarity", None]
+        None, "missing_number", "low_similarity", None, None]
     # punctuation alone is not blank: kept and flagged empty; a generator that runs dry still leaves a short
     # pool, reported, never filled with anything else
     assert [(k.text, k.check) for k in pools[2].kept] == [("c d 7", None), ("?!", "empty")]
-    assert (rep[2]["kept"], rep[2]["shortfall"], rep[2]["flagged_empty"]) == (2, 3, 1)
+    assert (rep[2]["kept"], rep[2]["shortfall"], rep[2]["flagged_empty"], rep[2]["rejected_identical"]) == (2, 3, 1, 1)
     assert kept.height + rejected.height == sum(r["generated"] for r in rep.values())
+    # a test pool (dedupe False) in report mode keeps the repeat, flagged, as the release does
+    test_pool = paraphrase.fill_pools({1: "orig 7"}, 3, FakeDraws({0: {1: ["a b 7", "a b 7", "orig 7"]}}), _similarity,
+                                      min_similarity=0.5, max_topup_rounds=0, dedupe=False, apply_checks=False)
+    assert [(k.text, k.check) for k in test_pool[1].kept] == [("a b 7", None), ("a b 7", None), ("orig 7", "identical")]
     # the same draws under filter drop: the flagged ones are rejected instead, and pair 1 comes up short
     pools = paraphrase.fill_pools({1: "orig 7"}, 5, FakeDraws({0: {1: draws.per_round[0][1]}, 1: {1: []}}),
                                   _similarity, min_similarity=0.5, max_topup_rounds=1, dedupe=True)
@@ -378,10 +487,13 @@ def chat_server():
         statuses.append(200)
         bodies.append(body)
         prompt = body["messages"][-1]["content"]
-        question = prompt.rsplit("Original question:\n", 1)[-1].strip()
-        text = f"Seed {body['seed']}: {question}"
-        if "numbered list" in prompt:
-            text = f"1. {text}\n2. Also {question}"
+        if "- INPUT: " in prompt:  # App. D.3's batch template: a JSON object of variants
+            question = json.loads(prompt.rsplit("- INPUT: ", 1)[-1])["Q_H"]
+            text = json.dumps({"item_index": 0, "paraphrase": [{"Q_H": f"Seed {body['seed']}: {question}"},
+                                                               {"Q_H": f"Also {question} ({body['seed']})"}]})
+        else:
+            question = prompt.rsplit("Original question:\n", 1)[-1].strip()
+            text = f"Seed {body['seed']}: {question}"
         return 200, {}, {"choices": [{"index": 0, "message": {"content": text}}]}
 
     with json_server(respond) as url:
@@ -405,7 +517,7 @@ def test_api_generator_fills_a_pool_one_cached_request_per_draw(chat_server, tmp
     out = {k: tmp_path / f"{k}.parquet" for k in ("o", "r", "rep")}
     settings = paraphrase.PoolSettings.from_config(
         {"size": size, "temperature": 1.0, "top_p": 1.0, "seed": 10, "max_new_tokens": 64, "max_topup_rounds": 0,
-         "samples": 2, "model": "gpt"}, min_similarity=0.5, prompt="release", filter="report")
+         "samples": 2, "model": "gpt"}, min_similarity=0.5, prompt="paper", filter="report")
 
     def build():
         paraphrase.build_pool(pairs=tmp_path / "p.parquet", split=None, dataset="d", pool=pool, generator=ref,

@@ -1,7 +1,7 @@
 """Checks a paraphrase must pass before the audit uses it; every rejection carries one reason.
 
 Order of the checks (the first failing one is the reason): empty, identical to the original, duplicate of
-an earlier kept paraphrase (both after NFKC + casefold + alphanumerics only), a number of the original
+an earlier kept paraphrase (both after NFKC + casefold + contractions spelled out + alphanumerics only), a number of the original
 missing, a symbol of the original missing, cosine similarity to the original below the floor.
 """
 
@@ -12,6 +12,7 @@ import unicodedata
 from collections.abc import Iterable
 
 REASONS = ("empty", "identical", "duplicate", "missing_number", "missing_symbol", "low_similarity")
+TRUNCATED = "truncated"  # from a reply that stopped at its token cap: rejected in every filter mode (pools.py)
 SURPLUS = "surplus"  # valid, but the pool was already full; kept out of the pool, still recorded
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -20,9 +21,23 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _PLAIN_PUNCTUATION = set(" \t\n\r.,;:!?'\"`()[]{}-\u2010\u2011\u2012\u2013\u2014\u2018\u2019\u201c\u201d\u2026/")
 
 
+# Common English contractions, spelled out before the key is taken: App. D.3's template counts two
+# versions "differing only in common contractions" as duplicates. "'s" and "'d" are ambiguous (is / has /
+# possessive, would / had), so only the forms read one way are listed.
+_CONTRACTIONS = [
+    (re.compile(r"\b(can)'t\b"), r"\1 not"), (re.compile(r"\bwon't\b"), "will not"), (re.compile(r"\bshan't\b"), "shall not"),
+    (re.compile(r"n't\b"), " not"), (re.compile(r"'re\b"), " are"), (re.compile(r"'ve\b"), " have"),
+    (re.compile(r"'ll\b"), " will"), (re.compile(r"\bi'm\b"), "i am"),
+    (re.compile(r"\b(it|that|what|where|who|how|there|here|he|she|which|why|when)'s\b"), r"\1 is"),
+]
+
+
 def normalize(text: str) -> str:
-    """NFKC, casefold, alphanumerics only: the key for identity and duplicates."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    """NFKC, casefold, common contractions spelled out, alphanumerics only: the key for identity and
+    duplicates (App. D.3's checks)."""
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+    for pattern, spelled in _CONTRACTIONS:
+        folded = pattern.sub(spelled, folded)
     return "".join(ch for ch in folded if ch.isalnum())
 
 
