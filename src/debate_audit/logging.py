@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from debate_audit.gpu_slots import pinned
 from debate_audit.provenance import rule_provenance
 
 
@@ -49,14 +50,18 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 @contextlib.contextmanager
 def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
     """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
-    which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES."""
+    which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES; on
+    a local machine with GPUs, the job's `gpu` resource pinned to GPUs of its own (gpu_slots.py)."""
+
     offline = snakemake.rule not in DOWNLOADING_RULES
     before = {key: os.environ.get(key) for key in OFFLINE_ENV}
     if offline:
         os.environ.update(OFFLINE_ENV)
     try:
-        with to_log(snakemake.log[0]) as log, rule_provenance(snakemake.rule, dict(snakemake.params.items()),
-                                                             dict(snakemake.wildcards.items())):
+        gpus = int(getattr(getattr(snakemake, "resources", None), "gpu", 0) or 0)
+        with (to_log(snakemake.log[0]) as log,
+              pinned(gpus, what=f"rule {snakemake.rule}"),
+              rule_provenance(snakemake.rule, dict(snakemake.params.items()), dict(snakemake.wildcards.items()))):
             yield log
     finally:
         for key, value in before.items():  # a script run in-process (a test) leaves its process as it was
