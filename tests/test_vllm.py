@@ -287,6 +287,6 @@ def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded
     from debate_audit.provenance import read_provenance
 
     (model,) = read_provenance(served / TARGETS[0])["models"]
-    assert model["generations"] == {f"vllm {version}": 12}  # 6 questions x 2 roles
+    assert model["generations"] == {f"vllm {version} (CPU build)": 12}  # 6 questions x 2 roles
     logs = [p.read_text() for p in (served / "logs").rglob("*.log") if "ready in" in p.read_text()]
     assert len(logs) == 2 and all("stopped (pid" in text for text in logs), run.stdout[-2000:]

