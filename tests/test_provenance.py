@@ -94,6 +94,14 @@ def test_parquet_output_records_the_rule_its_params_and_the_models_it_read(tmp_p
     assert found["models"] == [{"name": "m", "directory": str(tmp_path), "weights_sha256": "ab" * 32}]
     version = found["version"]
     assert version["package"] and ("commit" not in version or len(version["commit"]) == 40)
+    # what it ran on: the versions that move numbers, the CPU, the GPUs (none here without nvidia-smi)
+    from importlib import metadata
+
+    software = found["software"]
+    assert software["packages"]["torch"] == metadata.version("torch")
+    assert software["packages"]["transformers"] == metadata.version("transformers")
+    assert {"polars", "snakemake"} <= set(software["packages"]) and software["python"].count(".") == 2
+    assert software["cpu"] and isinstance(software["gpus"], list)
 
 
 def test_outside_a_rule_an_output_records_the_version_only(tmp_path):

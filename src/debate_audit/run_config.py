@@ -9,7 +9,8 @@ latest one. Neither is any rule's input or output: writing them reruns nothing.
 Each file is itself a config file: the configuration as the rules saw it (every overlay merged, `--config`
 applied, the schema's defaults filled in), so `snakemake --configfile results/config.yaml` reruns with
 exactly it. A header of `# <key>: <JSON>` comment lines (`read_run_header`) records when the run started,
-the config files merged (in order) and `--config` values, and the project and Snakemake versions. API keys
+the config files merged (in order) and `--config` values, the project and Snakemake versions, and the software
+and hardware of the machine that started it (`provenance.software`). API keys
 are never in a config (only the names of their variables); a secret value that reached one anyway is
 replaced by its variable's name, as in every provenance record.
 """
@@ -27,11 +28,11 @@ from typing import Any
 
 import yaml
 
-from .provenance import project_version, without_secrets
+from .provenance import project_version, software, without_secrets
 
 RUNS = "runs"  # under the results folder: one file per run
 LATEST = "config.yaml"  # under the results folder: the latest run's file
-HEADER_KEYS = ("started", "configfiles", "config_overrides", "version", "snakemake")
+HEADER_KEYS = ("started", "configfiles", "config_overrides", "version", "snakemake", "software")
 
 
 def _shown(path: str | Path) -> str:
@@ -80,6 +81,7 @@ def write_run_config(config: Mapping[str, Any], *, configfiles: Sequence[str | P
         "config_overrides": without_secrets(dict(overrides)),
         "version": project_version(),
         "snakemake": metadata.version("snakemake"),
+        "software": software(),
     }
     text = run_config_text(without_secrets(dict(config)), header)
     runs = Path(results) / RUNS
