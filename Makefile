@@ -12,7 +12,7 @@ SNAKEMAKE_ARGS ?=
 
 REPORT ?= results/report.zip
 
-.PHONY: install run test lint plan pin clean report browser vllm prefetch constraints
+.PHONY: install run test lint plan pin clean report browser vllm prefetch constraints inspect
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,12 @@ pin: $(STAMP)
 # table with its caption, and the results browser (also at results/browse/index.html). REPORT=...html for one file.
 report: $(STAMP)
 	$(BIN)/snakemake --report $(REPORT) $(SNAKEMAKE_ARGS)
+
+# The finished run's experiments as inspect_ai eval logs (same SNAKEMAKE_ARGS as the run); then
+# `.venv/bin/inspect view --log-dir results/inspect`.
+INSPECT_LOGS := results/inspect/cwpor.eval results/inspect/er_audit_verifiers.eval results/inspect/er_audit_audit.eval
+inspect: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) $(INSPECT_LOGS)
 
 # Debian's chromium for the browser tests (tests/test_browser.py skips without it).
 browser:

@@ -59,3 +59,40 @@ rule browse:
 
 
 ALL_TARGETS.append("results/browse/index.html")
+
+
+# The experiments as inspect_ai eval logs (`inspect view results/inspect`), on request: `make inspect`
+# (inspect_ai is the optional extra `inspect`). One log per experiment, a sample per judgment or scored
+# question, written from the Parquet artifacts.
+rule inspect_logs:
+    input:
+        questions=f"{CWPOR_OUT}/questions.parquet",
+        responses=CWPOR_RESPONSES,
+        judgments=CWPOR_ALL_JUDGMENTS,
+        readouts=cell_paths(
+            f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
+            CHECKPOINT_CELLS,
+        ),
+        pairs=expand("data/{dataset}.parquet", dataset=ER_DATASETS),
+        audit=[
+            files[stem]
+            for files in BROWSE_AUDIT_FILES.values()
+            for stem in ("deltas", "records", "steps")
+        ],
+    output:
+        cwpor="results/inspect/cwpor.eval",
+        verifiers="results/inspect/er_audit_verifiers.eval",
+        audit="results/inspect/er_audit_audit.eval",
+    log:
+        "logs/browse/inspect_logs.log",
+    conda:
+        "../envs/debate-audit.yaml"
+    params:
+        datasets=ER_DATASETS,
+        audits={
+            section: {stem: files[stem] for stem in ("deltas", "records", "steps")}
+            for section, files in BROWSE_AUDIT_FILES.items()
+        },
+        library=library_code("inspect_logs"),
+    script:
+        "../workflow/scripts/inspect_logs.py"
