@@ -19,7 +19,7 @@ def logs(smoke_run):
     from inspect_ai.log import read_eval_log
 
     workdir, _ = smoke_run
-    snakemake(workdir, *LOGS)
+    snakemake(workdir, "--", *LOGS)
     return workdir, {path.split("/")[-1].removesuffix(".eval"): read_eval_log(str(workdir / path)) for path in LOGS}
 
 
