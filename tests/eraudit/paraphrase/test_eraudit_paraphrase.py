@@ -272,18 +272,23 @@ class FlatEmbedder:
         return [0.9] * len(candidates)
 
 
-@pytest.mark.parametrize("pool", ["search", "g1"])
-def test_build_pool_audits_no_paraphrase_cut_at_its_token_cap(tmp_path, fake_model, pool):
+def _build_one_pool(tmp_path, pool, size, filter_):
+    """build_pool on one q_h ("What 7 is it?") with the generator the test installed (fake_model)."""
     pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
-    fake_model(paraphrase, CappedGenerator())
     paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool,
                           generator=ModelRef("m", str(tmp_path)), out=tmp_path / "o.parquet",
                           rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet",
                           settings=paraphrase.PoolSettings.from_config(
-                              {"size": 2, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
+                              {"size": size, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
                                "max_topup_rounds": 1, "model": "m"}, min_similarity=0.5, prompt="project",
-                              filter="report"),
+                              filter=filter_),
                           embedder=FlatEmbedder())
+
+
+@pytest.mark.parametrize("pool", ["search", "g1"])
+def test_build_pool_audits_no_paraphrase_cut_at_its_token_cap(tmp_path, fake_model, pool):
+    fake_model(paraphrase, CappedGenerator())
+    _build_one_pool(tmp_path, pool, 2, "report")
     kept = pl.read_parquet(tmp_path / "o.parquet")["text"].to_list()
     rejected = pl.read_parquet(tmp_path / "r.parquet")
     assert "Which 7 i" not in kept and "Which 7 i" in rejected.filter(pl.col("reason") == "truncated")["text"].to_list()
@@ -292,16 +297,8 @@ def test_build_pool_audits_no_paraphrase_cut_at_its_token_cap(tmp_path, fake_mod
 
 @pytest.mark.parametrize(("pool", "kept", "duplicates"), [("search", 1, 0), ("g1", 3, 2)])
 def test_build_pool_dedupes_the_search_pool_only(tmp_path, fake_model, pool, kept, duplicates):
-    pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
     fake_model(paraphrase, RepeatingGenerator())
-    paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool,
-                          generator=ModelRef("m", str(tmp_path)), out=tmp_path / "o.parquet",
-                          rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet",
-                          settings=paraphrase.PoolSettings.from_config(
-                              {"size": 3, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
-                               "max_topup_rounds": 1, "model": "m"}, min_similarity=0.5, prompt="project",
-                              filter="drop"),
-                          embedder=FlatEmbedder())
+    _build_one_pool(tmp_path, pool, 3, "drop")
     row = pl.read_parquet(tmp_path / "rep.parquet").row(0, named=True)
     assert (row["kept"], row["duplicates_kept"]) == (kept, duplicates)
     assert pl.read_parquet(tmp_path / "o.parquet")["text"].to_list() == ["Which 7 is it?"] * kept
