@@ -3,6 +3,7 @@ back with inspect_ai's own reader."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import polars as pl
@@ -16,11 +17,17 @@ LOGS = ["results/inspect/cwpor.eval", "results/inspect/er_audit_verifiers.eval",
 
 @pytest.fixture(scope="module")
 def logs(smoke_run):
+    """The logs of the shared smoke run, removed afterwards: the rule is outside the default DAG, so files it
+    left would be untracked for the tests that read the smoke run after these (test_workflow.py)."""
     from inspect_ai.log import read_eval_log
 
     workdir, _ = smoke_run
     snakemake(workdir, "--", *LOGS)
-    return workdir, {path.split("/")[-1].removesuffix(".eval"): read_eval_log(str(workdir / path)) for path in LOGS}
+    try:
+        yield workdir, {path.split("/")[-1].removesuffix(".eval"): read_eval_log(str(workdir / path)) for path in LOGS}
+    finally:
+        shutil.rmtree(workdir / "results/inspect", ignore_errors=True)
+        (workdir / "logs/browse/inspect_logs.log").unlink(missing_ok=True)
 
 
 @pytest.mark.slow

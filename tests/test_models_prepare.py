@@ -179,9 +179,11 @@ def test_paper_overlay_warns_of_its_unpinned_models_and_its_reasoning_verifiers_
     config = load_config(["config/config.yaml", "config/paper.yaml"])
     specs = {name: ModelSpec.from_config(name, config["models"][name]) for name in used_models(config)}
     warned = {w.split(":")[0].removeprefix("models.") for w in unpinned_warnings(specs.values())}
-    # Qwen3.5-9B is pinned to the release's commit (ft-verifier-qwen.py QWEN_REVISION); the others await `make pin`
+    # the students are pinned to the release's commits (ft-verifier-qwen.py QWEN_REVISION; audit-stage1.py and
+    # score_verifier-llama3.py at 4cb6829 for Llama); the others await `make pin`
     assert specs["qwen3.5-9b"].revision == "c202236235762e1c871ad0ccb60c8ee5ba337b9a"
-    assert warned == {n for n, s in specs.items() if s.source == "hf"} - {"qwen3.5-9b"}
+    assert specs["llama-3.1-8b-instruct"].revision == "0e9e39f249a16976918f6564b8830bc894c89659"
+    assert warned == {n for n, s in specs.items() if s.source == "hf"} - {"qwen3.5-9b", "llama-3.1-8b-instruct"}
     assert specs["qwen3.5-9b"].chat_template_kwargs == {"enable_thinking": False}
     assert specs["gpt-oss-20b"].chat_template_kwargs == {"reasoning_effort": "medium"}
     # The rehearsal's random stand-ins keep the switches (their tokenizer ignores them) and warn of nothing
