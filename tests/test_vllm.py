@@ -35,7 +35,7 @@ import polars as pl
 import pytest
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelRef, open_model
-from debate_audit.models.serving import VLLMServer, _group_alive, post_json, vllm_version
+from debate_audit.models.serving import VLLMServer, _group_alive, post_json, vllm_distribution
 from debate_audit.models.spec import VLLMSettings
 from smoke_workflow import REPO, scratch_copy, snakemake
 
@@ -46,7 +46,7 @@ def _why_no_vllm() -> str | None:
     if not (REPO / ".venv-vllm" / ".installed").exists():
         return "vLLM's environment is not installed (.venv-vllm/.installed missing): run `make vllm`"
     try:
-        vllm_version(str(VLLM_PYTHON))
+        vllm_distribution(str(VLLM_PYTHON))[1]
     except RuntimeError as err:
         return f"vLLM is not usable ({err})"
     return None
@@ -199,7 +199,7 @@ def test_greedy_texts_through_vllm_equal_the_in_process_loop_and_each_prompt_has
     tokenized = post_json(proxy.url.removesuffix("/v1") + "/tokenize", {"model": "smollm2-bos", "prompt": texts[0]},
                           api_key_env=None, timeout=60)
     assert tokenized["tokens"][:2] == [BOS, BOS]
-    version = vllm_version(str(VLLM_PYTHON))
+    version = vllm_distribution(str(VLLM_PYTHON))[1]
     assert {r["engine"] for r in shard_records(tmp_path / "cache")} == {f"server (vllm {version})"}
 
 
@@ -283,7 +283,7 @@ def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded
         ours, theirs = pl.read_parquet(served / target), pl.read_parquet(local / target)
         assert ours.height == theirs.height > 0
         assert ours[text].to_list() == theirs[text].to_list(), target
-    version = vllm_version(str(VLLM_PYTHON))
+    version = vllm_distribution(str(VLLM_PYTHON))[1]
     from debate_audit.provenance import read_provenance
 
     (model,) = read_provenance(served / TARGETS[0])["models"]

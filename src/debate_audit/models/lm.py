@@ -17,7 +17,7 @@ from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .chat import ChatFormat
 from .cpu_numerics import make_batch_invariant, warm_up_vector_math
-from .params import GenerationParams, Reply, hit_cap, two_way_softmax  # noqa: F401 - re-exported
+from .params import GenerationParams, Reply, hit_cap, record_replies, two_way_softmax  # noqa: F401 - re-exported
 from .decoding import NUMERICS_VERSION, Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
@@ -422,9 +422,7 @@ class LanguageModel:
         for record in records:
             engine = record["engine"] if isinstance(record, dict) else "in-process transformers (unrecorded)"
             engines[engine] = engines.get(engine, 0) + 1
-            texts = record["texts"] if isinstance(record, dict) else record
-            cut = record.get("cut") if isinstance(record, dict) else None
-            out.append([Reply(t, None if cut is None else bool(c)) for t, c in zip(texts, cut or [None] * len(texts))])
+            out.append(record_replies(record))
         for engine, n in engines.items():
             self.generation_engines[engine] = self.generation_engines.get(engine, 0) + n
         record_generations(self.model_dir, engines)

@@ -32,6 +32,14 @@ class Reply(NamedTuple):
     cut: bool | None
 
 
+def record_replies(record: Any) -> list[Reply]:
+    """The replies of one cached generation record: `{"texts": [...], "cut": [...], ...}`, or one written
+    before records said which replies hit their cap (no `cut`, or a bare list of texts): `cut` None."""
+    texts = record["texts"] if isinstance(record, dict) else record
+    cut = record.get("cut") if isinstance(record, dict) else None
+    return [Reply(t, None if cut is None else bool(c)) for t, c in zip(texts, cut or [None] * len(texts))]
+
+
 def hit_cap(token_ids: Sequence[int], max_new_tokens: int, stop_ids: Sequence[int]) -> bool:
     """A generation of `token_ids` stopped at its cap: it is `max_new_tokens` long and its last token is no
     stop token (the in-process loop leaves the stop token out, a vLLM server keeps it)."""

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .cache import CallCache, cache_key
-from .params import Reply
+from .params import Reply, record_replies
 from .prepare import HARMONY_DIR, read_fingerprint
 from .spec import VLLMSettings
 
@@ -177,13 +177,7 @@ class OpenAIChatModel:
                 fresh = dict(zip((keys[i] for i in chunk), pool.map(lambda i: self._one(conversations[i], params), chunk)))
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
-        out = []
-        for record in (cached[k] for k in keys):
-            if isinstance(record, dict):
-                out.append([Reply(t, bool(c)) for t, c in zip(record["texts"], record["cut"])])
-            else:
-                out.append([Reply(t, None) for t in record])
-        return out
+        return [record_replies(cached[k]) for k in keys]
 
     def choice_logprobs(self, prompts: Sequence[str], labels: Sequence[str], **_: Any) -> list[list[float]]:
         raise NotImplementedError(
@@ -294,11 +288,6 @@ def _sampling_fields(params: Any) -> dict[str, Any]:
         return {"temperature": params.temperature, "top_p": params.top_p, "n": params.num_samples,
                 "seed": params.seed}
     return {"temperature": 0.0, "n": 1}
-
-
-def vllm_version(python: str) -> str:
-    """The vLLM version installed for the interpreter `python` (vllm_distribution)."""
-    return vllm_distribution(python)[1]
 
 
 def vllm_distribution(python: str) -> tuple[str, str]:

@@ -335,9 +335,10 @@ def build_pool(
             messages = [template.batch(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
             outs = sample(lm, messages, [search_samples] * len(keys), settings, round_seed, one_per_request,
                           desc=f"{dataset} search round {round_}")
-            drawn = {k: [candidate(item, reply) for reply in replies for item in template.parse_batch(reply.text)]
-                     for k, replies in zip(keys, outs)}
-            empty = sum(1 for replies in outs for reply in replies if not template.parse_batch(reply.text))
+            parsed = [[(reply, template.parse_batch(reply.text)) for reply in replies] for replies in outs]
+            drawn = {k: [candidate(item, reply) for reply, items in replies for item in items]
+                     for k, replies in zip(keys, parsed)}
+            empty = sum(1 for replies in parsed for _, items in replies if not items)
             if empty:
                 log.warning("%s search round %d: %d of %d replies held no paraphrase the %r prompt's parser could "
                             "read (they give no candidate)", dataset, round_, empty, sum(map(len, outs)),
