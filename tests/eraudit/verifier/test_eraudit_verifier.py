@@ -110,6 +110,64 @@ def test_left_padding_does_not_change_a_sequence_loss():
     assert padded["lm"].item() == pytest.approx((alone["lm"].item() + single_long["lm"].item()) / 2, rel=1e-4)
 
 
+# ------------------------------------------------------------------ L_lm and L_fc in one pass
+def packable(pair_id, *, target=(20, 21, 22), slot=(23, 24), shared=5, lm=True):
+    """A row shaped as fine-tuning encodes it: the L_lm prompt, its target, and a q_m readout that shares the
+    prompt's first `shared` tokens and ends in its own answer slot (`adjudication` targets); `slot=()` with
+    `shared` the whole prompt is the readout read inside the L_lm sequence (`argument` targets)."""
+    prompt = [10 + pair_id, 11, 12, 13, 14, 15][: 4 + pair_id % 3]
+    readout = ChoiceExample(prompt[:shared] + list(slot), pair_id % 2)
+    if not lm:
+        return TrainExample(pair_id, [], [], [readout])
+    return TrainExample(pair_id, prompt + list(target), [IGNORE] * len(prompt) + list(target), [readout])
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_one_packed_pass_gives_the_two_passes_losses_and_gradients(attention):
+    model = tiny_model()
+    model.set_attn_implementation(attention)
+    batches = {
+        "adjudication rows": [packable(0), packable(1, target=(20, 21, 22, 23, 24, 25))],
+        "argument rows": [packable(0, slot=(), shared=9), packable(2, slot=(), shared=9)],
+        "a row without L_lm beside one with it": [packable(1, lm=False), packable(2)],
+        "no L_lm at all": [packable(0, lm=False)],
+        "no shared prefix": [packable(1, shared=0)],
+    }
+    for name, batch in batches.items():
+        one = verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=True)
+        two = verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=False)
+        assert set(one) == set(two), name
+        for term in two:
+            assert one[term].item() == pytest.approx(two[term].item(), rel=1e-5, abs=1e-6), (name, term)
+        assert torch.allclose(grads(model, one["total"]), grads(model, two["total"]), rtol=1e-4, atol=1e-6), name
+
+
+def test_a_packed_readout_does_not_see_the_l_lm_target():
+    model = tiny_model()
+    only_fc = {"lm": 0.0, "fc": 1.0, "qh": 0.0}
+    a = verifier_losses(model, [packable(0)], LABEL_IDS, only_fc, PAD, pack=True)
+    b = verifier_losses(model, [packable(0, target=(30, 31, 32, 33))], LABEL_IDS, only_fc, PAD, pack=True)
+    assert a["fc"].item() == pytest.approx(b["fc"].item(), rel=1e-6)
+    assert a["lm"].item() != pytest.approx(b["lm"].item(), rel=1e-3)
+    assert torch.allclose(grads(model, a["total"]), grads(model, b["total"]), atol=1e-7)
+
+
+def test_packing_is_used_only_where_every_layer_attends_to_the_whole_past():
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from debate_audit.eraudit.verifier.losses import full_attention_only
+
+    assert full_attention_only(tiny_model())
+    small = dict(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=4)
+    # Qwen2 without its sliding window: every layer full; Mistral's window and gpt-oss's sliding layers: not
+    assert full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen2", **small)))
+    assert not full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("mistral", **small)))
+    gpt_oss = AutoConfig.for_model("gpt_oss", **small, num_local_experts=2, num_experts_per_tok=1, head_dim=8)
+    with torch.device("meta"):
+        assert not full_attention_only(AutoModelForCausalLM.from_config(gpt_oss))
+
+
 def test_training_steps_lower_the_loss():
     model = tiny_model()
     examples = [example(i, True) for i in range(4)]

@@ -20,7 +20,10 @@ build_rows: ORIENTATIONS "A=Y_true", "A=Y_false"; its grounded arm trains both v
   release's qh_letter_schedule).
 
 L = w_lm L_lm + w_fc L_fc (+ w_qh L_qh). Sequences are left-padded (as in LanguageModel) so the answer
-slot is the last position and only the logits that a loss reads are computed.
+slot is the last position and only the logits that a loss reads are computed. A row's L_lm sequence and its
+q_m readout share their prompt, so where every layer attends to the whole causal past (full_attention_only)
+both losses come from one forward pass with a custom attention mask (_packed_terms): the same attention, the
+prompt computed once.
 """
 
 from __future__ import annotations
@@ -80,34 +83,113 @@ def _choice_term(model, examples: list[ChoiceExample], label_ids, pad_id, device
     return choice_loss(logits, label_ids, targets)
 
 
+def full_attention_only(model) -> bool:
+    """Whether every layer of `model` attends to its whole causal past through the mask it is given (sdpa or
+    eager attention, no sliding-window, chunked or linear-attention layer, which a custom mask would widen or
+    not reach), so that a row's L_lm and L_fc can share one forward pass (_packed_terms)."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
+        return False
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    types = getattr(text, "layer_types", None)
+    if types is not None:
+        return all(kind == "full_attention" for kind in types)
+    return getattr(text, "sliding_window", None) is None or getattr(text, "use_sliding_window", True) is False
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _packed_terms(model, batch: list[TrainExample], label_ids, pad_id, device) -> dict[str, torch.Tensor]:
+    """L_lm and L_fc of a micro-batch from one forward pass. A row's L_lm sequence (prompt + target) and its
+    q_m readout (the same prompt, then the answer slot) share the prompt: the packed row is the L_lm sequence
+    followed by the readout's tokens after the shared prefix, which attend to that prefix and to each other
+    only, at the positions they have in the readout alone. The attention is the two passes' attention, so
+    the losses and gradients are theirs up to float rounding, for the prompt's cost once instead of twice
+    (~40% of a step on the embedded model). A row without an L_lm target is its readout alone; a readout
+    that is a prefix of the L_lm sequence (`argument` targets) repeats its last token as the packed tail."""
+    rows = []  # (packed ids, shared prefix length, L_lm length, target tokens)
+    for e in batch:
+        (fc,) = e.fc
+        shared = min(_common_prefix(e.lm_ids, fc.ids), len(fc.ids) - 1)
+        n_target = sum(1 for t in e.lm_labels if t != IGNORE)
+        rows.append((list(e.lm_ids) + list(fc.ids[shared:]), shared, len(e.lm_ids), n_target))
+    width = max(len(seq) for seq, *_ in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+    positions = torch.zeros((len(rows), width), dtype=torch.long)
+    allowed = torch.zeros((len(rows), width, width), dtype=torch.bool)
+    causal = torch.ones((width, width), dtype=torch.bool).tril()
+    first_read = width - 1  # the first position whose logits a loss reads
+    for row, ((seq, shared, n_lm, n_target), e) in enumerate(zip(rows, batch)):
+        pad = width - len(seq)
+        ids[row, pad:] = torch.tensor(seq, dtype=torch.long)
+        labels[row, pad : pad + n_lm] = torch.tensor(e.lm_labels, dtype=torch.long)
+        positions[row, pad : pad + n_lm] = torch.arange(n_lm)
+        positions[row, pad + n_lm :] = torch.arange(shared, shared + len(seq) - n_lm)
+        allowed[row, pad:, pad:] = causal[: len(seq), : len(seq)]
+        allowed[row, pad + n_lm :, pad + shared : pad + n_lm] = False  # the readout never sees the L_lm target
+        allowed[row, range(pad), range(pad)] = True  # padding attends to itself: no all-masked softmax
+        if n_target:
+            first_read = min(first_read, pad + n_lm - n_target - 1)
+    if model.config._attn_implementation == "eager":  # eager adds the mask to the scores; sdpa takes booleans
+        dtype = next(model.parameters()).dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    else:
+        mask = allowed
+    keep = width - first_read
+    logits = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
+                   position_ids=positions.to(device), logits_to_keep=keep).logits
+    terms: dict[str, torch.Tensor] = {}
+    if any(n_target for *_, n_target in rows):
+        terms["lm"] = lm_loss(logits, labels[:, -keep:].to(device))
+    targets = torch.tensor([e.fc[0].target for e in batch], device=logits.device)
+    terms["fc"] = choice_loss(logits[:, -1, :], label_ids, targets)  # every readout ends its packed row
+    return terms
+
+
 def verifier_losses(
     model, batch: list[TrainExample], label_ids: Sequence[int], weights: dict[str, float], pad_id: int,
-    *, lockstep: bool = False,
+    *, lockstep: bool = False, pack: bool | None = None,
 ) -> dict[str, torch.Tensor]:
     """Loss terms for one micro-batch: keys lm (only when a row of the batch has an L_lm target), fc, qh (only
-    when the batch has q_h examples), total. `lockstep` (a sharded model, distributed.py): a batch without an
-    L_lm target still runs the L_lm forward pass, on its first q_m prompt at weight 0, so that every process
-    makes the same passes through the model whatever its rows."""
+    when the batch has q_h examples), total. `pack`: L_lm and L_fc from one forward pass (_packed_terms;
+    None: wherever the model attends fully, full_attention_only), else from two. `lockstep` (a sharded model,
+    distributed.py): every process must make the same passes through the model whatever its rows; packed,
+    it does, and unpacked a batch without an L_lm target still runs the L_lm pass, on its first q_m prompt at
+    weight 0."""
     device = next(model.parameters()).device
-    terms: dict[str, torch.Tensor] = {}
+    if pack is None:
+        pack = full_attention_only(model)
     with_lm = [e for e in batch if e.lm_ids]
-    if with_lm:
-        ids, mask = left_pad([e.lm_ids for e in with_lm], pad_id, device)
-        labels = torch.full_like(ids, IGNORE)
-        for row, e in enumerate(with_lm):
-            labels[row, ids.shape[1] - len(e.lm_labels) :] = torch.tensor(e.lm_labels, device=device)
-        target_len = max(sum(1 for t in e.lm_labels if t != IGNORE) for e in with_lm)
-        keep = min(target_len + 1, ids.shape[1])  # prompt logits are never read: compute only the tail
-        terms["lm"] = lm_loss(_forward(model, ids, mask, keep), labels[:, -keep:])
-    elif lockstep:
-        ids, mask = left_pad([batch[0].fc[0].ids], pad_id, device)
-        idle = _forward(model, ids, mask, 1).sum() * 0.0
-    terms["fc"] = _choice_term(model, [c for e in batch for c in e.fc], label_ids, pad_id, device)
+    idle = None
+    if pack and all(len(e.fc) == 1 for e in batch):
+        terms = _packed_terms(model, batch, label_ids, pad_id, device)
+    else:
+        terms = {}
+        if with_lm:
+            ids, mask = left_pad([e.lm_ids for e in with_lm], pad_id, device)
+            labels = torch.full_like(ids, IGNORE)
+            for row, e in enumerate(with_lm):
+                labels[row, ids.shape[1] - len(e.lm_labels) :] = torch.tensor(e.lm_labels, device=device)
+            target_len = max(sum(1 for t in e.lm_labels if t != IGNORE) for e in with_lm)
+            keep = min(target_len + 1, ids.shape[1])  # prompt logits are never read: compute only the tail
+            terms["lm"] = lm_loss(_forward(model, ids, mask, keep), labels[:, -keep:])
+        elif lockstep:
+            ids, mask = left_pad([batch[0].fc[0].ids], pad_id, device)
+            idle = _forward(model, ids, mask, 1).sum() * 0.0
+        terms["fc"] = _choice_term(model, [c for e in batch for c in e.fc], label_ids, pad_id, device)
     qh = [c for e in batch for c in e.qh]
     if qh:
         terms["qh"] = _choice_term(model, qh, label_ids, pad_id, device)
     terms["total"] = sum(weights[name] * value for name, value in terms.items())
-    if lockstep and not with_lm:
+    if idle is not None:
         terms["total"] = terms["total"] + idle
     return terms
 
