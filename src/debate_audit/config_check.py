@@ -232,6 +232,37 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         errors.extend(_audit_errors(config["audit"]))
     if isinstance(config.get("cwpor"), dict):
         errors.extend(_cwpor_errors(config["cwpor"]))
+    if isinstance(config.get("paraphrase"), dict):
+        errors.extend(_provider_pool_errors(config["paraphrase"], models))
+    return errors
+
+
+# The pool settings a provider model's request may also set: the request's value is the one sent
+# (models/api.py), so a pool that says another would record settings its replies were not drawn with.
+SENT_BY_REQUEST = ("temperature", "top_p")
+
+
+def _provider_pool_errors(paraphrase: dict[str, Any], models: dict[str, Any]) -> list[str]:
+    """A pool drawn by a provider model states the temperature and top_p its model's request sends."""
+    pools = []  # (key prefix, model, the pool's settings: a test generator's own keys over test's defaults)
+    search = paraphrase.get("search") or {}
+    pools.append(("paraphrase.search", search.get("generator"), search))
+    test = paraphrase.get("test") or {}
+    defaults = {k: v for k, v in test.items() if k != "generators"}
+    for gen, entry in (test.get("generators") or {}).items():
+        if isinstance(entry, dict):
+            key = f"paraphrase.test.generators.{gen}"
+            pools.append((key, entry.get("model"), {**defaults, **entry}))
+    errors = []
+    for key, name, settings in pools:
+        entry = models.get(name) if isinstance(name, str) else None
+        if not isinstance(entry, dict) or not entry.get("provider") or not isinstance(entry.get("request"), dict):
+            continue
+        for setting in SENT_BY_REQUEST:
+            sent, stated = entry["request"].get(setting), settings.get(setting)
+            if sent is not None and stated != sent:
+                errors.append(f"{key}.{setting}: {stated!r}, but models.{name}.request.{setting} sends {sent!r} "
+                              f"(a provider model is sent its request, not the pool's settings); set it to {sent!r}")
     return errors
 
 

@@ -6,7 +6,8 @@ engine it started) on exit.
         lm.generate(...)
 
 Whatever the backend (in-process transformers, a local model generating through a vLLM engine the job
-starts or an OpenAI-compatible server, a remote chat model), the object satisfies `ChatModel`.
+starts or an OpenAI-compatible server, a remote chat model, a hosted API through its provider's SDK), the
+object satisfies `ChatModel`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class ModelRef:
     chat_template_kwargs: dict[str, Any] | None = None
     concurrency: int = 64
     vllm: VLLMSettings = VLLMSettings()
+    provider: str | None = None  # source openai: a hosted API through its SDK (models/api.py)
+    request: dict[str, Any] | None = None  # the provider's request settings, sent as written
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, directory: str | Path) -> ModelRef:
@@ -91,6 +94,14 @@ class ModelRef:
 
 
 def _load(ref: ModelRef, cache: str | Path | None) -> Any:
+    if ref.source == "openai" and ref.provider is not None:
+        from .api import HostedChatModel  # the provider's SDK: only when a hosted model is used
+
+        return HostedChatModel(name=ref.name, provider=ref.provider, model=ref.id, base_url=ref.base_url,
+                               api_key_env=ref.api_key_env, request=ref.request,
+                               fingerprint=ref.fingerprint()["weights_sha256"],
+                               cache=None if cache is None else str(cache), directory=ref.directory,
+                               concurrency=ref.concurrency)
     if ref.source == "openai":
         return OpenAIChatModel(base_url=ref.base_url, model=ref.id, api_key_env=ref.api_key_env,
                                fingerprint=ref.fingerprint()["weights_sha256"],

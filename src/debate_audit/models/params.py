@@ -24,20 +24,27 @@ class GenerationParams:
 
 
 class Reply(NamedTuple):
-    """One generated reply and whether it stopped at its token cap (`max_new_tokens`) rather than ending by
-    itself: a cut reply may end mid-sentence. `cut` is None for a cached reply recorded before replies
-    recorded it (it is then not known)."""
+    """One generated reply and whether it stopped at its token cap (`max_new_tokens`, or a hosted model's
+    own cap) rather than ending by itself: a cut reply may end mid-sentence. `cut` is None for a cached reply
+    recorded before replies recorded it (it is then not known). A hosted API's reply (models/api.py) also
+    keeps the provider's own word for why it ended (OpenAI `finish_reason`, Anthropic `stop_reason`) and the
+    tokens the provider counted for it; other engines leave both None."""
 
     text: str
     cut: bool | None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
 
 
 def record_replies(record: Any) -> list[Reply]:
-    """The replies of one cached generation record: `{"texts": [...], "cut": [...], ...}`, or one written
-    before records said which replies hit their cap (no `cut`, or a bare list of texts): `cut` None."""
+    """The replies of one cached generation record: `{"texts": [...], "cut": [...], ...}` (a hosted API's
+    also `"finish_reasons"` and `"usage"`, one per reply), or one written before records said which replies
+    hit their cap (no `cut`, or a bare list of texts): `cut` None."""
     texts = record["texts"] if isinstance(record, dict) else record
-    cut = record.get("cut") if isinstance(record, dict) else None
-    return [Reply(t, None if cut is None else bool(c)) for t, c in zip(texts, cut or [None] * len(texts))]
+    fields = record if isinstance(record, dict) else {}
+    none = [None] * len(texts)
+    cut, finish, usage = (fields.get(key) or none for key in ("cut", "finish_reasons", "usage"))
+    return [Reply(t, None if c is None else bool(c), f, u) for t, c, f, u in zip(texts, cut, finish, usage)]
 
 
 def hit_cap(token_ids: Sequence[int], max_new_tokens: int, stop_ids: Sequence[int]) -> bool:

@@ -1,7 +1,8 @@
 """Models served over HTTP or by vLLM: the one place that talks to an OpenAI-compatible server.
 
-- `OpenAIChatModel`: a remote model with no local weights (`source: openai`, a hosted API or `vllm serve`),
-  called through /chat/completions with the project's call cache. It can generate, not score.
+- `OpenAIChatModel`: a remote model with no local weights (`source: openai` without a `provider`: `vllm
+  serve`, a gateway), called through /chat/completions with the project's call cache. It can generate, not
+  score. A hosted API with a `provider` (OpenAI, Anthropic) goes through its own SDK instead (api.py).
 - `CompletionsBackend` / `VLLMServer`: generation backends of a *local* model (`generation_backend: server`
   / `vllm` in its spec). `LanguageModel.generate` hands them its uncached calls as the token ids it
   rendered and encoded itself (POST /v1/completions with `prompt` a list of ids): the engine sees exactly

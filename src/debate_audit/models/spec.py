@@ -8,6 +8,7 @@ A spec holds two kinds of settings (`NUMBER_KEYS`, `RUN_KEYS`):
   directory's fingerprint.json, which every model-bound rule takes as an input: changing one prepares the
   model again and reruns everything that used it. The template switches change the prompts, not the files:
   they rerun what used the model (a tracked param, rules/common.smk `model_numbers`) without preparing it.
+  So do a hosted model's `provider` and `request` (what its API is asked: models/api.py).
 - how the model runs: device, batch size, generation backend, server URL and key variable, requests in
   flight, vLLM engine settings. They reach the rules as params Snakemake does not track (rules/common.smk,
   `model_ref`), so changing one reruns nothing: on a CPU the in-process results are the same bits at any
@@ -23,10 +24,20 @@ from typing import Any, Literal
 
 Source = Literal["hf", "gguf-package", "local", "openai", "random"]
 GenerationBackendKind = Literal["local", "vllm", "server"]
+Provider = Literal["openai", "anthropic"]
+PROVIDERS = ("openai", "anthropic")
+# `request` keys the client sets itself (model, messages; the timeout follows the token budget, models/api.py)
+# or that would change what one request returns (a stream, n choices), and the SDKs' escape hatches, which
+# would send what the request does not show.
+RESERVED_REQUEST_KEYS = frozenset({"model", "messages", "stream", "n", "timeout", "extra_headers", "extra_query",
+                                   "extra_body"})
 
 # Every field of ModelSpec but `name` is exactly one of these (tests/test_models_spec.py checks it).
 FILE_KEYS = ("source", "id", "path", "revision", "gguf_file", "dtype", "tokenizer", "init")
-NUMBER_KEYS = (*FILE_KEYS, "chat_template_kwargs")
+NUMBER_KEYS = (*FILE_KEYS, "chat_template_kwargs", "provider", "request")
+# Number keys added after results existed: left out of `number_settings` while unset, so a model that does
+# not use them keeps the tracked param it had and nothing reruns.
+LATER_NUMBER_KEYS = ("provider", "request")
 RUN_KEYS = ("device", "batch_size", "generation_backend", "base_url", "api_key_env", "concurrency", "vllm")
 
 
@@ -93,6 +104,14 @@ class ModelSpec:
     # (models/chat.py): Qwen3 / Qwen3.5 {enable_thinking: false} (no reasoning block before the answer),
     # GPT-OSS {reasoning_effort: low|medium|high}. They change the prompts, so the model's numbers.
     chat_template_kwargs: dict[str, Any] | None = None
+    # source openai only: a hosted API called through its provider's own SDK (models/api.py), `openai` (the
+    # OpenAI SDK's chat completions) or `anthropic` (the Anthropic SDK's Messages API); unset: the project's
+    # OpenAI-compatible client (a local vLLM server, a gateway). `request`: the provider's request settings,
+    # passed to its SDK as the provider names them (reasoning_effort, temperature, max_tokens, thinking,
+    # output_config, ...). They are the whole request besides the model and the messages: the sampling
+    # settings a stage passes (temperature, top_p, max_new_tokens, seed) are not sent to a provider model.
+    provider: Provider | None = None
+    request: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -121,12 +140,14 @@ class ModelSpec:
                              "applies to models with a local chat template")
         if spec.source == "openai" and spec.generation_backend != "local":
             raise ValueError(f"models.{name}: source 'openai' is served already; drop generation_backend")
+        _check_provider(spec)
         return spec
 
     def number_settings(self) -> dict[str, Any]:
         """The settings that define the model's numbers (`NUMBER_KEYS`), with its name: a tracked param of
         every rule using the model."""
-        return {"name": self.name, **{key: getattr(self, key) for key in NUMBER_KEYS}}
+        return {"name": self.name, **{key: getattr(self, key) for key in NUMBER_KEYS
+                                      if key not in LATER_NUMBER_KEYS or getattr(self, key) is not None}}
 
     def file_settings(self) -> dict[str, Any]:
         """The settings that define the prepared files (`FILE_KEYS`), with its name: prepare_model's params."""
@@ -135,6 +156,32 @@ class ModelSpec:
     def run_settings(self) -> dict[str, Any]:
         """How the model runs (`RUN_KEYS`): nothing computed depends on these."""
         return {key: getattr(self, key) for key in RUN_KEYS}
+
+
+def _check_provider(spec: ModelSpec) -> None:
+    """A hosted model's provider and request settings, each mistake naming its key."""
+    key = f"models.{spec.name}"
+    if spec.provider is not None and spec.provider not in PROVIDERS:
+        raise ValueError(f"{key}.provider: {spec.provider!r} is not a provider; use one of {list(PROVIDERS)} "
+                         "(or leave it unset for an OpenAI-compatible server such as vLLM)")
+    if spec.provider is not None and spec.source != "openai":
+        raise ValueError(f"{key}.provider: applies to source 'openai' (a hosted API), not {spec.source!r}")
+    if spec.request is not None and spec.provider is None:
+        raise ValueError(f"{key}.request: the provider's request settings need 'provider' (openai or anthropic); "
+                         "an OpenAI-compatible server without one is sent the stage's sampling settings")
+    request = {} if spec.request is None else spec.request
+    if not isinstance(request, dict) or not all(isinstance(k, str) for k in request):
+        raise ValueError(f"{key}.request: must be a mapping of the provider's parameter names to values, "
+                         f"got {request!r}")
+    reserved = sorted(set(request) & RESERVED_REQUEST_KEYS)
+    if reserved:
+        raise ValueError(f"{key}.request.{reserved[0]}: set by the client, not the config "
+                         f"(reserved: {sorted(RESERVED_REQUEST_KEYS)})")
+    if spec.provider == "anthropic":
+        cap = request.get("max_tokens")
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"{key}.request.max_tokens: the Anthropic Messages API needs a positive token cap, "
+                             f"got {cap!r}")
 
 
 def resolve_device(device: str, name: str | None = None) -> str:
