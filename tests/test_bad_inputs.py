@@ -438,6 +438,7 @@ CONFIG_ERRORS = [
     ("undefined CW-POR model", {"cwpor/models": ["nope"]}, "cwpor.models[0]: model 'nope' is not defined under 'models:'"),
     ("undefined judge", {"cwpor/judge_model": "nope"}, "cwpor.judge_model: model 'nope' is not defined"),
     ("undefined neutral", {"cwpor/neutral_model": "nope"}, "cwpor.neutral_model: model 'nope' is not defined"),
+    ("price of an undefined model", {"prices": {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}}, "prices.gpt-7-nova: no model 'gpt-7-nova' under models:"),
     ("undefined persuasive", {"cwpor/persuasive_model": "nope"}, "cwpor.persuasive_model: model 'nope' is not defined"),
     ("undefined debater", {"debate/debater": "nope"}, "debate.debater: model 'nope' is not defined"),
     ("undefined verifier base", {"verifier/base_model": "nope"}, "verifier.base_model: model 'nope' is not defined"),

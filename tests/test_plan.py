@@ -174,3 +174,82 @@ def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
     assert gemma["gpu_gib"] == pytest.approx(31.27e9 * 2 / 4 / 2**30)
     assert all(r["gpus"] == 1 for (rule, _), r in rows.items() if rule == "verifier_evaluate")
     assert {t["architecture"]: t["processes"] for t in plan["training"]}["qwen3.5-9b"] == 4
+
+
+API = ["config/config.yaml", "config/paper.yaml", "config/api-generators.yaml"]
+# Made-up figures for the arithmetic only (the shipped configs set no price: the user's to set).
+PRICES = {"gpt-6-astra": {"input_per_mtok": 1.5, "output_per_mtok": 10.0},
+          "claude-opus-4-8": {"input_per_mtok": 3.0, "output_per_mtok": 20.0}}
+
+
+def api_config(tmp_path, monkeypatch, prices):
+    monkeypatch.chdir(REPO)
+    overlay = tmp_path / "prices.yaml"
+    overlay.write_text(yaml.safe_dump({"prices": prices}))
+    return load_config([*API, str(overlay)])
+
+
+def test_api_models_get_calls_tokens_and_cost_from_the_price_table(tmp_path, monkeypatch):
+    import json
+
+    from debate_audit.plan import NOMINAL, plan_json
+
+    config = api_config(tmp_path, monkeypatch, PRICES)
+    plan = build_plan(config, {"paraphrase_search": 2, "paraphrase_test": 4}, None)
+    api = {a.model: a for a in plan.api}
+    assert set(api) == {"gpt-6-astra", "gpt-5.6-terra", "claude-opus-4-8"}
+    par = config["paraphrase"]
+    pairs = sum(NOMINAL[d]["n"] for d in config["verifier"]["datasets"])  # max_pairs null: every pair
+    # calls: the pools the plan counts, the search with its top-up rounds, each test pool `size` draws a pair
+    search = [r for r in plan.rules if r.rule == "paraphrase_search"]
+    assert api["gpt-6-astra"].calls == sum(r.generations for r in search) == pytest.approx(
+        pairs * par["search"]["samples"] * (1 + par["search"]["max_topup_rounds"]))
+    for model in ("gpt-5.6-terra", "claude-opus-4-8"):
+        rows = [r for r in plan.rules if r.rule == "paraphrase_test" and r.model == model]
+        assert api[model].calls == sum(r.generations for r in rows) == pytest.approx(pairs * par["test"]["size"])
+        assert api[model].rules == ["paraphrase_test"]
+        assert api[model].input_tokens == pytest.approx(sum(r.prompt_tokens for r in rows))
+        assert api[model].input_tokens > 0
+    # output: Claude's own cap (request.max_tokens); GPT sends none, so the stage's max_new_tokens, an estimate
+    claude, terra, astra = api["claude-opus-4-8"], api["gpt-5.6-terra"], api["gpt-6-astra"]
+    assert claude.output_tokens == pytest.approx(claude.calls * 16384) and not claude.output_estimated
+    assert terra.output_tokens == pytest.approx(terra.calls * par["test"]["max_new_tokens"]) and terra.output_estimated
+    assert astra.output_tokens == pytest.approx(astra.calls * par["search"]["max_new_tokens"])
+    assert astra.output_estimated
+    # cost = tokens x price per million
+    for model, price in PRICES.items():
+        a = api[model]
+        assert a.cost_usd == pytest.approx((a.input_tokens * price["input_per_mtok"]
+                                            + a.output_tokens * price["output_per_mtok"]) / 1e6)
+    assert terra.cost_usd is None
+    text = render(plan)
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["gpt-5.6-terra"].endswith("| no price set | no price set |")
+    assert rows["claude-opus-4-8"].endswith(f"| 3.0, 20.0 | {claude.cost_usd:,.2f} |")
+    assert "16384 (request.max_tokens)" in rows["claude-opus-4-8"]
+    assert "no cap: estimate" in rows["gpt-5.6-terra"]
+    assert f"{claude.cost_usd + astra.cost_usd:,.2f} (priced models only)" in rows["**total**"]
+    assert "input tokens: the plan's prompt estimate" in text and "an estimate, not a bound" in text
+    # --json: the same per model
+    data = {a["model"]: a for a in json.loads(plan_json(plan))["api"]}
+    assert data["claude-opus-4-8"]["cost_usd"] == pytest.approx(claude.cost_usd)
+    assert data["gpt-5.6-terra"]["cost_usd"] is None and data["gpt-6-astra"]["calls"] == astra.calls
+
+
+def test_the_shipped_api_overlay_sets_no_price_and_the_default_plan_has_no_api_table(config, monkeypatch):
+    monkeypatch.chdir(REPO)
+    plan = build_plan(load_config(API), {}, None)
+    assert len(plan.api) == 3 and all(a.cost_usd is None for a in plan.api)
+    assert "no price set" in render(plan)
+    assert build_plan(config, {}, None).api == []
+    assert "Models served by an API" not in render(build_plan(config, {}, None))
+
+
+def test_a_price_for_a_model_not_under_models_fails_naming_the_key(tmp_path, monkeypatch, config):
+    with pytest.raises(ValueError, match=r"prices\.gpt-7-nova: no model 'gpt-7-nova' under models:"):
+        api_config(tmp_path, monkeypatch, {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}})
+    config["prices"] = {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+    with pytest.raises(ValueError, match=r"prices\.gpt-7-nova"):
+        build_plan(config, {}, None)
+    with pytest.raises(Exception, match="minimum of 0"):  # the schema: USD per million tokens >= 0
+        api_config(tmp_path, monkeypatch, {"gpt-6-astra": {"input_per_mtok": -1.0, "output_per_mtok": 2.0}})

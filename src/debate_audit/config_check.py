@@ -210,6 +210,11 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     for key, name in model_uses(config):
         if name not in models:
             errors.append(f"{key}: model {name!r} is not defined under 'models:' (defined: {sorted(models)})")
+    # a price is keyed by the model's name (make plan's API costs); a misspelt one would price nothing
+    for name in config.get("prices") or {}:
+        if name not in models:
+            errors.append(f"prices.{name}: no model {name!r} under models: (a price is keyed by the model's name "
+                          f"there; models: {sorted(models)})")
     # Unused models are never prepared or loaded; only the schema applies to them.
     for name in used_models(config):
         if isinstance(models.get(name), dict):

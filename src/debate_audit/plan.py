@@ -6,6 +6,12 @@ H200 at Llama-8B shape (benchmarks/README.md), scaled by parameter count, and, f
 model whose `generation_backend` is `vllm` or `server`, from vLLM's published throughput (VLLM_THROUGHPUT). The estimate is for planning a
 cluster bill, not a promise: generated tokens are upper bounds (every reply runs to its budget), and the
 throughput figures carry the uncertainty given in THROUGHPUT.
+
+Models served by an API (`source: openai`: a provider's hosted model or an OpenAI-compatible server) cost
+calls and tokens, not GPU time: the plan lists their calls, input tokens (the prompt estimate above) and
+output tokens (the budget: the provider request's own token cap where it sets one, else the stage's
+max_new_tokens) and, from the config's `prices` table (USD per million tokens, the user's to set), the
+estimated cost (`api_plans`).
 """
 
 from __future__ import annotations
@@ -58,6 +64,15 @@ VLLM_THROUGHPUT = {
 # Memory torch reports for one GPU (GiB): what a fine-tuning job must fit in.
 GPU_GIB = {"H100 80 GB": 79.6, "H200": 139.0}
 TOKENS_PER_WORD = 1.35  # English prose under the papers' BPE tokenizers
+# What the API table's figures rest on (printed under it, and in --json).
+API_BASIS = ("calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
+             "included), from scratch, with nothing in the call cache; input tokens: the plan's prompt estimate, "
+             f"the stage's prompt template and the dataset's mean text lengths at {TOKENS_PER_WORD} tokens per "
+             "word (the provider's tokenizer and any system prompt differ); output tokens: a budget, every reply "
+             "run to the provider request's own token cap (request.max_tokens / max_completion_tokens) where it "
+             "sets one, else to the stage's max_new_tokens, which for a provider model without a cap is an "
+             "estimate (it is not sent; reasoning tokens are billed as output); cost: input x input_per_mtok + "
+             "output x output_per_mtok (USD per million tokens, config `prices`, yours to set)")
 LOAD_SECONDS_PER_B = 4.0  # reading bf16 safetensors from a shared filesystem at ~0.5 GB/s per job
 TRAIN_FLOP_FACTOR = 3.0  # forward + backward ~ 3 forward passes
 # Nominal sizes when a dataset is not on local disk (the releases' counts; mean words measured on the
@@ -102,10 +117,28 @@ class TrainingMemory:
 
 
 @dataclass
+class ApiPlan:
+    """One model served by an API (source openai): its calls and tokens over the run, and their price."""
+    model: str
+    provider: str  # openai, anthropic, or openai-compatible (no provider: a vLLM server, a gateway)
+    rules: list[str]
+    calls: float
+    input_tokens: float  # estimate: the plan's prompt_tokens (template + the dataset's mean lengths)
+    output_tokens: float  # budget: calls x the request's cap, or the stage's max_new_tokens
+    output_budget: str  # where the output budget per call comes from
+    output_estimated: bool  # no cap on the request: output counted at the stage's max_new_tokens, an estimate
+    input_per_mtok: float | None = None  # USD per million tokens (config `prices`)
+    output_per_mtok: float | None = None
+    cost_usd: float | None = None  # None: no price set
+
+
+@dataclass
 class Plan:
     rules: list[RulePlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     training: list[TrainingMemory] = field(default_factory=list)
+    api: list[ApiPlan] = field(default_factory=list)
+    api_notes: list[str] = field(default_factory=list)
 
 
 def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".") -> dict[str, int]:
@@ -380,16 +413,78 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
     return gpus, gib
 
 
+def check_prices(config: dict) -> None:
+    """`prices` names models under `models:` only (config_check's cross-key check, the one place it is said;
+    the schema checks the figures: numbers >= 0 or null)."""
+    from .config_check import _cross_key_errors
+
+    errors = [e for e in _cross_key_errors(config) if e.startswith("prices.")]
+    if errors:
+        raise ValueError("; ".join(errors))
+
+
+def token_cap(spec: ModelSpec) -> tuple[str, int] | None:
+    """The token cap a provider model's own request sets (models/api.py, TOKEN_CAPS), as (key, value)."""
+    from .models.api import TOKEN_CAPS
+
+    if spec.provider is None:
+        return None
+    request = spec.request or {}
+    return next(((k, request[k]) for k in TOKEN_CAPS[spec.provider] if request.get(k) is not None), None)
+
+
+def api_plans(config: dict, rules: Sequence[RulePlan], specs: dict[str, ModelSpec]) -> tuple[list[ApiPlan], list[str]]:
+    """Per model served by an API: calls, input and output tokens of the rows in `rules` it generates, and
+    the cost at the config's `prices` (None where no price is set). A capped provider model's rows get their
+    output budget set to calls x cap here too, so the rule table and this one agree."""
+    prices = config.get("prices") or {}
+    by_model: dict[str, list[RulePlan]] = {}
+    for rp in rules:
+        spec = specs.get(rp.model)
+        if spec is not None and spec.source == "openai" and rp.generations:
+            by_model.setdefault(rp.model, []).append(rp)
+    plans, notes = [], []
+    for model, rows in by_model.items():
+        spec = specs[model]
+        cap = token_cap(spec)
+        if cap is not None:
+            for rp in rows:
+                rp.new_tokens = rp.generations * cap[1]
+        calls = sum(rp.generations for rp in rows)
+        output = sum(rp.new_tokens for rp in rows)
+        if cap is not None:
+            budget, estimated = f"{cap[1]} (request.{cap[0]})", False
+        elif spec.provider is None:  # the OpenAI-compatible client sends the stage's max_new_tokens as max_tokens
+            budget, estimated = f"{output / calls:.0f} (stage max_new_tokens, sent as max_tokens)", False
+        else:
+            budget, estimated = f"{output / calls:.0f} (stage max_new_tokens; no cap: estimate)", True
+        price = prices.get(model) or {}
+        inp, out = price.get("input_per_mtok"), price.get("output_per_mtok")
+        prompt = sum(rp.prompt_tokens for rp in rows)
+        cost = None if inp is None or out is None else (prompt * inp + output * out) / 1e6
+        plans.append(ApiPlan(model, spec.provider or "openai-compatible", sorted({rp.rule for rp in rows}), calls,
+                             prompt, output, budget, estimated, inp, out, cost))
+    for name in prices:
+        if name not in by_model and any(v is not None for v in (prices[name] or {}).values()):
+            served = specs[name].source == "openai"
+            notes.append(f"prices.{name}: not used, {name} " + ("makes no call in this plan" if served else
+                         f"is not served by an API here (source {specs[name].source}; its GPU-hours are above)"))
+    return plans, notes
+
+
 def plan_json(plan: Plan) -> str:
     """The plan for scripts: per rule and model its jobs, GPUs per job, memory per GPU, calls, tokens and
-    GPU-hours; per verifier architecture its fine-tuning memory."""
+    GPU-hours; per verifier architecture its fine-tuning memory; per model served by an API its calls,
+    tokens and estimated cost (`cost_usd` null: no price set)."""
     from dataclasses import asdict
 
     return json.dumps({"rules": [asdict(rp) for rp in plan.rules], "training": [asdict(t) for t in plan.training],
-                       "notes": plan.notes}, indent=1)
+                       "api": [asdict(a) for a in plan.api], "api_basis": API_BASIS if plan.api else None,
+                       "notes": plan.notes + plan.api_notes}, indent=1)
 
 
 def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
+    check_prices(config)
     stats, notes = dataset_stats(config, shared)
     specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
     merged: dict[tuple[str, str], RulePlan] = {}
@@ -421,6 +516,7 @@ def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
     for rule, count in jobs.items():
         if not any(rp.rule == rule for rp in plan.rules):
             plan.rules.append(RulePlan(rule, jobs=count))
+    plan.api, plan.api_notes = api_plans(config, plan.rules, specs)
     return plan
 
 
@@ -462,6 +558,9 @@ def render(plan: Plan) -> str:
                  f"{VLLM_THROUGHPUT['source']}; uncertainty {VLLM_THROUGHPUT['uncertainty']})."]
                 if any(rp.engine == "vllm" for rp in plan.rules) else []),
               "A rule whose jobs use several models has one row per model; its job count is the rule's."]
+    if plan.api or plan.api_notes:
+        lines += ["", "Models served by an API (source openai): calls and tokens instead of GPU-hours, and the "
+                  "estimated cost at the config's `prices`:", "", render_api(plan)]
     if plan.training:
         header = ["verifier architecture", "parameters", "training", "GPUs per job", "GiB per GPU before activations",
                   *(f"fits {gpu}s" for gpu in GPU_GIB), "disk GiB per checkpoint"]
@@ -486,6 +585,38 @@ def render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def _usd(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def render_api(plan: Plan) -> str:
+    header = ["model", "provider", "rules", "calls", "input tokens (est.)", "output tokens (budget)",
+              "output budget per call", "USD / Mtok in, out", "est. cost USD"]
+    rows = [[a.model, a.provider, ", ".join(a.rules), _fmt(a.calls), _fmt(a.input_tokens), _fmt(a.output_tokens),
+             a.output_budget,
+             "no price set" if a.input_per_mtok is None and a.output_per_mtok is None else
+             f"{'?' if a.input_per_mtok is None else a.input_per_mtok}, "
+             f"{'?' if a.output_per_mtok is None else a.output_per_mtok}",
+             "no price set" if a.cost_usd is None else _usd(a.cost_usd)] for a in plan.api]
+    if plan.api:
+        priced = [a.cost_usd for a in plan.api if a.cost_usd is not None]
+        total = (_usd(sum(priced)) + ("" if len(priced) == len(plan.api) else " (priced models only)")
+                 if priced else "no price set")
+        rows.append(["**total**", "", "", _fmt(sum(a.calls for a in plan.api)),
+                     _fmt(sum(a.input_tokens for a in plan.api)), _fmt(sum(a.output_tokens for a in plan.api)),
+                     "", "", total])
+    lines = [markdown_table(header, rows).rstrip("\n"), ""] if plan.api else []
+    lines.append(f"Basis: {API_BASIS}.")
+    if any(a.output_estimated for a in plan.api):
+        lines.append("Without a token cap (" + ", ".join(a.model for a in plan.api if a.output_estimated)
+                     + "): output counted at the stage's max_new_tokens per call, an estimate, not a bound.")
+    if any(a.cost_usd is None for a in plan.api):
+        lines.append("No price set: add `prices: {<model>: {input_per_mtok: ..., output_per_mtok: ...}}` (USD per "
+                     "million tokens, your provider's current prices) to an overlay (config/README.md, `prices`).")
+    lines += plan.api_notes
+    return "\n".join(lines)
+
+
 def load_config(configfiles: Sequence[str]) -> dict:
     """The config Snakemake would see: the files deep-merged in order, validated against the schema."""
     import yaml
@@ -495,6 +626,7 @@ def load_config(configfiles: Sequence[str]) -> dict:
     for path in configfiles:
         update_config(config, yaml.safe_load(Path(path).read_text()) or {})
     validate(config, "config/schema.yaml")
+    check_prices(config)
     return config
 
 
@@ -506,9 +638,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--shared", default="../shared/data", help="dataset copies used for sizes when the "
                         "configured locations are URLs (default: ../shared/data; absent: nominal sizes)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (per rule: jobs, GPUs per "
-                        "job, memory per GPU, calls, tokens, GPU-hours) instead of tables")
+                        "job, memory per GPU, calls, tokens, GPU-hours; per API model: calls, tokens, estimated "
+                        "cost) instead of tables")
     args = parser.parse_args(argv)
-    config = load_config(args.configfile)
+    try:
+        config = load_config(args.configfile)
+    except ValueError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     jobs = dry_run_jobs(args.configfile)
     shared = Path(args.shared) if Path(args.shared).is_dir() else None
     plan = build_plan(config, jobs, shared)
