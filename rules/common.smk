@@ -213,8 +213,10 @@ def release_transcript_inputs(dataset, mode):
 # A model-bound job holds its models' weights in host memory (loading, or running on the CPU), so its
 # mem_mb is: JOB_BASE_MB + headroom x (parameters x bytes per parameter of the spec's dtype), summed over
 # the distinct models it loads. Parameters are counted exactly from the prepared model's safetensors
-# headers; before the model is prepared (a dry run) they are read from the size in the model's id or name
-# ("...-14B-...", "...-135m"), else UNKNOWN_MODEL_PARAMS. Snakemake evaluates resources again when a job
+# headers, or from its config.json as AutoModelForCausalLM loads it where the headers are not that (quantized
+# or multimodal checkpoints: models/size.py prepared_params); before the model is prepared (a dry run) they
+# come from models/size.py's table or the size in the model's id or name ("...-14B-...", "...-135m"), else
+# UNKNOWN_MODEL_PARAMS. Snakemake evaluates resources again when a job
 # is about to start, so every submitted job gets the exact figure. Fine-tuned verifiers have their base
 # model's parameters. Measured (benchmarks/rules, SmolLM2-135M in float32, 0.54 GB of weights): inference
 # peaks at 1.1-1.2 GB, fine-tuning at 3.0 GB; the formula gives 2.8 GB and 4.2 GB.
