@@ -204,17 +204,21 @@ def config_errors(config: dict[str, Any], schema_path: str | Path | None = None)
     return list(dict.fromkeys(errors))
 
 
+def price_errors(config: dict[str, Any]) -> list[str]:
+    """`prices` (make plan's API costs) names models under `models:` only: a price is keyed by the model's
+    name, and a misspelt one would price nothing."""
+    models = config.get("models") or {}
+    return [f"prices.{name}: no model {name!r} under models: (a price is keyed by the model's name there; "
+            f"models: {sorted(models)})" for name in config.get("prices") or {} if name not in models]
+
+
 def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     errors = []
     models = config.get("models") or {}
     for key, name in model_uses(config):
         if name not in models:
             errors.append(f"{key}: model {name!r} is not defined under 'models:' (defined: {sorted(models)})")
-    # a price is keyed by the model's name (make plan's API costs); a misspelt one would price nothing
-    for name in config.get("prices") or {}:
-        if name not in models:
-            errors.append(f"prices.{name}: no model {name!r} under models: (a price is keyed by the model's name "
-                          f"there; models: {sorted(models)})")
+    errors += price_errors(config)
     # Unused models are never prepared or loaded; only the schema applies to them.
     for name in used_models(config):
         if isinstance(models.get(name), dict):

@@ -416,9 +416,9 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
 def check_prices(config: dict) -> None:
     """`prices` names models under `models:` only (config_check's cross-key check, the one place it is said;
     the schema checks the figures: numbers >= 0 or null)."""
-    from .config_check import _cross_key_errors
+    from .config_check import price_errors
 
-    errors = [e for e in _cross_key_errors(config) if e.startswith("prices.")]
+    errors = price_errors(config)
     if errors:
         raise ValueError("; ".join(errors))
 
