@@ -414,7 +414,7 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
 
 
 def check_prices(config: dict) -> None:
-    """`prices` names models under `models:` only (config_check's cross-key check, the one place it is said;
+    """`prices` names models under `models:` only (config_check.price_errors, which start-up runs too;
     the schema checks the figures: numbers >= 0 or null)."""
     from .config_check import price_errors
 

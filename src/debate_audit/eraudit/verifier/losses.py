@@ -167,12 +167,12 @@ def verifier_losses(
     device = next(model.parameters()).device
     if pack is None:
         pack = full_attention_only(model)
-    with_lm = [e for e in batch if e.lm_ids]
     idle = None
     if pack and all(len(e.fc) == 1 for e in batch):
         terms = _packed_terms(model, batch, label_ids, pad_id, device)
     else:
         terms = {}
+        with_lm = [e for e in batch if e.lm_ids]
         if with_lm:
             ids, mask = left_pad([e.lm_ids for e in with_lm], pad_id, device)
             labels = torch.full_like(ids, IGNORE)
