@@ -9,10 +9,19 @@ CORES ?= all
 # getconf counts the cores on Linux and macOS alike (macOS has no nproc).
 GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || getconf _NPROCESSORS_ONLN)
 SNAKEMAKE_ARGS ?=
+# A named run (config key `run`): `make run RUN=NAME` keeps the results, logs, benchmarks, prepared datasets and
+# verifiers of its configuration under runs/NAME/ (the prepared models and the call cache stay shared); give the
+# same RUN to report and inspect. Snakemake keeps only the last --config, so RUN and a --config of your own clash.
+RUN ?=
+ifneq ($(and $(RUN),$(filter --config -C,$(SNAKEMAKE_ARGS))),)
+$(error RUN=$(RUN) and a --config in SNAKEMAKE_ARGS: Snakemake keeps only the last --config; add run=$(RUN) to that --config instead of RUN)
+endif
+RUN_ARGS := $(if $(RUN),--config run=$(RUN))
+RESULTS := $(if $(RUN),runs/$(RUN)/)results
 
-REPORT ?= results/report.zip
+REPORT ?= $(RESULTS)/report.zip
 
-.PHONY: install run test lint plan pin clean report browser vllm prefetch constraints inspect
+.PHONY: install run test lint plan pin clean report browser vllm prefetch constraints inspect compare
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -56,10 +65,10 @@ vllm: $(VLLM_STAMP)
 PREFETCH_CONFIG ?= config/config.yaml config/paper.yaml
 prefetch: $(STAMP)
 	$(BIN)/snakemake --cores 2 --configfile $(PREFETCH_CONFIG) \
-		--until prepare_model prepare_truthfulqa prepare_quality_h prepare_gpqa_h $(SNAKEMAKE_ARGS)
+		--until prepare_model prepare_truthfulqa prepare_quality_h prepare_gpqa_h $(SNAKEMAKE_ARGS) $(RUN_ARGS)
 
 run: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS) $(RUN_ARGS)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -77,14 +86,20 @@ pin: $(STAMP)
 
 # The Snakemake report of a finished run (same SNAKEMAKE_ARGS, e.g. --configfile, as the run): every figure and
 # table with its caption, and the results browser (also at results/browse/index.html). REPORT=...html for one file.
+# RUN=NAME: the named run's report, at runs/NAME/results/report.zip.
 report: $(STAMP)
-	$(BIN)/snakemake --report $(REPORT) $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake --report $(REPORT) $(SNAKEMAKE_ARGS) $(RUN_ARGS)
 
-# The finished run's experiments as inspect_ai eval logs (same SNAKEMAKE_ARGS as the run); then
-# `.venv/bin/inspect view --log-dir results/inspect`.
-INSPECT_LOGS := results/inspect/cwpor.eval results/inspect/er_audit_verifiers.eval results/inspect/er_audit_audit.eval
+# The finished run's experiments as inspect_ai eval logs (same SNAKEMAKE_ARGS and RUN as the run); then
+# `.venv/bin/inspect view --log-dir results/inspect` (a named run's: runs/NAME/results/inspect).
 inspect: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) $(INSPECT_LOGS)
+	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) $(RUN_ARGS) inspect_logs
+
+# Two runs' headline figures side by side, with paired tests on the questions both judged or audited:
+# `make compare B=NAME` (A defaults to `default`, the unnamed run's results/). Writes results/compare/A_vs_B/.
+A ?= default
+compare: $(STAMP)
+	$(BIN)/python -m debate_audit.compare $(A) $(B)
 
 # Debian's chromium for the browser tests (tests/test_browser.py skips without it).
 browser:
@@ -95,4 +110,4 @@ lint: $(STAMP)
 	$(BIN)/snakefmt --check Snakefile rules
 
 clean:
-	rm -rf results logs resources data/*.parquet .snakemake
+	rm -rf results logs resources data/*.parquet runs .snakemake

@@ -39,11 +39,12 @@ check_outputs(workflow)
 
 
 # Once per run that has jobs to do (never in a dry run, nor inside a cluster job): the merged config beside
-# the results, results/runs/<start time>.yaml and results/config.yaml (src/debate_audit/run_config.py).
+# the results, <RESULTS>/runs/<start time>.yaml and <RESULTS>/config.yaml (src/debate_audit/run_config.py).
 onstart:
     write_run_config(
         config,
         configfiles=workflow.configfiles,
         overlays=workflow.config_settings.configfiles,
         overrides=workflow.config_settings.config,
+        results=RESULTS,
     )

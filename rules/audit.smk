@@ -7,7 +7,7 @@ from debate_audit.eraudit.audit.figures import FIGURES_VERSION
 from debate_audit.eraudit.common.readout import readout_id
 
 AUDIT = config["audit"]
-AUDIT_OUT = "results/er_audit/audit"
+AUDIT_OUT = f"{RESULTS}/er_audit/audit"
 # The planned audits (one per architecture x dataset x setting: length, L_qh weight) and the checkpoints
 # their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/common.smk).
 
@@ -32,7 +32,7 @@ AUDIT_SETTINGS = dict(
 
 rule audit_scores:
     input:
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         pools=expand(
             f"{PARAPHRASE_OUT}/{{{{dataset}}}}/{{pool}}.parquet",
             pool=PARAPHRASE_POOLS,
@@ -48,9 +48,9 @@ rule audit_scores:
         # seconds of the scoring calls per audit stage (Table 3)
         device_time=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/device_time.parquet",
     log:
-        "logs/audit/scores_{architecture}_{dataset}_{verifier}.log",
+        f"{LOGS}/audit/scores_{{architecture}}_{{dataset}}_{{verifier}}.log",
     benchmark:
-        "benchmarks/rules/audit/scores_{architecture}_{dataset}_{verifier}.tsv"
+        f"{BENCHMARKS}/audit/scores_{{architecture}}_{{dataset}}_{{verifier}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -83,7 +83,7 @@ rule audit_statistics:
         steps=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/steps.parquet",
         summary=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
     log:
-        "logs/audit/statistics_{architecture}_{dataset}_{setting}.log",
+        f"{LOGS}/audit/statistics_{{architecture}}_{{dataset}}_{{setting}}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -102,7 +102,7 @@ rule audit_sweeps:
         confidence=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
         epsilon=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
     log:
-        "logs/audit/sweeps_{architecture}_{dataset}_{setting}.log",
+        f"{LOGS}/audit/sweeps_{{architecture}}_{{dataset}}_{{setting}}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -197,7 +197,7 @@ rule audit_figures:
         epsilon_svg=f"{AUDIT_OUT}/figures/bound_vs_epsilon.svg",
         bounds_svg=f"{AUDIT_OUT}/figures/bounds_over_t.svg",
     log:
-        "logs/audit/figures.log",
+        f"{LOGS}/audit/figures.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -242,12 +242,12 @@ rule audit_runtime:
         ),
         parquet=f"{AUDIT_OUT}/table3_runtime.parquet",
     log:
-        "logs/audit/runtime.log",
+        f"{LOGS}/audit/runtime.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
         # only the folder the benchmark inputs lie under (it names each job's stage); nothing is read from it
-        benchmarks="benchmarks/rules",
+        benchmarks=BENCHMARKS,
         library=library_code("audit_runtime"),
     script:
         "../workflow/scripts/audit_runtime.py"

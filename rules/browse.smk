@@ -5,7 +5,7 @@ from debate_audit.browse import page_version
 # One browser section per audit (dataset, and architecture / setting when the run has several).
 BROWSE_AUDIT_FILES = {
     browse_section(dataset, arch, setting): dict(
-        pairs=f"data/{dataset}.parquet",
+        pairs=f"{DATA}/{dataset}.parquet",
         debates={
             mode: f"{DEBATE_OUT}/{dataset}/{AUDIT_SETTINGS_GRID[setting].length}/debates_{mode}.parquet"
             for mode in PLAN.debate_modes(dataset, AUDIT_SETTINGS_GRID[setting].length)
@@ -39,13 +39,13 @@ rule browse:
         ],
     output:
         page=report(
-            "results/browse/index.html",
+            f"{RESULTS}/browse/index.html",
             caption="../report/captions/browse.rst",
             category="Browse",
             labels={"page": "debate and audit browser"},
         ),
     log:
-        "logs/browse/index.log",
+        f"{LOGS}/browse/index.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -58,7 +58,7 @@ rule browse:
         "../workflow/scripts/browse.py"
 
 
-ALL_TARGETS.append("results/browse/index.html")
+ALL_TARGETS.append(f"{RESULTS}/browse/index.html")
 
 
 # The experiments as inspect_ai eval logs (`inspect view results/inspect`), on request: `make inspect`
@@ -73,18 +73,18 @@ rule inspect_logs:
             f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
             CHECKPOINT_CELLS,
         ),
-        pairs=expand("data/{dataset}.parquet", dataset=ER_DATASETS),
+        pairs=expand(f"{DATA}/{{dataset}}.parquet", dataset=ER_DATASETS),
         audit=[
             files[stem]
             for files in BROWSE_AUDIT_FILES.values()
             for stem in ("deltas", "records", "steps")
         ],
     output:
-        cwpor="results/inspect/cwpor.eval",
-        verifiers="results/inspect/er_audit_verifiers.eval",
-        audit="results/inspect/er_audit_audit.eval",
+        cwpor=f"{RESULTS}/inspect/cwpor.eval",
+        verifiers=f"{RESULTS}/inspect/er_audit_verifiers.eval",
+        audit=f"{RESULTS}/inspect/er_audit_audit.eval",
     log:
-        "logs/browse/inspect_logs.log",
+        f"{LOGS}/browse/inspect_logs.log",
     conda:
         "../envs/debate-audit.yaml"
     params:

@@ -10,6 +10,18 @@ from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.models.spec import ModelSpec
 from snakemake.logging import logger
 from debate_audit.provenance import code_fingerprint
+from debate_audit.runs import run_root
+
+# Where this run's files go. A named run (config `run`) keeps everything that depends on its configuration
+# under runs/<run>/; unnamed, these are results/, logs/, ... as they always were (src/debate_audit/runs.py).
+# The rules' paths all start with one of them, but for what every run shares: the prepared models
+# (model_dir: resources/models/, with prepare_model's log and benchmark) and the call cache (config `cache`).
+RUN_ROOT = run_root(config["run"])
+RESULTS = f"{RUN_ROOT}results"
+LOGS = f"{RUN_ROOT}logs"
+BENCHMARKS = f"{RUN_ROOT}benchmarks/rules"
+DATA = f"{RUN_ROOT}data"  # prepared datasets: what they hold follows `datasets:`
+VERIFIERS = f"{RUN_ROOT}resources/verifiers"  # fine-tuned verifiers (and V_base's copy)
 
 # Each rules/*.smk appends the final outputs of its stage; rule all asks for them.
 ALL_TARGETS = []
@@ -286,8 +298,8 @@ def checkpoint_fingerprint(wc):
     if wc.verifier == "base":
         return model_fingerprint(wc.architecture)
     if wc.verifier == "copy":
-        return f"resources/verifiers/{wc.architecture}/copy/fingerprint.json"
-    return f"resources/verifiers/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
+        return f"{VERIFIERS}/{wc.architecture}/copy/fingerprint.json"
+    return f"{VERIFIERS}/{wc.architecture}/{wc.dataset}/{wc.verifier}/fingerprint.json"
 
 
 def finetune_mode(wc):

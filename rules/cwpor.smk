@@ -13,7 +13,7 @@ from debate_audit.cwpor.rebuttal import protocol as rebuttal_protocol
 from debate_audit.cwpor.roles import judges as cwpor_judges, role_model
 
 CWPOR = config["cwpor"]
-CWPOR_OUT = "results/cwpor"
+CWPOR_OUT = f"{RESULTS}/cwpor"
 CWPOR_FIGURES = [
     "fig2_category",
     "fig4_verbosity",
@@ -55,11 +55,11 @@ wildcard_constraints:
 
 rule cwpor_questions:
     input:
-        dataset="data/truthfulqa.parquet",
+        dataset=f"{DATA}/truthfulqa.parquet",
     output:
         questions=f"{CWPOR_OUT}/questions.parquet",
     log:
-        "logs/cwpor/questions.log",
+        f"{LOGS}/cwpor/questions.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -80,9 +80,9 @@ rule cwpor_debate:
     output:
         responses=f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
     log:
-        "logs/cwpor/debate/{model}_v{verbosity}.log",
+        f"{LOGS}/cwpor/debate/{{model}}_v{{verbosity}}.log",
     benchmark:
-        "benchmarks/rules/cwpor/debate/{model}_v{verbosity}.tsv"
+        f"{BENCHMARKS}/cwpor/debate/{{model}}_v{{verbosity}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -125,9 +125,9 @@ rule cwpor_judge:
     output:
         judgments=f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/judgments_v{{verbosity}}.parquet",
     log:
-        "logs/cwpor/judge/{model}_judge-{judge}_v{verbosity}.log",
+        f"{LOGS}/cwpor/judge/{{model}}_judge-{{judge}}_v{{verbosity}}.log",
     benchmark:
-        "benchmarks/rules/cwpor/judge/{model}_judge-{judge}_v{verbosity}.tsv"
+        f"{BENCHMARKS}/cwpor/judge/{{model}}_judge-{{judge}}_v{{verbosity}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -158,9 +158,9 @@ rule cwpor_rebuttal:
     output:
         debate=f"{CWPOR_OUT}/{{model}}/rebuttal-{{protocol}}/responses_v{{verbosity}}.parquet",
     log:
-        "logs/cwpor/rebuttal/{model}_{protocol}_v{verbosity}.log",
+        f"{LOGS}/cwpor/rebuttal/{{model}}_{{protocol}}_v{{verbosity}}.log",
     benchmark:
-        "benchmarks/rules/cwpor/rebuttal/{model}_{protocol}_v{verbosity}.tsv"
+        f"{BENCHMARKS}/cwpor/rebuttal/{{model}}_{{protocol}}_v{{verbosity}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -208,9 +208,9 @@ use rule cwpor_judge as cwpor_judge_rebuttal with:
     output:
         judgments=f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/rebuttal-{{protocol}}/judgments_v{{verbosity}}.parquet",
     log:
-        "logs/cwpor/judge/{model}_judge-{judge}_rebuttal-{protocol}_v{verbosity}.log",
+        f"{LOGS}/cwpor/judge/{{model}}_judge-{{judge}}_rebuttal-{{protocol}}_v{{verbosity}}.log",
     benchmark:
-        "benchmarks/rules/cwpor/judge/{model}_judge-{judge}_rebuttal-{protocol}_v{verbosity}.tsv"
+        f"{BENCHMARKS}/cwpor/judge/{{model}}_judge-{{judge}}_rebuttal-{{protocol}}_v{{verbosity}}.tsv"
 
 
 rule cwpor_rebuttal_effects:
@@ -228,7 +228,7 @@ rule cwpor_rebuttal_effects:
             labels={"table": "POR and CW-POR after a rebuttal round"},
         ),
     log:
-        "logs/cwpor/rebuttal_effects.log",
+        f"{LOGS}/cwpor/rebuttal_effects.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -247,7 +247,7 @@ rule cwpor_metrics:
         metrics=f"{CWPOR_OUT}/metrics.parquet",
         breakdowns=f"{CWPOR_OUT}/breakdowns.parquet",
     log:
-        "logs/cwpor/metrics.log",
+        f"{LOGS}/cwpor/metrics.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -273,7 +273,7 @@ rule cwpor_calibration:
             labels={"table": "calibration of every confidence signal"},
         ),
     log:
-        "logs/cwpor/calibration.log",
+        f"{LOGS}/cwpor/calibration.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -306,7 +306,7 @@ rule cwpor_reliability:
             signal=CALIBRATION_SIGNALS,
         ),
     log:
-        "logs/cwpor/reliability.log",
+        f"{LOGS}/cwpor/reliability.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -331,7 +331,7 @@ rule cwpor_cross_judge:
             labels={"table": "debater x judge matrix, family contrast"},
         ),
     log:
-        "logs/cwpor/cross_judge.log",
+        f"{LOGS}/cwpor/cross_judge.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -368,7 +368,7 @@ rule cwpor_tables:
             labels={"table": "Fig. 3 example debates"},
         ),
     log:
-        "logs/cwpor/tables.log",
+        f"{LOGS}/cwpor/tables.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -399,7 +399,7 @@ rule cwpor_figures:
         ],
         expand(f"{CWPOR_OUT}/figures/{{figure}}.svg", figure=CWPOR_FIGURES),
     log:
-        "logs/cwpor/figures.log",
+        f"{LOGS}/cwpor/figures.log",
     conda:
         "../envs/debate-audit.yaml"
     params:

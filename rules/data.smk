@@ -2,10 +2,10 @@ rule prepare_truthfulqa:
     input:
         path=local_input("truthfulqa", "path"),
     output:
-        table="data/truthfulqa.parquet",
-        rejected="data/truthfulqa.rejected.parquet",
+        table=f"{DATA}/truthfulqa.parquet",
+        rejected=f"{DATA}/truthfulqa.rejected.parquet",
     log:
-        "logs/data/prepare_truthfulqa.log",
+        f"{LOGS}/data/prepare_truthfulqa.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -24,10 +24,10 @@ rule prepare_quality_h:
         pairs=local_input("quality_h", "pairs"),
         stories=local_input("quality_h", "stories"),
     output:
-        table="data/quality_h.parquet",
-        rejected="data/quality_h.rejected.parquet",
+        table=f"{DATA}/quality_h.parquet",
+        rejected=f"{DATA}/quality_h.rejected.parquet",
     log:
-        "logs/data/prepare_quality_h.log",
+        f"{LOGS}/data/prepare_quality_h.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -47,10 +47,10 @@ rule prepare_gpqa_h:
         pairs=local_input("gpqa_h", "pairs"),
         contexts=local_input("gpqa_h", "contexts"),
     output:
-        table="data/gpqa_h.parquet",
-        rejected="data/gpqa_h.rejected.parquet",
+        table=f"{DATA}/gpqa_h.parquet",
+        rejected=f"{DATA}/gpqa_h.rejected.parquet",
     log:
-        "logs/data/prepare_gpqa_h.log",
+        f"{LOGS}/data/prepare_gpqa_h.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -64,6 +64,6 @@ rule prepare_gpqa_h:
         "../workflow/scripts/prepare_gpqa_h.py"
 
 
-ALL_TARGETS.extend(expand("data/{dataset}.parquet", dataset=DATASETS))
+ALL_TARGETS.extend(expand(f"{DATA}/{{dataset}}.parquet", dataset=DATASETS))
 # MODEL_SPECS holds only the models an experiment uses: an unused one is never prepared.
 ALL_TARGETS.extend(model_fingerprint(name) for name in MODEL_SPECS)

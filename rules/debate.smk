@@ -14,7 +14,7 @@ DEBATE_SETTING_KEYS += ["seed", "max_context_words", "quote_match", "round_remin
 DEBATE_SETTING_KEYS += ["scratchpad", "thinking_max_new_tokens"]
 DEBATE_SPLIT = config["debate"]["split"]
 DEBATE_TRANSCRIPTS = config["debate"].get("transcripts") or {"source": "generate"}
-DEBATE_OUT = "results/er_audit/debate"
+DEBATE_OUT = f"{RESULTS}/er_audit/debate"
 
 
 wildcard_constraints:
@@ -23,14 +23,14 @@ wildcard_constraints:
 
 rule debate_split:
     input:
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         release=lambda wc: [
             p for p in release_split_files(DEBATE_SPLIT, wc.dataset).values() if p
         ],
     output:
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
     log:
-        "logs/debate/split_{dataset}.log",
+        f"{LOGS}/debate/split_{{dataset}}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -50,13 +50,13 @@ if DEBATE_TRANSCRIPTS["source"] == "release":
     # The release's own selected transcripts replace generation and best-of-K selection (length "release").
     rule debate_import:
         input:
-            pairs="data/{dataset}.parquet",
+            pairs=f"{DATA}/{{dataset}}.parquet",
             rows=lambda wc: release_transcript_inputs(wc.dataset, wc.debate_mode),
         output:
             selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
             rejected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.rejected.parquet",
         log:
-            "logs/debate/import_{dataset}_{length}_{debate_mode}.log",
+            f"{LOGS}/debate/import_{{dataset}}_{{length}}_{{debate_mode}}.log",
         conda:
             "../envs/debate-audit.yaml"
         params:
@@ -70,15 +70,15 @@ else:
 
     rule debate_generate:
         input:
-            pairs="data/{dataset}.parquet",
+            pairs=f"{DATA}/{{dataset}}.parquet",
             split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
             model=model_fingerprint(config["debate"]["debater"]),
         output:
             candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
         log:
-            "logs/debate/generate_{dataset}_{length}_{debate_mode}.log",
+            f"{LOGS}/debate/generate_{{dataset}}_{{length}}_{{debate_mode}}.log",
         benchmark:
-            "benchmarks/rules/debate/generate_{dataset}_{length}_{debate_mode}.tsv"
+            f"{BENCHMARKS}/debate/generate_{{dataset}}_{{length}}_{{debate_mode}}.tsv"
         priority: ER_CHAIN_PRIORITY
         conda:
             "../envs/debate-audit.yaml"
@@ -113,15 +113,15 @@ else:
     rule debate_select:
         input:
             candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
-            pairs="data/{dataset}.parquet",
+            pairs=f"{DATA}/{{dataset}}.parquet",
             model=model_fingerprint(DEBATE_SELECTOR),
         output:
             scores=f"{DEBATE_OUT}/{{dataset}}/{{length}}/scores_{{debate_mode}}.parquet",
             selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
         log:
-            "logs/debate/select_{dataset}_{length}_{debate_mode}.log",
+            f"{LOGS}/debate/select_{{dataset}}_{{length}}_{{debate_mode}}.log",
         benchmark:
-            "benchmarks/rules/debate/select_{dataset}_{length}_{debate_mode}.tsv"
+            f"{BENCHMARKS}/debate/select_{{dataset}}_{{length}}_{{debate_mode}}.tsv"
         priority: ER_CHAIN_PRIORITY
         conda:
             "../envs/debate-audit.yaml"

@@ -10,7 +10,7 @@ PARAPHRASE = config["paraphrase"]
 PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])
 AUDIT_DATASETS = config["verifier"]["datasets"]
 PARAPHRASE_POOLS = ["search", *(f"test_{g}" for g in PARAPHRASE_TEST_GENERATORS)]
-PARAPHRASE_OUT = "results/er_audit/paraphrase"
+PARAPHRASE_OUT = f"{RESULTS}/er_audit/paraphrase"
 
 
 wildcard_constraints:
@@ -43,7 +43,7 @@ PARAPHRASE_PARAMS = dict(
 
 rule paraphrase_search:
     input:
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         model=model_fingerprint(PARAPHRASE["search"]["generator"]),
     output:
@@ -51,9 +51,9 @@ rule paraphrase_search:
         rejected=f"{PARAPHRASE_OUT}/{{dataset}}/search.rejected.parquet",
         report=f"{PARAPHRASE_OUT}/{{dataset}}/search.report.parquet",
     log:
-        "logs/paraphrase/search_{dataset}.log",
+        f"{LOGS}/paraphrase/search_{{dataset}}.log",
     benchmark:
-        "benchmarks/rules/paraphrase/search_{dataset}.tsv"
+        f"{BENCHMARKS}/paraphrase/search_{{dataset}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -71,7 +71,7 @@ rule paraphrase_search:
 
 rule paraphrase_test:
     input:
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         model=lambda wc: model_fingerprint(pool_settings(PARAPHRASE, wc.generator)[1]),
     output:
@@ -79,9 +79,9 @@ rule paraphrase_test:
         rejected=f"{PARAPHRASE_OUT}/{{dataset}}/test_{{generator}}.rejected.parquet",
         report=f"{PARAPHRASE_OUT}/{{dataset}}/test_{{generator}}.report.parquet",
     log:
-        "logs/paraphrase/test_{dataset}_{generator}.log",
+        f"{LOGS}/paraphrase/test_{{dataset}}_{{generator}}.log",
     benchmark:
-        "benchmarks/rules/paraphrase/test_{dataset}_{generator}.tsv"
+        f"{BENCHMARKS}/paraphrase/test_{{dataset}}_{{generator}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:

@@ -23,7 +23,7 @@ wildcard_constraints:
     adjudicator=one_of(ADJUDICATORS),
 
 
-VERIFIER_OUT = "results/er_audit/verifier"
+VERIFIER_OUT = f"{RESULTS}/er_audit/verifier"
 
 
 # The L_lm targets of lm_target adjudication: the teacher (verifier.adjudication.teacher), or each
@@ -31,16 +31,16 @@ VERIFIER_OUT = "results/er_audit/verifier"
 rule verifier_adjudicate:
     input:
         selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         base=lambda wc: model_fingerprint(wc.adjudicator),
     output:
         adjudications=f"{VERIFIER_OUT}/{{adjudicator}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.parquet",
         rejected=f"{VERIFIER_OUT}/{{adjudicator}}/{{dataset}}/{{length}}/adjudications_{{debate_mode}}.rejected.parquet",
     log:
-        "logs/verifier/adjudicate_{adjudicator}_{dataset}_{length}_{debate_mode}.log",
+        f"{LOGS}/verifier/adjudicate_{{adjudicator}}_{{dataset}}_{{length}}_{{debate_mode}}.log",
     benchmark:
-        "benchmarks/rules/verifier/adjudicate_{adjudicator}_{dataset}_{length}_{debate_mode}.tsv"
+        f"{BENCHMARKS}/verifier/adjudicate_{{adjudicator}}_{{dataset}}_{{length}}_{{debate_mode}}.tsv"
     priority: ER_CHAIN_PRIORITY
     conda:
         "../envs/debate-audit.yaml"
@@ -62,17 +62,17 @@ rule verifier_adjudicate:
 rule verifier_finetune:
     input:
         selected=finetune_transcripts,
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         base=lambda wc: model_fingerprint(wc.architecture),
         adjudications=finetune_adjudications,
     output:
-        fingerprint="resources/verifiers/{architecture}/{dataset}/{length}/{variant}/fingerprint.json",
+        fingerprint=f"{VERIFIERS}/{{architecture}}/{{dataset}}/{{length}}/{{variant}}/fingerprint.json",
         curve=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/{{variant}}/loss_curve.parquet",
     log:
-        "logs/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.log",
+        f"{LOGS}/verifier/finetune_{{architecture}}_{{dataset}}_{{length}}_{{variant}}.log",
     benchmark:
-        "benchmarks/rules/verifier/finetune_{architecture}_{dataset}_{length}_{variant}.tsv"
+        f"{BENCHMARKS}/verifier/finetune_{{architecture}}_{{dataset}}_{{length}}_{{variant}}.tsv"
     priority: ER_CHAIN_PRIORITY
     conda:
         "../envs/debate-audit.yaml"
@@ -103,9 +103,9 @@ rule verifier_copy:
     input:
         base=lambda wc: model_fingerprint(wc.architecture),
     output:
-        fingerprint="resources/verifiers/{architecture}/copy/fingerprint.json",
+        fingerprint=f"{VERIFIERS}/{{architecture}}/copy/fingerprint.json",
     log:
-        "logs/verifier/copy_{architecture}.log",
+        f"{LOGS}/verifier/copy_{{architecture}}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -138,7 +138,7 @@ rule verifier_loss_figure:
         ),
         svg=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/loss_curves.svg",
     log:
-        "logs/verifier/loss_figure_{architecture}_{dataset}_{length}.log",
+        f"{LOGS}/verifier/loss_figure_{{architecture}}_{{dataset}}_{{length}}.log",
     conda:
         "../envs/debate-audit.yaml"
     params:
@@ -150,15 +150,15 @@ rule verifier_loss_figure:
 
 rule verifier_evaluate:
     input:
-        pairs="data/{dataset}.parquet",
+        pairs=f"{DATA}/{{dataset}}.parquet",
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
         model=checkpoint_fingerprint,
     output:
         scores=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/eval.parquet",
     log:
-        "logs/verifier/evaluate_{architecture}_{dataset}_{verifier}.log",
+        f"{LOGS}/verifier/evaluate_{{architecture}}_{{dataset}}_{{verifier}}.log",
     benchmark:
-        "benchmarks/rules/verifier/evaluate_{architecture}_{dataset}_{verifier}.tsv"
+        f"{BENCHMARKS}/verifier/evaluate_{{architecture}}_{{dataset}}_{{verifier}}.tsv"
     conda:
         "../envs/debate-audit.yaml"
     resources:
@@ -197,7 +197,7 @@ rule verifier_table1:
             labels={"table": "Table 1"},
         ),
     log:
-        "logs/verifier/table1.log",
+        f"{LOGS}/verifier/table1.log",
     conda:
         "../envs/debate-audit.yaml"
     params:

@@ -473,6 +473,12 @@ CONFIG_ERRORS = [
     ("unknown key", {"cwpor/verbosty": [30]}, "cwpor: Additional properties are not allowed ('verbosty' was unexpected)"),
     ("wrong type", {"cwpor/subset": "all"}, "cwpor.subset: 'all' is not of type 'integer', 'null'"),
     ("required pairs unset", {"datasets/quality_h/pairs": None}, "datasets.quality_h.pairs: required (a local path or an http(s) URL), not null"),
+    # a run's name is a folder under runs/
+    ("run name with a slash", {"run": "a/b"}, "run: 'a/b' is not a plain name"),
+    ("run name with a space", {"run": "my run"}, "run: 'my run' is not a plain name"),
+    ("run name up a folder", {"run": ".."}, "run: '..' is a path, not a name"),
+    ("run name default", {"run": "default"}, "run: 'default' is how make compare names the unnamed run"),
+    ("run name a number", {"run": 7}, "run: 7 is a number, not a name"),
 ]
 
 
@@ -495,6 +501,7 @@ CONFIG_VALID = [
     ("LoRA for one architecture", {"verifier/lora/enabled": ["smollm2-135m"]}),
     ("one base_model shorthand", {"verifier/base_model": "smollm2-135m", "verifier/base_models": DROP}),
     ("openai complete", {"models/srv": {**OPENAI, "base_url": "http://localhost:8000/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"}),
+    ("named run", {"run": "lr-3x_v2.1"}),
 ]
 
 

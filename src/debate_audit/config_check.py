@@ -17,6 +17,7 @@ from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
 from debate_audit.eraudit.common import grid
 from debate_audit.models.spec import ModelSpec
+from debate_audit.runs import name_error as run_name_error
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 # Dataset keys that hold a location (local path or http(s) URL): (dataset, key, required).
@@ -213,7 +214,9 @@ def price_errors(config: dict[str, Any]) -> list[str]:
 
 
 def _cross_key_errors(config: dict[str, Any]) -> list[str]:
-    errors = []
+    # a run's name becomes a folder (runs/<run>/): a path, or make compare's name for the unnamed run, is refused
+    run_error = run_name_error(config.get("run"))
+    errors = [run_error] if run_error else []
     models = config.get("models") or {}
     for key, name in model_uses(config):
         if name not in models:
