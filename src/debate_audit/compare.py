@@ -328,7 +328,9 @@ def compare_table1(a: RunResults, b: RunResults) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=TABLE1_SCHEMA)
 
 
-def compare_runs(a: str, b: str, settings: CompareSettings = CompareSettings(), project: Path = Path(".")) -> Comparison:
+def compare_runs(a: str, b: str, settings: CompareSettings = CompareSettings(),
+                 project: Path = Path(".")) -> Comparison:
+    """Runs `a` and `b` (names, `default` for results/) of the project at `project`, side by side."""
     run_a, run_b = RunResults.of(a, project), RunResults.of(b, project)
     if run_a.root.resolve() == run_b.root.resolve():
         raise CompareError(f"runs {run_a.name!r} and {run_b.name!r} are the same results folder ({run_a.root})")
@@ -444,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", help="folder of the outputs (default: results/compare/<A>_vs_<B>)")
     parser.add_argument("--resamples", type=int, default=CompareSettings.resamples,
                         help="paired bootstrap resamples (default %(default)s)")
-    parser.add_argument("--level", type=float, default=CompareSettings.level, help="interval level (default %(default)s)")
+    parser.add_argument("--level", type=float, default=CompareSettings.level,
+                        help="interval level (default %(default)s)")
     parser.add_argument("--seed", type=int, default=CompareSettings.seed, help="bootstrap seed (default %(default)s)")
     args = parser.parse_args(argv)
     try:
