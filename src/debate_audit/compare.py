@@ -209,6 +209,7 @@ def _match_keys(base: Sequence[str], a: pl.DataFrame, b: pl.DataFrame) -> list[s
 
 
 def _sides(a: dict | None, b: dict | None) -> dict:
+    """Each run's length and L_qh weight of a row (None where the run has no such row)."""
     return {f"{label}_{side}": (row or {}).get(label) for label in SWEPT_LABELS for side, row in (("a", a), ("b", b))}
 
 
@@ -223,6 +224,7 @@ def _rows_by_key(frame: pl.DataFrame, keys: Sequence[str]) -> dict[tuple, dict]:
 
 
 def _union(a: dict, b: dict) -> list[tuple]:
+    """The row keys of either run, sorted, a None (pooled, or no L_qh weight) after the values."""
     return sorted(a.keys() | b.keys(), key=lambda k: tuple((v is None, v if v is not None else 0) for v in k))
 
 
