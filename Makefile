@@ -106,7 +106,7 @@ browser:
 	bash tests/browser/install.sh
 
 lint: $(STAMP)
-	$(BIN)/snakemake --lint
+	$(BIN)/python tests/lint_workflow.py
 	$(BIN)/snakefmt --check Snakefile rules
 
 clean:

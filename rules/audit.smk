@@ -51,8 +51,6 @@ rule audit_scores:
         f"{LOGS}/audit/scores_{{architecture}}_{{dataset}}_{{verifier}}.log",
     benchmark:
         f"{BENCHMARKS}/audit/scores_{{architecture}}_{{dataset}}_{{verifier}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=1,
         mem_mb=lambda wc: model_mem_mb(wc.architecture),
@@ -84,8 +82,6 @@ rule audit_statistics:
         summary=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
     log:
         f"{LOGS}/audit/statistics_{{architecture}}_{{dataset}}_{{setting}}.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         settings=AUDIT_SETTINGS,
         labels=lambda wc: AUDIT_SETTINGS_GRID[wc.setting].labels(wc.architecture),
@@ -103,8 +99,6 @@ rule audit_sweeps:
         epsilon=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
     log:
         f"{LOGS}/audit/sweeps_{{architecture}}_{{dataset}}_{{setting}}.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         settings={
             **AUDIT_SETTINGS,
@@ -198,8 +192,6 @@ rule audit_figures:
         bounds_svg=f"{AUDIT_OUT}/figures/bounds_over_t.svg",
     log:
         f"{LOGS}/audit/figures.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         # which bound summary.md and the figures lead with: the statistics compute both either way
         headline=AUDIT["headline_bound"],
@@ -243,8 +235,6 @@ rule audit_runtime:
         parquet=f"{AUDIT_OUT}/table3_runtime.parquet",
     log:
         f"{LOGS}/audit/runtime.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         # only the folder the benchmark inputs lie under (it names each job's stage); nothing is read from it
         benchmarks=BENCHMARKS,

@@ -46,8 +46,6 @@ rule browse:
         ),
     log:
         f"{LOGS}/browse/index.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         eraudit=BROWSE_AUDIT_FILES,
         headline=AUDIT["headline_bound"],
@@ -85,8 +83,6 @@ rule inspect_logs:
         audit=f"{RESULTS}/inspect/er_audit_audit.eval",
     log:
         f"{LOGS}/browse/inspect_logs.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         datasets=ER_DATASETS,
         audits={

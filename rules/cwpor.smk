@@ -60,8 +60,6 @@ rule cwpor_questions:
         questions=f"{CWPOR_OUT}/questions.parquet",
     log:
         f"{LOGS}/cwpor/questions.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         subset=CWPOR["subset"],
         seed=CWPOR["seed"],
@@ -83,8 +81,6 @@ rule cwpor_debate:
         f"{LOGS}/cwpor/debate/{{model}}_v{{verbosity}}.log",
     benchmark:
         f"{BENCHMARKS}/cwpor/debate/{{model}}_v{{verbosity}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=lambda wc: generation_gpu(
             role_model(CWPOR, wc.model, "neutral"),
@@ -128,8 +124,6 @@ rule cwpor_judge:
         f"{LOGS}/cwpor/judge/{{model}}_judge-{{judge}}_v{{verbosity}}.log",
     benchmark:
         f"{BENCHMARKS}/cwpor/judge/{{model}}_judge-{{judge}}_v{{verbosity}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=lambda wc: model_gpu(wc.judge),
         mem_mb=lambda wc: model_mem_mb(wc.judge),
@@ -161,8 +155,6 @@ rule cwpor_rebuttal:
         f"{LOGS}/cwpor/rebuttal/{{model}}_{{protocol}}_v{{verbosity}}.log",
     benchmark:
         f"{BENCHMARKS}/cwpor/rebuttal/{{model}}_{{protocol}}_v{{verbosity}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=lambda wc: generation_gpu(
             role_model(CWPOR, wc.model, "neutral"),
@@ -229,8 +221,6 @@ rule cwpor_rebuttal_effects:
         ),
     log:
         f"{LOGS}/cwpor/rebuttal_effects.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         resamples=CWPOR["bootstrap"],
         level=CWPOR["ci_level"],
@@ -248,8 +238,6 @@ rule cwpor_metrics:
         breakdowns=f"{CWPOR_OUT}/breakdowns.parquet",
     log:
         f"{LOGS}/cwpor/metrics.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         resamples=CWPOR["bootstrap"],
         level=CWPOR["ci_level"],
@@ -274,8 +262,6 @@ rule cwpor_calibration:
         ),
     log:
         f"{LOGS}/cwpor/calibration.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         settings=CWPOR["calibration"],
         resamples=CWPOR["bootstrap"],
@@ -307,8 +293,6 @@ rule cwpor_reliability:
         ),
     log:
         f"{LOGS}/cwpor/reliability.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         signals=CALIBRATION_SIGNALS,
         out_dir=lambda wc, output: str(Path(output[0]).parent),
@@ -332,8 +316,6 @@ rule cwpor_cross_judge:
         ),
     log:
         f"{LOGS}/cwpor/cross_judge.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         families=CWPOR["families"],
         resamples=CWPOR["bootstrap"],
@@ -369,8 +351,6 @@ rule cwpor_tables:
         ),
     log:
         f"{LOGS}/cwpor/tables.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         level=CWPOR["ci_level"],
         headline_por=CWPOR["headline_por"],
@@ -400,8 +380,6 @@ rule cwpor_figures:
         expand(f"{CWPOR_OUT}/figures/{{figure}}.svg", figure=CWPOR_FIGURES),
     log:
         f"{LOGS}/cwpor/figures.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         out_dir=lambda wc, output: str(Path(output[0]).parent),
         level=CWPOR["ci_level"],

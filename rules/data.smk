@@ -6,8 +6,6 @@ rule prepare_truthfulqa:
         rejected=f"{DATA}/truthfulqa.rejected.parquet",
     log:
         f"{LOGS}/data/prepare_truthfulqa.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         path=lambda wc, input: source_location(input.path, "truthfulqa", "path"),
         # location + content hash: a changed or edited source reruns this rule
@@ -28,8 +26,6 @@ rule prepare_quality_h:
         rejected=f"{DATA}/quality_h.rejected.parquet",
     log:
         f"{LOGS}/data/prepare_quality_h.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         pairs=lambda wc, input: source_location(input.pairs, "quality_h", "pairs"),
         stories=lambda wc, input: source_location(input.stories, "quality_h", "stories"),
@@ -51,8 +47,6 @@ rule prepare_gpqa_h:
         rejected=f"{DATA}/gpqa_h.rejected.parquet",
     log:
         f"{LOGS}/data/prepare_gpqa_h.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         pairs=lambda wc, input: source_location(input.pairs, "gpqa_h", "pairs"),
         contexts=lambda wc, input: source_location(input.contexts, "gpqa_h", "contexts"),

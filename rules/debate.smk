@@ -31,8 +31,6 @@ rule debate_split:
         split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
     log:
         f"{LOGS}/debate/split_{{dataset}}.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         eval_fraction=config["debate"]["eval_fraction"],
         seed=config["debate"]["split_seed"],
@@ -57,8 +55,6 @@ if DEBATE_TRANSCRIPTS["source"] == "release":
             rejected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.rejected.parquet",
         log:
             f"{LOGS}/debate/import_{{dataset}}_{{length}}_{{debate_mode}}.log",
-        conda:
-            "../envs/debate-audit.yaml"
         params:
             rows=lambda wc: release_transcripts(wc.dataset, wc.debate_mode),
             import_version=RELEASE_IMPORT_VERSION,
@@ -80,8 +76,6 @@ else:
         benchmark:
             f"{BENCHMARKS}/debate/generate_{{dataset}}_{{length}}_{{debate_mode}}.tsv"
         priority: ER_CHAIN_PRIORITY
-        conda:
-            "../envs/debate-audit.yaml"
         resources:
             gpu=lambda wc: generation_gpu(config["debate"]["debater"]),
             mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"], scores=False),
@@ -123,8 +117,6 @@ else:
         benchmark:
             f"{BENCHMARKS}/debate/select_{{dataset}}_{{length}}_{{debate_mode}}.tsv"
         priority: ER_CHAIN_PRIORITY
-        conda:
-            "../envs/debate-audit.yaml"
         resources:
             gpu=1,
             mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),

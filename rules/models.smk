@@ -7,8 +7,6 @@ rule prepare_model:
         "logs/models/prepare_{model}.log",
     benchmark:
         "benchmarks/rules/models/prepare_{model}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         # a hub download streams to disk (runtime: ~62 GB at 20 MB/s); a GGUF conversion holds the model
         mem_mb=lambda wc: PREPARE_MEM_MB[model_spec(wc.model).source],

@@ -54,8 +54,6 @@ rule paraphrase_search:
         f"{LOGS}/paraphrase/search_{{dataset}}.log",
     benchmark:
         f"{BENCHMARKS}/paraphrase/search_{{dataset}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=lambda wc: generation_gpu(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
         mem_mb=lambda wc: model_mem_mb(
@@ -82,8 +80,6 @@ rule paraphrase_test:
         f"{LOGS}/paraphrase/test_{{dataset}}_{{generator}}.log",
     benchmark:
         f"{BENCHMARKS}/paraphrase/test_{{dataset}}_{{generator}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=lambda wc: generation_gpu(pool_settings(PARAPHRASE, wc.get("generator"))[1]),
         mem_mb=lambda wc: model_mem_mb(

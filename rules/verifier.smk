@@ -42,8 +42,6 @@ rule verifier_adjudicate:
     benchmark:
         f"{BENCHMARKS}/verifier/adjudicate_{{adjudicator}}_{{dataset}}_{{length}}_{{debate_mode}}.tsv"
     priority: ER_CHAIN_PRIORITY
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=lambda wc: generation_gpu(wc.adjudicator),
         mem_mb=lambda wc: model_mem_mb(wc.adjudicator, scores=False),
@@ -74,8 +72,6 @@ rule verifier_finetune:
     benchmark:
         f"{BENCHMARKS}/verifier/finetune_{{architecture}}_{{dataset}}_{{length}}_{{variant}}.tsv"
     priority: ER_CHAIN_PRIORITY
-    conda:
-        "../envs/debate-audit.yaml"
     threads: finetune_processes
     resources:
         gpu=finetune_processes,
@@ -106,8 +102,6 @@ rule verifier_copy:
         fingerprint=f"{VERIFIERS}/{{architecture}}/copy/fingerprint.json",
     log:
         f"{LOGS}/verifier/copy_{{architecture}}.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         base=lambda wc, resources: model_ref(wc.architecture),
         out_dir=lambda wc, output: str(Path(output.fingerprint).parent),
@@ -139,8 +133,6 @@ rule verifier_loss_figure:
         svg=f"{VERIFIER_OUT}/{{architecture}}/{{dataset}}/{{length}}/loss_curves.svg",
     log:
         f"{LOGS}/verifier/loss_figure_{{architecture}}_{{dataset}}_{{length}}.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         title=lambda wc: f"{wc.dataset} · {wc.architecture} · {wc.length}",
         library=library_code("verifier_loss_figure"),
@@ -159,8 +151,6 @@ rule verifier_evaluate:
         f"{LOGS}/verifier/evaluate_{{architecture}}_{{dataset}}_{{verifier}}.log",
     benchmark:
         f"{BENCHMARKS}/verifier/evaluate_{{architecture}}_{{dataset}}_{{verifier}}.tsv"
-    conda:
-        "../envs/debate-audit.yaml"
     resources:
         gpu=1,
         mem_mb=lambda wc: model_mem_mb(wc.architecture),
@@ -198,8 +188,6 @@ rule verifier_table1:
         ),
     log:
         f"{LOGS}/verifier/table1.log",
-    conda:
-        "../envs/debate-audit.yaml"
     params:
         library=library_code("verifier_table1"),
     script:
