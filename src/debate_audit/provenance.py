@@ -34,7 +34,14 @@ ROOT = Path(__file__).resolve().parent
 
 def _lazy(init: Path) -> bool:
     """A package `__init__` with a module-level `__getattr__` may hand out any of its submodules' names."""
-    tree = ast.parse(init.read_text(), filename=str(init))
+    return _defines_getattr(init.read_text(), str(init))
+
+
+# Parsing is most of what a Snakemake start-up spends on fingerprints (every script walks the same modules):
+# each source text is parsed once per process. Keyed by the text, so an edited file is parsed afresh.
+@functools.cache
+def _defines_getattr(source: str, filename: str) -> bool:
+    tree = ast.parse(source, filename=filename)
     return any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__" for node in tree.body)
 
 
@@ -59,10 +66,16 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, root: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def _imports(path: Path, root: Path) -> frozenset[str]:
     here = _module_name(path, root) if path.is_relative_to(root) else ""
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    return _imported_names(path.read_text(), package, str(path))
+
+
+@functools.cache
+def _imported_names(source: str, package: str, filename: str) -> frozenset[str]:
+    """The package's modules a source text imports (`package`: where its relative imports start)."""
+    tree = ast.parse(source, filename=filename)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -76,7 +89,7 @@ def _imports(path: Path, root: Path) -> set[str]:
             names.add(module)
             # `from .pkg import mod` names a submodule
             names.update(f"{module}.{alias.name}" for alias in node.names)
-    return {n for n in names if n.split(".")[0] == PACKAGE}
+    return frozenset(n for n in names if n.split(".")[0] == PACKAGE)
 
 
 def library_files(script: str | Path, root: Path = ROOT) -> list[Path]:
