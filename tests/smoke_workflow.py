@@ -37,6 +37,18 @@ def scratch_copy(workdir: Path, embedded_model_dir: Path, copy_model: bool = Fal
     return workdir
 
 
+def copy_of_run(finished: Path, workdir: Path) -> Path:
+    """A copy of a finished run's project (its results, checkpoints and Snakemake's records, times kept) at
+    `workdir`, its prepared models linked, not copied: a test that changes a setting and reruns builds on the
+    session's smoke run instead of running everything again. Only what the change reaches reruns there."""
+    models = finished / "resources" / "models"
+    shutil.copytree(finished, workdir, symlinks=True, ignore=lambda folder, _: ["models"] if Path(folder) == models.parent else [])
+    (workdir / "resources" / "models").mkdir(parents=True, exist_ok=True)
+    for model in models.iterdir():
+        (workdir / "resources" / "models" / model.name).symlink_to(model.resolve())
+    return workdir
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
               local: bool = True, overlays: tuple[str, ...] = (), timeout: int = 1800) -> subprocess.CompletedProcess:
     """Run the smoke workflow (plus config `overlays`) in `workdir`: locally on 2 cores, two single-threaded model jobs at a time (as `make run` here),

@@ -1,7 +1,9 @@
-"""CW-POR through Snakemake on the smoke overlay, in a scratch working directory.
+"""CW-POR through Snakemake on the smoke overlay.
 
-Runs the real embedded model (about a minute on 2 CPU cores), then checks that changing only the judge
-template plans and reruns only the judge and what follows, with the debates left as they were.
+The coverage check reads the session's smoke run (tests/conftest.py, `smoke_run`), which runs CW-POR with the
+same overlay; the rerun check works on a copy of that run's state (its results and Snakemake's records), so
+changing only the judge template is seen to plan and rerun only the judge and what follows, with the debates
+left as they were.
 """
 
 from __future__ import annotations
@@ -33,23 +35,19 @@ TARGETS = [
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory, embedded_model_dir):
-    work = tmp_path_factory.mktemp("cwpor_workflow")
-    for name in ("config", "tests"):
-        (work / name).symlink_to(REPO / name)
-    (work / "data").mkdir()
-    (work / "data" / "demo").symlink_to(REPO / "data" / "demo")
-    (work / "resources" / "models").mkdir(parents=True)
-    (work / "resources" / "models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
-    return work
+def workdir(tmp_path_factory, smoke_run):
+    """A copy of the finished smoke run (times kept, Snakemake's metadata included; the model linked)."""
+    from smoke_workflow import copy_of_run
+
+    return copy_of_run(smoke_run[0], tmp_path_factory.mktemp("cwpor_workflow") / "project")
 
 
 def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess.CompletedProcess:
-    (work / "overlay.yaml").write_text(yaml.safe_dump({"cache": str(work / "cache.sqlite"), **(overlay or {})}))
+    (work / "overlay.yaml").write_text(yaml.safe_dump(overlay or {}))
     cmd = [
-        SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", "--resources", "gpu=1",
+        SNAKEMAKE, "--cores", "2", "--resources", "gpu=1",
         "--configfile", "config/config.yaml", "tests/smoke/config.yaml", "overlay.yaml",
-        # nothing outside the stage may run here (the model directory is the repository's own)
+        # nothing outside the stage may run here
         "--allowed-rules", "prepare_truthfulqa", *CWPOR_RULES, *args, "--", *TARGETS,
     ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
@@ -60,28 +58,25 @@ def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
     return {line.split()[0] for line in (result.stdout + result.stderr).splitlines() if line.split() and line.split()[0] in CWPOR_RULES}
 
 
-def test_smoke_run_covers_every_question_and_verbosity(workdir):
-    result = snakemake(workdir)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_smoke_run_covers_every_question_and_verbosity(smoke_run):
+    work, _ = smoke_run
     smoke = yaml.safe_load((REPO / "tests/smoke/config.yaml").read_text())["cwpor"]
-    questions = pl.read_parquet(workdir / "results/cwpor/questions.parquet")
+    questions = pl.read_parquet(work / "results/cwpor/questions.parquet")
     assert len(questions) == smoke["subset"]
     for v in smoke["verbosity"]:
-        responses = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/responses_v{v}.parquet")
-        judgments = pl.read_parquet(workdir / f"results/cwpor/smollm2-135m/judge-smollm2-135m/judgments_v{v}.parquet")
+        responses = pl.read_parquet(work / f"results/cwpor/smollm2-135m/responses_v{v}.parquet")
+        judgments = pl.read_parquet(work / f"results/cwpor/smollm2-135m/judge-smollm2-135m/judgments_v{v}.parquet")
         assert sorted(responses.select("question_id", "role").rows()) == sorted(
             (q, role) for q in questions["question_id"] for role in ("neutral", "persuasive")
         )
         assert sorted(judgments["question_id"]) == sorted(questions["question_id"])
-    metrics = pl.read_parquet(workdir / "results/cwpor/metrics.parquet")
+    metrics = pl.read_parquet(work / "results/cwpor/metrics.parquet")
     assert metrics["verbosity"].to_list() == [None, *smoke["verbosity"]]
     for target in TARGETS:
-        assert (workdir / target).stat().st_size > 0
+        assert (work / target).stat().st_size > 0
 
 
 def test_changing_only_the_judge_template_reruns_only_judge_and_downstream(workdir):
-    if not (workdir / "results/cwpor/metrics.parquet").exists():
-        pytest.skip("needs the smoke run of the previous test")
     unchanged = snakemake(workdir, "--dry-run", "--quiet", "rules")
     assert unchanged.returncode == 0, unchanged.stderr[-2000:]
     assert planned_rules(unchanged) == set()

@@ -1,7 +1,8 @@
 """The SLURM profiles, and the smoke workflow through a real one-node SLURM cluster (tests/slurm/cluster.sh).
 
-The cluster test runs a subset of the smoke workflow (CW-POR up to its metrics, ER-Audit up to the debate
-candidates of QuALITY-H and V_base's evaluation on both datasets: 13 jobs, 6 of them model-bound) with
+The cluster test runs a subset of the smoke workflow (CW-POR up to its debates, ER-Audit up to the debate
+candidates of QuALITY-H and V_base's evaluation on both datasets: 11 jobs, 5 of them model-bound, at most
+three deep, so that the run's length is a few job start-ups rather than CW-POR's whole chain) with
 `snakemake --workflow-profile` and a profile derived from profiles/slurm the way README.md tells a site to,
 then checks in SLURM's accounting where each job ran and what it held, and that every output equals the
 local smoke run's (the session's smoke_run, shared with tests/test_workflow.py). A second, one-job run with
@@ -27,7 +28,7 @@ ACCOUNT = "debate-audit-test"  # created by cluster.sh
 NODE_GPUS = 2  # fake GPUs of the test node (cluster.sh)
 SLURM_COMMANDS = ["munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "sbatch", "sacct", "sacctmgr"]
 TARGETS = [
-    "results/cwpor/metrics.parquet",
+    "results/cwpor/smollm2-135m/responses_v20.parquet",
     "results/er_audit/debate/quality_h/w20/candidates_honest.parquet",
     "results/er_audit/debate/quality_h/w20/candidates_adversarial.parquet",
     "results/er_audit/verifier/smollm2-135m/quality_h/base/eval.parquet",
@@ -35,8 +36,7 @@ TARGETS = [
 ]
 EXPECTED_JOBS = {
     "prepare_truthfulqa": 1, "prepare_quality_h": 1, "prepare_gpqa_h": 1, "cwpor_questions": 1,
-    "debate_split": 2, "cwpor_metrics": 1,
-    "cwpor_debate": 1, "cwpor_judge": 1, "debate_generate": 2, "verifier_evaluate": 2,
+    "debate_split": 2, "cwpor_debate": 1, "debate_generate": 2, "verifier_evaluate": 2,
 }
 
 
@@ -213,7 +213,7 @@ def test_model_jobs_ran_on_the_gpu_partition_with_one_gpu_and_their_models_memor
     _, _, jobs = slurm_run
     gpu_rules = rules_declaring_gpu()
     model_jobs = [job for job in jobs if job["rule"] in gpu_rules]
-    assert len(model_jobs) == 6
+    assert len(model_jobs) == 5
     for job in model_jobs:
         assert job["partition"] == "gpu", job
         assert job["tres"].get("gres/gpu") == "1", job

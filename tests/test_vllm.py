@@ -271,12 +271,11 @@ def test_a_killed_job_takes_its_own_engine_along(embedded_model_dir, tmp_path):
 TARGETS = ["results/cwpor/smollm2-135m/responses_v20.parquet", "results/er_audit/debate/gpqa_h/w20/candidates_honest.parquet"]
 
 
-def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded_model_dir, tmp_path):
-    local = scratch_copy(tmp_path / "local", embedded_model_dir)
+def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded_model_dir, smoke_run, tmp_path):
+    local, _ = smoke_run  # the in-process run of the same overlay (tests/conftest.py)
     served = scratch_copy(tmp_path / "vllm", embedded_model_dir)
     (served / ".venv-vllm").symlink_to(REPO / ".venv-vllm")
     # a flag before the targets: after --configfile's list, they would be read as more config files
-    snakemake(local, "--rerun-incomplete", *TARGETS)
     run = snakemake(served, "--rerun-incomplete", *TARGETS, overlays=("config/vllm.yaml",))
     for target in TARGETS:
         text = "raw_response" if "cwpor" in target else "transcript"
