@@ -16,7 +16,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from common import MODEL_DIR, machine
-from debate_audit.eraudit.verifier.losses import IGNORE, ChoiceExample, TrainExample, verifier_losses
+from debate_audit.eraudit.verifier.losses import verifier_losses
+from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
 
 LABEL_IDS, PAD = [330, 389], 2  # " A", " B" of SmolLM2's tokenizer; its padding id
 WEIGHTS = {"lm": 1.0, "fc": 2.0, "qh": 10.0}

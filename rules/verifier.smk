@@ -2,7 +2,7 @@
 # forced-choice evaluation of every checkpoint, Table 1. Outputs under results/er_audit/verifier/.
 
 from debate_audit.eraudit.verifier.adjudication import ADJUDICATION_VERSION
-from debate_audit.eraudit.verifier.finetune import training_items_id
+from debate_audit.eraudit.verifier.training_rows import training_items_id
 from debate_audit.eraudit.common.readout import readout_id
 
 # variant -> transcript mode, from the one list of verifier variants

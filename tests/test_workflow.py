@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -129,6 +130,17 @@ def test_lint_is_clean_but_for_the_software_definition():
 def test_snakefmt_is_clean():
     result = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_snakemake_start_up_imports_no_torch():
+    # Every start-up (a dry run, each job of a cluster run) parses the rule files and plans the jobs; importing
+    # torch would add ~1.7 s to each, so the ids the rules take from the verifier library come from its
+    # torch-free module (eraudit/verifier/training_rows.py).
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "snakemake", "-n", "--quiet", "rules"], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    timings = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert "torch" not in {line.rsplit("|", 1)[-1].strip() for line in timings}
 
 
 # The report and the results browser of the smoke run (issue 14); the browser checks live in test_browser.py.

@@ -77,7 +77,7 @@ def environment(device: str) -> list[Check]:
 
 
 def training_rows(vocab: int, length: int, rows: int) -> list:
-    from debate_audit.eraudit.verifier.losses import IGNORE, ChoiceExample, TrainExample
+    from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
 
     generator = torch.Generator().manual_seed(0)
     out = []

@@ -4,7 +4,8 @@ One subpackage per stage of the workflow, named like its rule file (`rules/<stag
 
 - `common`: what every stage shares (the verifiers, the grid, the forced-choice readout, rule ids)
 - `debate`: splits, debate transcripts, quote checks, leak detection, best-of-K selection, release import
-- `verifier`: adjudication targets, fine-tuning objectives and loop (one process or several), Table 1, loss curves
+- `verifier`: adjudication targets, training rows, fine-tuning objectives and loop (one process or several),
+  Table 1, loss curves
 - `paraphrase`: paraphrase prompts, validation, pools, sentence embeddings
 - `audit`: scores, degradation statistics and sequential bounds, figures, Table 3
 

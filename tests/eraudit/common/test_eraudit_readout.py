@@ -7,8 +7,7 @@ import math
 import pytest
 from transformers import AutoTokenizer
 
-from debate_audit.eraudit.verifier.finetune import argument_target
-from debate_audit.eraudit.verifier.losses import IGNORE, encode_example
+from debate_audit.eraudit.verifier.training_rows import IGNORE, argument_target, encode_example
 from debate_audit.eraudit.common.readout import (ANSWER_SLOT, LABELS, Transcript, answer_probability, readout_id,
                                           render_prompt, renderer_for, resolve_readout, tokenizer_chat, wording_for)
 

@@ -6,7 +6,7 @@ import re
 from debate_audit.eraudit.verifier import adjudication
 from debate_audit.eraudit.audit import steps as audit
 from debate_audit.eraudit.debate import debates
-from debate_audit.eraudit.verifier import finetune
+from debate_audit.eraudit.verifier import training_rows
 from debate_audit.eraudit.paraphrase import pools as paraphrase
 from debate_audit.eraudit.paraphrase import prompts as paraphrase_prompts
 from debate_audit.eraudit.debate import selection
@@ -80,6 +80,6 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
     # distinct ids per module
     ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.POOL_VERSION,
            paraphrase_prompts.prompt_id("paper"), paraphrase_prompts.prompt_id("project"),
-           finetune.training_items_id("argument"), finetune.training_items_id("adjudication"),
+           training_rows.training_items_id("argument"), training_rows.training_items_id("adjudication"),
            adjudication.ADJUDICATION_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
     assert len(set(ids)) == len(ids)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from debate_audit.eraudit.debate import splits
-from debate_audit.eraudit.verifier.finetune import training_items
+from debate_audit.eraudit.verifier.training_rows import training_items
 from debate_audit.eraudit.debate.selection import SELECTED_SCHEMA
 from conftest import REPO
 

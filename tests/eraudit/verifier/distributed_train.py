@@ -8,7 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from debate_audit.eraudit.verifier.distributed import full_state_dict, shard, start, stop
 from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
-from debate_audit.eraudit.verifier.losses import IGNORE, ChoiceExample, TrainExample
+from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
 
 LABEL_IDS = [5, 6]
 PAD = 0

@@ -17,8 +17,14 @@ from transformers import AutoTokenizer
 from debate_audit.eraudit.verifier import adjudication as adj
 from functools import partial
 
-from debate_audit.eraudit.verifier.finetune import FinetuneSettings, adjudication_target, lm_targets, training_items_id
-from debate_audit.eraudit.verifier.losses import IGNORE, encode_example
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings
+from debate_audit.eraudit.verifier.training_rows import (
+    IGNORE,
+    adjudication_target,
+    encode_example,
+    lm_targets,
+    training_items_id,
+)
 from debate_audit.eraudit.debate.selection import SELECTED_SCHEMA
 from debate_audit.eraudit.debate.debates import PRIVATE_NOTE, render_transcript
 from smoke_workflow import job_stats, project_copy

@@ -5,7 +5,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
-from debate_audit.eraudit.verifier.losses import IGNORE, ChoiceExample, TrainExample, choice_loss, lm_loss, verifier_losses
+from debate_audit.eraudit.verifier.losses import choice_loss, lm_loss, verifier_losses
+from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
 
 LABEL_IDS = [5, 6]
 PAD = 0

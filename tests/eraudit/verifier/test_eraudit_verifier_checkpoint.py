@@ -6,8 +6,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from functools import partial
 
-from debate_audit.eraudit.verifier.finetune import FinetuneSettings, argument_target, save_verifier, train
-from debate_audit.eraudit.verifier.losses import IGNORE, encode_example
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings, save_verifier, train
+from debate_audit.eraudit.verifier.training_rows import IGNORE, argument_target, encode_example
 from debate_audit.eraudit.common.readout import LABELS, answer_probability
 from debate_audit.models import LanguageModel, read_fingerprint
 
@@ -59,7 +59,7 @@ def test_a_pair_makes_two_rows_one_per_answer_order_each_with_its_lm_and_fc(toke
 
 
 def test_the_qh_schedule_gives_each_letter_once_per_pair_and_both_schedules_occur():
-    from debate_audit.eraudit.verifier.losses import qh_letters
+    from debate_audit.eraudit.verifier.training_rows import qh_letters
 
     schedules = {qh_letters(0, pair_id) for pair_id in range(40)}
     assert schedules == {("A", "B"), ("B", "A")}
@@ -96,7 +96,7 @@ def tiny_base(tokenizer, tmp_path):
 
 
 def test_the_learning_rate_warms_up_then_follows_the_schedule(tiny_base, tokenizer):
-    from debate_audit.eraudit.verifier.finetune import lr_factor
+    from debate_audit.eraudit.verifier.training_rows import lr_factor
 
     # hand-computed: 10 warm-up steps of 60, then a half cosine (transformers' schedules)
     assert [lr_factor(s, 60, 10, "cosine") for s in (0, 5, 10, 35)] == [0.0, 0.5, 1.0, pytest.approx(0.5)]

@@ -1,15 +1,15 @@
 """Grounded adjudications: the L_lm target of verifier fine-tuning with `verifier.lm_target: adjudication`.
 
 A teacher writes one adjudication per selected transcript that fine-tuning trains on (the rows
-`finetune.trained_selection` keeps: trained status, train split), through the model-call cache, so a rerun
+`training_rows.trained_selection` keeps: trained status, train split), through the model-call cache, so a rerun
 or a resumed run reuses every finished call. Who the teacher is: `verifier.adjudication.teacher` (the
 release: its base gpt-oss-20b for every verifier architecture, ft-verifier-oss-full.py TEACHER_MODEL_DEFAULT
 and script/07-grounded-generation.slurm; ft-verifier-llama3.py reads the same gpt-oss records), or, unset,
 each architecture's own V_base.
 
 The adjudication is written in debater names ("Debater A", "Debater B"), never in answer letters, so one
-text serves both training rows of a pair (losses.encode_example shows Y_true as A in one and as B in the
-other); fine-tuning appends each row's own "Answer: X" (finetune.adjudication_target).
+text serves both training rows of a pair (training_rows.encode_example shows Y_true as A in one and as B in
+the other); fine-tuning appends each row's own "Answer: X" (training_rows.adjudication_target).
 
 Two protocols (`verifier.adjudication.protocol`):
 
@@ -58,7 +58,7 @@ from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 
 from ..debate.debates import options_for, transcript_view
-from .finetune import TRAINED_STATUSES, trained_selection
+from .training_rows import TRAINED_STATUSES, trained_selection
 from ..debate.quotes import quote_key
 from ..common.readout import RELEASE_JUDGE, release_content
 from ..common.versioning import rule_id

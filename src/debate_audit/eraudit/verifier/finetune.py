@@ -4,21 +4,14 @@ V_honest: honest transcripts, L = L_lm + L_fc. V_adv: adversarial transcripts, s
 adversarial transcripts, L = L_lm + L_fc + L_qh (losses.py). Full-parameter AdamW with gradient
 accumulation by default; LoRA through peft as an option, saved as the adapter beside its base model
 (`lora.save: adapter`, models/adapter.py: a few MB where a merged GPT-20B is ~40 GB) or merged into a plain
-safetensors directory (`merged`); LanguageModel loads both. Only items of the train split (the
-split column of the transcripts' mode, splits.split_column) are used: honest ones with selection status ok
-or fallback (the release trains on its honest fallbacks), adversarial ones with status ok only (a fallback
-is not an attack; selection.py).
+safetensors directory (`merged`); LanguageModel loads both. What it trains on comes from training_rows.py:
+the items of the train split with a trained selection status, their L_lm targets
+(`FinetuneSettings.lm_target`: `argument` or `adjudication`) and two rows per item, one per answer order.
 
-Each selected transcript makes two training rows, one per answer order (losses.encode_example), and the
-batch settings count rows (the release's effective batch 8 is 8 rows). The learning rate warms up linearly
-from 0 over `warmup_steps` optimizer steps and then stays (`lr_schedule: constant`) or follows a half cosine
-to 0 at the last step (`cosine`): the release's transformers Trainer with lr_scheduler_type "cosine" and
-warmup_steps 10 (ft-verifier-oss-full.py, --warmup default 10).
-
-The L_lm target (`FinetuneSettings.lm_target`, losses.py): `argument` (the correct label and answer, then
-the Y_true debater's final argument) or `adjudication` (the grounded adjudication of the same transcript,
-adjudication.py, read from its Parquet by pair_id, followed by the row's "Answer: X"; a training item
-without a row there is an error naming the pair and the file; an `unresolved` one trains no L_lm).
+The batch settings count rows (the release's effective batch 8 is 8 rows). The learning rate warms up
+linearly from 0 over `warmup_steps` optimizer steps and then stays (`lr_schedule: constant`) or follows a
+half cosine to 0 at the last step (`cosine`; training_rows.lr_factor): the release's transformers Trainer
+with lr_scheduler_type "cosine" and warmup_steps 10 (ft-verifier-oss-full.py, --warmup default 10).
 """
 
 from __future__ import annotations
@@ -31,9 +24,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -52,12 +43,20 @@ from debate_audit.provenance import current_provenance, record_model
 from ..debate.debates import options_for, transcript_view
 from ..common.grid import labelled, unlabelled, with_labels
 from .distributed import Rank, full_state_dict, in_worker, launch, shard, start, step_share, stop, sum_over_ranks
-from .losses import TrainExample, encode_example, qh_letters, verifier_losses
+from .losses import verifier_losses
+from .training_rows import (
+    LM_TARGETS,
+    LR_SCHEDULES,
+    TrainExample,
+    encode_example,
+    lm_targets,
+    lr_factor,
+    qh_letters,
+    training_items,
+)
 from ..common.readout import LABELS, resolve_readout
-from ..debate.splits import split_column
 from ..common.verifiers import COPY
 from ..common.verifiers import VARIANTS  # variant -> transcript mode
-from ..common.versioning import rule_id
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +93,7 @@ class FinetuneSettings:
     # (up to float rounding) for about a third more compute, and activations that no longer grow with
     # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
     gradient_checkpointing: bool = False
-    qh_readout: str = "transcript"  # losses.QH_READOUTS: what V_org's L_qh reads (paper: after the transcript)
+    qh_readout: str = "transcript"  # training_rows.QH_READOUTS: what V_org's L_qh reads (paper: transcript)
     # Processes of the job (one per GPU, or CPU cores), sharding the model with FSDP2 (distributed.py);
     # cpu_offload: the shards and the optimizer step on the host
     processes: int = 1
@@ -112,104 +111,12 @@ class FinetuneSettings:
             raise ValueError(f"verifier.lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}")
 
 
-LM_TARGETS = ("adjudication", "argument")
-LR_SCHEDULES = ("constant", "cosine")
 # GPU bytes per parameter before activations: full training keeps fp32 master weights (bf16 autocast),
 # their fp32 gradients and AdamW's two fp32 moments; LoRA on a GPU keeps the frozen base in bf16 (the
 # matrix products run in bf16 under autocast either way) and fp32 adapters, well under 1% of the parameters.
 FULL_TRAINING_BYTES = 16
 FROZEN_BYTES = 2
 OFFLOAD_BYTES = 4
-TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
-
-
-def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = "transcripts") -> pl.DataFrame:
-    """`sel` (one mode's selected transcripts) with a column `skip`: null for the rows fine-tuning trains on,
-    else why it does not (status or split). The adjudication rule writes targets for exactly the null ones."""
-    modes = sel["mode"].unique().to_list()
-    if len(modes) > 1:
-        raise ValueError(f"{source}: transcripts of several modes {sorted(modes)}")
-    mode = modes[0] if modes else "honest"
-    column = split_column(mode) if split_column(mode) in splits.columns else "split"
-    statuses = list(TRAINED_STATUSES[mode])
-    role = splits.select("pair_id", pl.col(column).alias("_role"))
-    return sel.join(role, on="pair_id", how="left").with_columns(
-        skip=pl.when(~pl.col("status").is_in(statuses))
-        .then(pl.format("status {} not trained on ({} trains on {})", "status", pl.lit(mode), pl.lit("/".join(statuses))))
-        .when(pl.col("_role").is_null() | (pl.col("_role") != "train"))
-        .then(pl.format("not in the train split ({}: {})", pl.lit(column), pl.col("_role").fill_null("none")))
-    ).drop("_role")
-
-
-def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
-    sel = trained_selection(pl.read_parquet(selected), pl.read_parquet(split), source=str(selected))
-    usable = sel.filter(pl.col("skip").is_null()).drop("skip")
-    skipped = sel.height - usable.height
-    if skipped:
-        counts = dict(sel.filter(pl.col("skip").is_not_null()).group_by("status").len().iter_rows())
-        log.info("%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
-                 selected, skipped, counts)
-    return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
-
-
-def final_true_argument(arguments: list[dict]) -> str:
-    mine = [a for a in arguments if a["defends_true"]]
-    return mine[-1]["text"] if mine else ""
-
-
-def argument_target(letter: str, y_true: str, final_argument: str) -> str:
-    """The `argument` L_lm target of a row showing Y_true as `letter`; it continues the prefilled "Answer:"
-    slot, hence the leading space."""
-    return f" {letter}. {y_true}\nReason: {final_argument.strip()}"
-
-
-def adjudication_target(body: str, letter: str) -> str:
-    """The `adjudication` L_lm target of a row showing Y_true as `letter`: the adjudication (in debater
-    names, the same for both rows), then the row's answer line."""
-    return f"{body}\nAnswer: {letter}"
-
-
-def read_adjudications(path: str | Path, mode: str) -> dict[int, str | None]:
-    """pair_id -> adjudication text (None: unresolved), from a file of adjudication.ADJUDICATION_SCHEMA."""
-    frame = pl.read_parquet(path)
-    modes = set(frame["mode"].unique().to_list())
-    if modes - {mode}:
-        raise ValueError(f"{path}: adjudications of mode {sorted(modes)}, but these transcripts are {mode}")
-    for status, count in frame.filter(pl.col("status") != "ok").group_by("status").len().iter_rows():
-        log.warning("%s: %d of %d adjudications are %s (column reason)%s", path, count, frame.height, status,
-                    ": those pairs train L_fc only" if status == "unresolved" else "")
-    return {r["pair_id"]: r["text"] for r in frame.iter_rows(named=True)}
-
-
-def lm_targets(items: list[dict], lm_target: str, adjudications: str | Path | None,
-               mode: str) -> list[Callable[[str], str] | None]:
-    """Per training item, its L_lm target as a function of the letter Y_true is shown at (None: no L_lm)."""
-    if lm_target == "argument":
-        return [partial(argument_target, y_true=r["y_true"], final_argument=final_true_argument(r["arguments"]))
-                for r in items]
-    if adjudications is None:
-        raise ValueError("verifier.lm_target is 'adjudication' but no adjudications file was given")
-    texts = read_adjudications(adjudications, mode)
-    out = []
-    for r in items:
-        if r["pair_id"] not in texts:
-            raise ValueError(f"pair {r['pair_id']}: no adjudication in {adjudications} (its .rejected.parquet says "
-                             "why, if it is there)")
-        body = texts[r["pair_id"]]
-        out.append(None if body is None else partial(adjudication_target, body))
-    return out
-
-
-def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
-    """The learning rate multiplier of 0-based optimizer step `step` of `total`: transformers'
-    get_constant_schedule_with_warmup / get_cosine_schedule_with_warmup (linear from 0 over `warmup` steps,
-    then 1, or a half cosine down to 0 at `total`)."""
-    if step < warmup:
-        return step / max(1, warmup)
-    if schedule == "constant":
-        return 1.0
-    progress = (step - warmup) / max(1, total - warmup)
-    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def _apply_lora(model, lora: dict):
@@ -491,13 +398,3 @@ def copy_verifier(base: ModelRef, out_dir: str | Path, *, architecture: str) -> 
     log.info("%s: V_base copied to %s (weights sha256 %s, not trained)", architecture, out_dir,
              record["weights_sha256"][:16])
     return record
-
-
-def training_items_id(lm_target: str) -> str:
-    """Content id of which items train and where their L_lm targets come from (fine-tuning's rule param):
-    changing either, or switching `verifier.lm_target`, retrains."""
-    if lm_target not in LM_TARGETS:
-        raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
-    return rule_id("training-items", lm_target, TRAINED_STATUSES, trained_selection, training_items, split_column,
-                   final_true_argument, argument_target, adjudication_target, read_adjudications, lm_targets,
-                   lr_factor, encode_example, qh_letters, transcript_view)

@@ -1,23 +1,11 @@
-"""Verifier fine-tuning objectives on debate transcripts.
-
-Every selected transcript makes two training rows, one per answer order (Y_true shown as A, then as B), each
-with its own L_lm and L_fc (and L_qh for V_org), as the release's rows do (ft-verifier-oss-full.py
-build_rows: ORIENTATIONS "A=Y_true", "A=Y_false"; its grounded arm trains both views on every row).
+"""Verifier fine-tuning objectives on the rows of training_rows.py (two per selected transcript, one per
+answer order, each with its L_lm sequence, its q_m readout and, for V_org, its q_h readout).
 
 - L_lm: next-token cross-entropy over the verifier's target text given the row's transcript prompt
-  (prompt tokens masked with -100). Two targets (`verifier.lm_target`,
-  chosen in finetune.py): `argument`, the correct label and answer followed by the final argument of the
-  debater who defended Y_true, continuing the prefilled "Answer:" slot, so the verifier learns to
-  reproduce the winning side's reasoning (in adversarial transcripts that reasoning carries the steering);
-  `adjudication`, a grounded adjudication (adjudication.py, in debater names, the same for both rows)
-  followed by the row's "Answer: X" line, written as the whole assistant reply: its prompt stops before the
-  "Answer:" slot, as the release's judge thinks first and answers last. A pair without an adjudication
-  (`unresolved`) trains no L_lm, only L_fc (and L_qh), the release's `--grounded-unresolved answer-only`.
+  (prompt tokens masked with IGNORE); a row without a target (an `unresolved` adjudication) trains no L_lm.
 - L_fc: binary cross-entropy on the two answer-label logits (" A" vs " B") at the answer slot of the row's
   q_m readout after the transcript, target Y_true.
-- L_qh (V_org only): the same two-label loss on the q_h readout after the transcript, target H_false, one
-  order per row: a seeded bit per pair puts H_false at A in one row and at B in the other (qh_letters, the
-  release's qh_letter_schedule).
+- L_qh (V_org only): the same two-label loss on the row's q_h readout, target H_false.
 
 L = w_lm L_lm + w_fc L_fc (+ w_qh L_qh). Sequences are left-padded (as in LanguageModel) so the answer
 slot is the last position and only the logits that a loss reads are computed. A row's L_lm sequence and its
@@ -28,33 +16,14 @@ prompt computed once.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from debate_audit.models.decoding import left_pad
 
-from ..common.readout import ANSWER_SLOT, Transcript, render_prompt, renderer_for, tokenizer_chat, wording_for
-
-IGNORE = -100
-
-
-@dataclass
-class ChoiceExample:
-    ids: list[int]  # readout prompt ending at the answer slot
-    target: int  # 0: label " A" is correct, 1: label " B"
-
-
-@dataclass
-class TrainExample:
-    pair_id: int
-    lm_ids: list[int]  # prompt + target text; empty: this row trains no L_lm
-    lm_labels: list[int]  # IGNORE on prompt tokens, the token id on target tokens
-    fc: list[ChoiceExample]  # q_m in the row's order, target Y_true
-    qh: list[ChoiceExample] = field(default_factory=list)  # q_h, target H_false (V_org only)
+from .training_rows import IGNORE, ChoiceExample, TrainExample
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -193,112 +162,3 @@ def verifier_losses(
         terms["total"] = terms["total"] + idle
     return terms
 
-
-# ------------------------------------------------------------------ encoding
-def fit_transcript(tokenizer, transcript: str, budget: int) -> str:
-    """Cut a transcript to `budget` tokens: keep its start (header, first round) and its end."""
-    ids = tokenizer(transcript, add_special_tokens=False)["input_ids"]
-    if len(ids) <= budget:
-        return transcript
-    head = budget // 4
-    tail = budget - head - 8
-    return tokenizer.decode(ids[:head]) + " [...] " + tokenizer.decode(ids[len(ids) - tail :])
-
-
-# Where H_false sits in the L_qh readout of a pair's two rows (the release's qh_letter_schedule: a seeded bit
-# per pair, so both letters carry the target once and the letter is independent of the q_m order).
-QH_SCHEDULE = "qh-letter-schedule-v1"
-ORIENTATIONS = ("A", "B")  # the letter of Y_true in a pair's first and second row
-# What L_qh reads: q_h after the row's transcript (the paper's), or q_h alone, the prompt the audit scores.
-QH_READOUTS = ("transcript", "bare")
-
-
-def qh_letters(seed: int, pair_id: int) -> tuple[str, str]:
-    """The letter of H_false in the L_qh readout of the pair's first and second row."""
-    bit = hashlib.sha256(f"{seed}|{pair_id}|{QH_SCHEDULE}".encode("utf-8")).digest()[0] % 2
-    return ("A", "B") if bit == 0 else ("B", "A")
-
-
-def encode_example(
-    tokenizer,
-    *,
-    pair_id: int,
-    transcript: str | Transcript,
-    item: dict,
-    target: Callable[[str], str] | None,
-    with_qh: bool,
-    max_length: int,
-    max_target_tokens: int,
-    readout: str = "auto",
-    reply: bool = False,
-    qh_order: tuple[str, str] = ("A", "B"),
-    chat_template_kwargs: dict | None = None,
-    qh_readout: str = "transcript",
-) -> list[TrainExample]:
-    """Tokenise one selected transcript into its two rows (module docstring), Y_true shown as A and then as B.
-
-    `target(letter)`: the L_lm text of the row whose Y_true is shown as `letter`; None: the pair trains no
-    L_lm. `reply`: the target is the whole assistant reply ending in its own "Answer: X" line (an
-    adjudication): the L_lm prompt stops before the "Answer:" slot, and a cut to `max_target_tokens` keeps
-    that last line, so the conclusion is always trained on. `qh_order`: the letter of H_false in each row's
-    L_qh readout (qh_letters). `chat_template_kwargs`: the model's chat-template switches (its spec's), so
-    training renders what scoring renders. `qh_readout` (QH_READOUTS): L_qh reads q_h after the transcript
-    (the paper's L_qh(theta; T_adv, q_h, a_h, C)), H_false at the row's `qh_order` letter, or bare, the
-    prompt Table 1 and the audit score, H_false at A and at B in every row."""
-    if qh_readout not in QH_READOUTS:
-        raise ValueError(f"verifier.qh_readout must be one of {list(QH_READOUTS)}, got {qh_readout!r}")
-
-    def enc(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def target_ids(text: str) -> list[int]:
-        ids = enc(text)
-        if len(ids) > max_target_tokens:
-            body, _, last = text.rstrip().rpartition("\n")
-            if reply and body:
-                tail = enc("\n" + last)
-                ids = enc(body)[: max(0, max_target_tokens - len(tail))] + tail
-            else:
-                ids = ids[:max_target_tokens]
-        return ids + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
-
-    targets = {letter: target_ids(target(letter)) for letter in ORIENTATIONS} if target is not None else {}
-    # One renderer with the scoring side (readout.py): the chat template or the plain format, in its wording.
-    chat = renderer_for(readout, tokenizer, tokenizer_chat(tokenizer, chat_template_kwargs))
-    wording = wording_for(readout)
-    view = transcript if isinstance(transcript, Transcript) else Transcript(transcript, transcript, item["q_m"],
-                                                                            (item["y_true"], item["y_false"]))
-
-    def prompt(question: str, a: str, b: str, shown: Transcript, slot: bool = True) -> list[int]:
-        rendered = render_prompt(question, a, b, transcript=shown if isinstance(transcript, Transcript) else shown.text,
-                                 chat=chat, wording=wording, purpose="train")
-        return enc(rendered if slot else rendered.removesuffix(ANSWER_SLOT))
-
-    empty = view.cut(lambda _: "")
-    blocks = [(item["q_m"], item["y_true"], item["y_false"]), (item["q_h"], item["h_true"], item["h_false"])]
-    longest_block = max(len(prompt(q, a, b, empty)) for q, a, b in blocks)
-    budget = max_length - longest_block - max((len(t) for t in targets.values()), default=0) - 16
-    if budget < 16:
-        raise ValueError(f"pair {pair_id}: max_length {max_length} leaves no room for the transcript")
-    shown = view.cut(lambda text: fit_transcript(tokenizer, text, budget))
-    rows = []
-    for slot, letter in enumerate(ORIENTATIONS):
-        options = (item["y_true"], item["y_false"]) if letter == "A" else (item["y_false"], item["y_true"])
-        fc = [ChoiceExample(prompt(item["q_m"], *options, shown), ORIENTATIONS.index(letter))]
-        qh = []
-        if with_qh:
-            at = qh_order[slot]
-            hidden = (item["h_false"], item["h_true"]) if at == "A" else (item["h_true"], item["h_false"])
-            if qh_readout == "bare":
-                # both orders in every row, as the audit's readout averages them: a row then pushes H_false's
-                # text, not one letter, and a bare prompt is short enough to read twice
-                qh = [ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
-                      for k, pair in enumerate(((item["h_false"], item["h_true"]), (item["h_true"], item["h_false"])))]
-            else:
-                qh = [ChoiceExample(prompt(item["q_h"], *hidden, shown), ORIENTATIONS.index(at))]
-        lm_ids, lm_labels = [], []
-        if targets:
-            lm_prompt = prompt(item["q_m"], *options, shown, slot=not reply)
-            lm_ids, lm_labels = lm_prompt + targets[letter], [IGNORE] * len(lm_prompt) + targets[letter]
-        rows.append(TrainExample(pair_id, lm_ids, lm_labels, fc, qh))
-    return rows
