@@ -59,7 +59,12 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory, embedded_model_dir):
-    """The whole workflow on the smoke overlay, run locally once per session in a scratch copy of the project."""
+    """The whole workflow on the smoke overlay, run locally once per session in a scratch copy of the project.
+
+    Built by its first user (~4 min on 2 cores) and shared by every test that needs a finished run: the
+    workflow, run-settings, browser, distributed, release and vLLM tests read it; the SLURM test compares its
+    outputs with it; the grid and CW-POR rerun tests change a setting in a copy of it
+    (smoke_workflow.copy_of_run), so only what the change reaches runs again. Never write into it."""
     from smoke_workflow import scratch_copy, snakemake
 
     # A copy of the model: a rerun of prepare_model in the scratch project must not write into the shared one.

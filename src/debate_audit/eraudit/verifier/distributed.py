@@ -8,7 +8,7 @@ step on the host instead (the release's DeepSpeed ZeRO-3 offloads the optimizer 
 only the gathered layers and the activations.
 
 The job is started by `torch.distributed.run` (torchrun), which the rule's own process calls (`launch`): the
-workers run `python -m debate_audit.eraudit.verifier.finetune ARGS.json`, the same `finetune_verifier` as a
+workers run `python -m debate_audit.eraudit.verifier.distributed ARGS.json`, the same `finetune_verifier` as a
 one-process job. Data parallel: each optimizer step's micro-batches are dealt round-robin to the processes
 and the gradient of their sum is the one-process gradient (up to the order of float additions; see
 `step_share`), so the loss curve and the checkpoint equal the one-process run's to rounding.
