@@ -93,7 +93,7 @@ report: $(STAMP)
 # The finished run's experiments as inspect_ai eval logs (same SNAKEMAKE_ARGS and RUN as the run); then
 # `.venv/bin/inspect view --log-dir results/inspect` (a named run's: runs/NAME/results/inspect).
 inspect: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) $(RUN_ARGS) inspect_logs
+	$(BIN)/snakemake inspect_logs --cores $(CORES) $(SNAKEMAKE_ARGS) $(RUN_ARGS)
 
 # Two runs' headline figures side by side, with paired tests on the questions both judged or audited:
 # `make compare B=NAME` (A defaults to `default`, the unnamed run's results/). Writes results/compare/A_vs_B/.
