@@ -35,8 +35,10 @@ def known_answer_run(tmp_path_factory, embedded_model_dir):
     (workdir / "known_answer.yaml").write_text(yaml.safe_dump(OVERLAY))
     audit = f"results/er_audit/audit/{ARCH}/{DATASET}/{SETTING}"
     evals = [f"results/er_audit/verifier/{ARCH}/{DATASET}/{cp}/eval.parquet" for cp in ("base", "w20/org_qh10")]
+    # V_org's fine-tuning runs alone for most of its time: both cores, not the rule's one thread.
     cmd = [str(BIN / "snakemake"), f"{audit}/summary.parquet", f"{audit}/deltas.parquet", *evals, "--cores", "2",
-           "--resources", "gpu=2", "--configfile", "config/config.yaml", "known_answer.yaml"]
+           "--resources", "gpu=2", "--set-threads", "verifier_finetune=2",
+           "--configfile", "config/config.yaml", "known_answer.yaml"]
     result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     return workdir, workdir / audit, [workdir / e for e in evals]
