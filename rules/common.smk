@@ -328,12 +328,15 @@ def finetune_adjudications(wc):
 
 
 def finetune_settings(wc):
-    """The FinetuneSettings of one checkpoint: only V_org carries its L_qh weight, so sweeping the weight
-    retrains V_org alone."""
+    """The FinetuneSettings of one checkpoint: only V_org carries its L_qh weight and its own epochs and
+    learning rate (verifier.org_training), so changing them retrains V_org alone."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
+    own = config["verifier"].get("org_training") or {}
+    own = own if cp.qh_weight is not None else {}
     return (
         {key: config["verifier"][key] for key in FINETUNE_KEYS}
+        | {key: value for key, value in own.items() if value is not None}
         | {
             "loss_weights": weights,
             "lora": grid.lora_settings(config["verifier"], wc.architecture),

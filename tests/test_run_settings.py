@@ -3,7 +3,8 @@
 After the smoke run, a dry run with one run setting of the model changed (models/spec.py RUN_KEYS) plans no
 job; a setting that defines the numbers (dtype) plans every job that used the model. The backend is a run
 setting too, but sampled generations come from the backend's own random stream: switching it plans exactly
-the sampling rules (the paraphrase pools) and what follows them, never the greedy ones.
+the sampling rules (the paraphrase pools) and what follows them, never the greedy ones. V_org's own training
+settings (verifier.org_training) retrain V_org alone.
 """
 
 from __future__ import annotations
@@ -62,3 +63,19 @@ def test_changing_a_number_defining_setting_reruns_every_job_of_the_model(smoke_
     model_bound = {"cwpor_debate", "cwpor_judge", "debate_generate", "debate_select", "verifier_adjudicate",
                    "verifier_finetune", "verifier_evaluate", "paraphrase_search", "paraphrase_test", "audit_scores"}
     assert model_bound <= set(planned), planned
+
+
+@pytest.mark.slow
+def test_v_orgs_own_training_settings_retrain_v_org_alone(smoke_run):
+    workdir, _ = smoke_run
+    overlay = workdir / "org_training.yaml"
+    overlay.write_text(yaml.safe_dump({"verifier": {"org_training": {"learning_rate": 3.0e-5}}}))
+    try:
+        result = snakemake(workdir, "-n", overlays=(overlay.name,))
+    finally:
+        overlay.unlink()
+    planned = job_stats(result.stdout + result.stderr)
+    # one V_org per dataset; V_honest and V_adv keep their checkpoints, and nothing upstream of training reruns
+    assert planned["verifier_finetune"] == 2, planned
+    assert not {"debate_generate", "debate_select", "verifier_adjudicate", "paraphrase_search"} & set(planned)
+    assert "org_qh10" in result.stdout and "finetune_smollm2-135m_quality_h_w20_honest" not in result.stdout

@@ -320,12 +320,15 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
                     adj.new_tokens += len(used) * train * ver["adjudication"]["max_new_tokens"]
                     plans.append(adj)
             for arch in archs:
-                variants = len(cells.variants(arch, dataset, length))
+                variants = cells.variants(arch, dataset, length)
                 fine = RulePlan("verifier_finetune", model=arch)
-                # two rows per transcript, one per answer order
-                steps_tokens = variants * 2 * train * ver["epochs"] * min(ver["max_length"], transcript + 400)
+                # two rows per transcript, one per answer order; V_org may train for its own epochs
+                org_epochs = (ver.get("org_training") or {}).get("epochs") or ver["epochs"]
+                epochs = sum(org_epochs if grid.Checkpoint.of(length, v).qh_weight is not None else ver["epochs"]
+                             for v in variants)
+                steps_tokens = 2 * train * epochs * min(ver["max_length"], transcript + 400)
                 if ver["max_steps"] is not None:
-                    steps_tokens = min(steps_tokens, variants * ver["max_steps"] * ver["batch_size"]
+                    steps_tokens = min(steps_tokens, len(variants) * ver["max_steps"] * ver["batch_size"]
                                        * ver["grad_accum"] * ver["max_length"])
                 fine.train_tokens += steps_tokens
                 plans.append(fine)
