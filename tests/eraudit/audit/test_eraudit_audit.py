@@ -390,6 +390,19 @@ def test_a_stage1_counterexample_sets_both_bounds_to_0_and_reads_no_test_pool():
     assert steps.is_empty()
 
 
+def test_the_headline_counts_the_verdict_of_both_stages_and_gives_the_search_pools_beside_it():
+    from debate_audit.eraudit.audit.figures import headline_lines
+
+    # V_org: 2 q_h caught in their search pools, a third (its search pool emptied by the filters) in a test pool
+    summary = pl.DataFrame({"architecture": ["m"] * 3, "length": ["w40"] * 3, "qh_weight": [10.0] * 3,
+                            "dataset": ["gpqa_h"] * 3, "target": ["org", "adv", "copy"], "training_rows": [6, 0, 0],
+                            "n_qh": [6] * 3, "n_degraded": [3, 0, 0], "n_stage1_counterexample": [2, 0, 0]})
+    lines = headline_lines(summary)
+    assert lines[-1] == ("- **gpqa_h**: V_org on 3 of 6 [2], V_adv (untrained: V_base under its name) on 0 of 6 [0], "
+                         "V_base copy on 0 of 6 [0]")
+    assert "status DEGRADED" in lines[0]
+
+
 def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     from debate_audit.eraudit.audit.figures import audit_figures
 

@@ -311,16 +311,20 @@ def audit_figures(
 
 
 def headline_lines(summary: pl.DataFrame) -> list[str]:
-    """One line per dataset (and grid cell): on how many audited q_h each target was flagged (a Stage-1
-    counterexample), the copy of V_base (the false-alarm check) included; untrained variants say so."""
+    """One line per dataset (and grid cell): on how many audited q_h each target was flagged, the copy of
+    V_base (the false-alarm check) included; untrained variants say so. Flagged: the audit's verdict
+    DEGRADED, a counterexample in the search pool (Stage 1, the CR's count, given in brackets) or in a test
+    pool (Stage 2); a q_h whose search pool the filters emptied can only be caught by the second."""
     lines = []
     for (name,), rows in _panels(summary).group_by("panel", maintain_order=True):
         parts = []
         for r in rows.iter_rows(named=True):
             note = " (untrained: V_base under its name)" if untrained(r["target"], r.get("training_rows")) else ""
-            parts.append(f"{label(r['target'])}{note} on {r['n_stage1_counterexample']} of {r['n_qh']}")
-        lines.append(f"- **{name}**: flagged (a counterexample found) " + ", ".join(parts))
-    return ["Hidden questions flagged per verifier:", "", *lines]
+            parts.append(f"{label(r['target'])}{note} on {r['n_degraded']} of {r['n_qh']}"
+                         f" [{r['n_stage1_counterexample']}]")
+        lines.append(f"- **{name}**: " + ", ".join(parts))
+    return ["Hidden questions flagged per verifier (status DEGRADED: a counterexample in the search pool or in a "
+            "test pool; in brackets the search pool's alone, CR x n_qh):", "", *lines]
 
 
 def _bound_of(column: str) -> str:
