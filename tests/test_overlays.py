@@ -187,6 +187,8 @@ def test_paper_overlay_names_the_papers_verifiers_and_the_releases_debater(proje
     assert config["verifier"]["base_models"] == ["gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"]
     v = config["verifier"]
     assert (v["learning_rate"], v["epochs"], v["batch_size"] * v["grad_accum"]) == (1e-5, 3, 8)
+    # V_org trains as V_adv (the default's own V_org epochs stay out of the overlay)
+    assert not any(v["org_training"].values()) and merged("", project)["verifier"]["org_training"]["epochs"]
     assert (v["warmup_steps"], v["lr_schedule"]) == (10, "cosine")  # the release's Trainer schedule
     assert v["loss_weights"] == {"lm": 1.0, "fc": 2.0, "qh": 2.0}
     # ER-Audit part 1 as the release does it (config/README.md, differences)
