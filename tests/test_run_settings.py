@@ -74,8 +74,9 @@ def test_v_orgs_own_training_settings_retrain_v_org_alone(smoke_run):
         result = snakemake(workdir, "-n", overlays=(overlay.name,))
     finally:
         overlay.unlink()
-    planned = job_stats(result.stdout + result.stderr)
+    listing = result.stdout + result.stderr
+    planned = job_stats(listing)
     # one V_org per dataset; V_honest and V_adv keep their checkpoints, and nothing upstream of training reruns
     assert planned["verifier_finetune"] == 2, planned
     assert not {"debate_generate", "debate_select", "verifier_adjudicate", "paraphrase_search"} & set(planned)
-    assert "org_qh10" in result.stdout and "finetune_smollm2-135m_quality_h_w20_honest" not in result.stdout
+    assert "variant=org_qh10" in listing and "variant=honest" not in listing and "variant=adv" not in listing
