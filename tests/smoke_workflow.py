@@ -42,7 +42,11 @@ def copy_of_run(finished: Path, workdir: Path) -> Path:
     `workdir`, its prepared models linked, not copied: a test that changes a setting and reruns builds on the
     session's smoke run instead of running everything again. Only what the change reaches reruns there."""
     models = finished / "resources" / "models"
-    shutil.copytree(finished, workdir, symlinks=True, ignore=lambda folder, _: ["models"] if Path(folder) == models.parent else [])
+
+    def skip_models(folder: str, _names: list[str]) -> list[str]:
+        return ["models"] if Path(folder) == models.parent else []
+
+    shutil.copytree(finished, workdir, symlinks=True, ignore=skip_models)
     (workdir / "resources" / "models").mkdir(parents=True, exist_ok=True)
     for model in models.iterdir():
         (workdir / "resources" / "models" / model.name).symlink_to(model.resolve())

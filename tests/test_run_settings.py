@@ -30,14 +30,20 @@ AFTER_POOLS = {"paraphrase_search", "paraphrase_test", "audit_scores", "audit_st
                "audit_figures", "audit_runtime", "browse", "all"}
 
 
-def dry_run(workdir, name: str, settings: dict) -> dict[str, int]:
+def dry_run_listing(workdir, name: str, config: dict) -> str:
+    """What a dry run prints (its job listing) with `config` as one more overlay, which is removed after."""
     overlay = workdir / f"run_setting_{name.replace(' ', '_')}.yaml"
-    overlay.write_text(yaml.safe_dump({"models": {MODEL: settings}}))
+    overlay.write_text(yaml.safe_dump(config))
     try:
         result = snakemake(workdir, "-n", overlays=(overlay.name,))
     finally:
         overlay.unlink()
-    return job_stats(result.stdout + result.stderr)
+    return result.stdout + result.stderr
+
+
+def dry_run(workdir, name: str, settings: dict) -> dict[str, int]:
+    """The jobs a dry run plans, per rule, with the model's `settings` changed."""
+    return job_stats(dry_run_listing(workdir, name, {"models": {MODEL: settings}}))
 
 
 @pytest.mark.slow
@@ -68,13 +74,7 @@ def test_changing_a_number_defining_setting_reruns_every_job_of_the_model(smoke_
 @pytest.mark.slow
 def test_v_orgs_own_training_settings_retrain_v_org_alone(smoke_run):
     workdir, _ = smoke_run
-    overlay = workdir / "org_training.yaml"
-    overlay.write_text(yaml.safe_dump({"verifier": {"org_training": {"learning_rate": 3.0e-5}}}))
-    try:
-        result = snakemake(workdir, "-n", overlays=(overlay.name,))
-    finally:
-        overlay.unlink()
-    listing = result.stdout + result.stderr
+    listing = dry_run_listing(workdir, "org training", {"verifier": {"org_training": {"learning_rate": 3.0e-5}}})
     planned = job_stats(listing)
     # one V_org per dataset; V_honest and V_adv keep their checkpoints, and nothing upstream of training reruns
     assert planned["verifier_finetune"] == 2, planned
