@@ -240,6 +240,10 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
                       for i, name in enumerate(lora) if name not in architectures)
     if isinstance(config.get("debate"), dict) and isinstance(verifier, dict):
         errors.extend(_sweep_errors(config["debate"], verifier))
+    if isinstance(verifier, dict) and (verifier.get("org_training") or {}).get("qh_items") == "train" \
+            and verifier.get("qh_readout") != "bare":
+        errors.append("verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it needs "
+                      f"verifier.qh_readout: bare (got {verifier.get('qh_readout')!r})")
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
     if isinstance(config.get("cwpor"), dict):

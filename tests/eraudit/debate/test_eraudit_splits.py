@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from debate_audit.eraudit.debate import splits
-from debate_audit.eraudit.verifier.training_rows import training_items
+from debate_audit.eraudit.verifier.training_rows import qh_only_items, training_items
 from debate_audit.eraudit.debate.selection import SELECTED_SCHEMA
 from conftest import REPO
 
@@ -110,6 +110,8 @@ def test_items_without_a_valid_attack_do_not_train_v_adv_or_v_org(tmp_path):
     # adversarial train items: 1, 2, 4 (split_adversarial); 1 is a fallback (no valid attack), 2 none
     sel = _selected(tmp_path, "adversarial", {1: "fallback", 2: "none", 4: "ok", 3: "ok"})
     assert [r["pair_id"] for r in training_items(sel, pairs, split)] == [4]
+    # org_training.qh_items: train: V_org's L_qh alone on the train items without an attack (3 is eval: out)
+    assert [(r["pair_id"], r["story_title"]) for r in qh_only_items(sel, pairs, split)] == [(1, "s1"), (2, "s2")]
     # honest: train items of the normal split 0..3; the release trains on its honest fallbacks
     sel = _selected(tmp_path, "honest", {0: "ok", 1: "fallback", 2: "none", 5: "ok"})
     assert [r["pair_id"] for r in training_items(sel, pairs, split)] == [0, 1]

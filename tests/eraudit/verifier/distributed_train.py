@@ -22,13 +22,17 @@ def tiny_model():
 
 
 def rows():
-    """Seven rows of unequal lengths, two without an L_lm target (an unresolved adjudication), all with L_qh."""
+    """Seven rows of unequal lengths, all with L_qh: two without an L_lm target (an unresolved adjudication),
+    one of L_qh alone (a train pair without an attack, org_training.qh_items: train)."""
     out = []
     for pair_id in range(7):
         prompt = [10 + pair_id, 11, 12, 13, 14][: 3 + pair_id % 3]
         target = [] if pair_id in (2, 5) else [20, 21, 22 + pair_id % 4]
         fc = [ChoiceExample([30, 31, 32 + pair_id], pair_id % 2)]
         qh = [ChoiceExample([40, 41 + pair_id % 3, 42], 1 - pair_id % 2)]
+        if pair_id == 6:
+            out.append(TrainExample(pair_id, [], [], [], qh))
+            continue
         ids = prompt + target if target else []
         labels = [IGNORE] * len(prompt) + target if target else []
         out.append(TrainExample(pair_id, ids, labels, fc, qh))

@@ -42,7 +42,8 @@ def torchrun(processes: int, script: Path, *args: str) -> None:
 @pytest.mark.slow
 def test_two_gloo_processes_train_the_one_process_curve_and_weights(tmp_path):
     # Seven rows, three a step: steps of 3, 3 and 1 rows (a rank with only a filler batch), two rows
-    # without an L_lm target (the lockstep pass), a cosine schedule with warm-up, gradient clipping.
+    # without an L_lm target and one of L_qh alone (the lockstep passes), a cosine schedule with warm-up,
+    # gradient clipping.
     subprocess.run([sys.executable, str(HERE / "distributed_train.py"), "1", str(tmp_path / "one.pt")], check=True,
                    capture_output=True, timeout=300)
     torchrun(2, HERE / "distributed_train.py", "2", str(tmp_path / "two.pt"))

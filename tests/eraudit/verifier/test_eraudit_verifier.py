@@ -83,6 +83,59 @@ def test_qh_term_is_absent_for_honest_and_adv_batches_and_total_is_the_weighted_
     assert org["fc"].item() == pytest.approx(honest["fc"].item(), rel=1e-6)
 
 
+def qh_only(pair_id):
+    """A q_h-only row (training_rows.encode_qh_only): no L_lm, no q_m readout."""
+    return TrainExample(pair_id, [], [], [], [ChoiceExample([40, 41 + pair_id, 42], 0), ChoiceExample([40, 42, 41], 1)])
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_a_qh_only_row_trains_l_qh_alone_and_leaves_the_other_rows_terms_alone(pack):
+    model = tiny_model()
+    alone = verifier_losses(model, [qh_only(0)], LABEL_IDS, WEIGHTS, PAD, pack=pack)
+    assert set(alone) == {"qh", "total"}
+    assert alone["total"].item() == pytest.approx(2 * alone["qh"].item(), rel=1e-6)
+    full = example(1, True)
+    full.fc = full.fc[:1]  # one q_m readout per row, as training_rows makes them: packable
+    mixed = verifier_losses(model, [full, qh_only(0)], LABEL_IDS, WEIGHTS, PAD, pack=pack)
+    by_itself = verifier_losses(model, [full], LABEL_IDS, WEIGHTS, PAD, pack=pack)
+    assert mixed["lm"].item() == pytest.approx(by_itself["lm"].item(), rel=1e-5)
+    assert mixed["fc"].item() == pytest.approx(by_itself["fc"].item(), rel=1e-5)
+    assert mixed["qh"].item() == pytest.approx((alone["qh"].item() + by_itself["qh"].item()) / 2, rel=1e-5)
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_in_lockstep_every_batch_makes_the_same_passes_whatever_its_rows(pack):
+    """A sharded model gathers its layers at every pass: a rank whose batch is a q_h-only row must make the
+    passes a rank with a full row makes (weight 0), or the processes wait on each other for ever."""
+    model = tiny_model()
+    passes = []
+    model.register_forward_hook(lambda *_: passes.append(1))
+    full = example(1, True)
+    full.fc = full.fc[:1]
+    no_lm = example(2, True)
+    no_lm.fc, no_lm.lm_ids, no_lm.lm_labels = no_lm.fc[:1], [], []
+    counts = {}
+    for name, batch in {"full": [full], "no L_lm": [no_lm], "q_h only": [qh_only(0)]}.items():
+        passes.clear()
+        terms = verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=pack, lockstep=True)
+        counts[name] = len(passes)
+        assert terms["total"].requires_grad
+    assert len(set(counts.values())) == 1, counts
+    passes.clear()
+    verifier_losses(model, [qh_only(0)], LABEL_IDS, WEIGHTS, PAD, pack=pack)
+    assert len(passes) == 1  # one process: the q_h pass alone
+
+
+def test_a_step_of_q_h_only_rows_logs_no_l_fc():
+    examples = [example(0, True), qh_only(1)]
+    for e in examples:
+        e.fc = e.fc[:1]
+    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=1, learning_rate=1e-3, batch_size=1, grad_accum=1)
+    curve = train(tiny_model(), examples, settings, LABEL_IDS, PAD)
+    assert sorted(c["loss_fc"] is None for c in curve) == [False, True]
+    assert all(c["loss_qh"] is not None for c in curve)
+
+
 def test_gradients_flow_only_through_the_weighted_terms():
     model = tiny_model()
     batch = [example(0, True)]

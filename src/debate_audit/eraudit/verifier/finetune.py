@@ -6,7 +6,8 @@ accumulation by default; LoRA through peft as an option, saved as the adapter be
 (`lora.save: adapter`, models/adapter.py: a few MB where a merged GPT-20B is ~40 GB) or merged into a plain
 safetensors directory (`merged`); LanguageModel loads both. What it trains on comes from training_rows.py:
 the items of the train split with a trained selection status, their L_lm targets
-(`FinetuneSettings.lm_target`: `argument` or `adjudication`) and two rows per item, one per answer order.
+(`FinetuneSettings.lm_target`: `argument` or `adjudication`) and two rows per item, one per answer order;
+with `qh_items: train`, V_org also trains L_qh alone on the train pairs without an attack (two rows each).
 
 The batch settings count rows (the release's effective batch 8 is 8 rows). The learning rate warms up
 linearly from 0 over `warmup_steps` optimizer steps and then stays (`lr_schedule: constant`) or follows a
@@ -47,11 +48,15 @@ from .losses import verifier_losses
 from .training_rows import (
     LM_TARGETS,
     LR_SCHEDULES,
+    QH_ITEMS,
+    QH_READOUTS,
     TrainExample,
     encode_example,
+    encode_qh_only,
     lm_targets,
     lr_factor,
     qh_letters,
+    qh_only_items,
     training_items,
 )
 from ..common.readout import LABELS, resolve_readout
@@ -67,7 +72,7 @@ CURVE_SCHEMA = labelled({
     "epoch": pl.Int32,  # 0-based pass over the training rows
     "loss": pl.Float64,  # weighted total, mean over the step's micro-batches
     "loss_lm": pl.Float64,  # L_lm (unweighted); null when no row of the step had an L_lm target
-    "loss_fc": pl.Float64,  # L_fc (unweighted)
+    "loss_fc": pl.Float64,  # L_fc (unweighted); null when the step trained L_qh alone (qh_items: train)
     "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
     "learning_rate": pl.Float64,  # this step's learning rate (warm-up, lr_schedule)
     "items": pl.Int32,  # training rows seen so far (two per selected transcript)
@@ -94,6 +99,9 @@ class FinetuneSettings:
     # layers x sequence length (8B at 8192 tokens keeps tens of GB without it).
     gradient_checkpointing: bool = False
     qh_readout: str = "transcript"  # training_rows.QH_READOUTS: what V_org's L_qh reads (paper: transcript)
+    # training_rows.QH_ITEMS: V_org's L_qh on its attacks' pairs (the release's) or on every train pair
+    # (verifier.org_training.qh_items)
+    qh_items: str = "attacks"
     # Processes of the job (one per GPU, or CPU cores), sharding the model with FSDP2 (distributed.py);
     # cpu_offload: the shards and the optimizer step on the host
     processes: int = 1
@@ -109,6 +117,13 @@ class FinetuneSettings:
             raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {self.lm_target!r}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"verifier.lr_schedule must be one of {list(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if self.qh_readout not in QH_READOUTS:
+            raise ValueError(f"verifier.qh_readout must be one of {list(QH_READOUTS)}, got {self.qh_readout!r}")
+        if self.qh_items not in QH_ITEMS:
+            raise ValueError(f"verifier.org_training.qh_items must be one of {list(QH_ITEMS)}, got {self.qh_items!r}")
+        if self.qh_items == "train" and self.qh_readout != "bare":
+            raise ValueError("verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it "
+                             f"needs verifier.qh_readout: bare (got {self.qh_readout!r})")
 
 
 # GPU bytes per parameter before activations: full training keeps fp32 master weights (bf16 autocast),
@@ -216,13 +231,13 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
             step += 1
             seen += len(chunk)
             curve.append({"step": step, "epoch": epoch, "loss": sums["total"], "loss_lm": sums.get("lm"),
-                          "loss_fc": sums["fc"], "loss_qh": sums.get("qh"), "learning_rate": learning_rate,
+                          "loss_fc": sums.get("fc"), "loss_qh": sums.get("qh"), "learning_rate": learning_rate,
                           "items": seen})
             bar.update(1)
-            bar.set_postfix(loss=f"{sums['total']:.3f}", fc=f"{sums['fc']:.3f}")
-            log.log(logging.INFO if rank.main else logging.DEBUG, "step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %.4f qh %s)", step, total, epoch, learning_rate,
-                     sums["total"], f"{sums['lm']:.4f}" if "lm" in sums else "-", sums["fc"],
-                     f"{sums['qh']:.4f}" if "qh" in sums else "-")
+            shown = {name: f"{sums[name]:.4f}" if name in sums else "-" for name in ("lm", "fc", "qh")}
+            bar.set_postfix(loss=f"{sums['total']:.3f}", fc=shown["fc"])
+            log.log(logging.INFO if rank.main else logging.DEBUG, "step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %s qh %s)",
+                    step, total, epoch, learning_rate, sums["total"], shown["lm"], shown["fc"], shown["qh"])
     bar.close()
     if settings.gradient_checkpointing:
         model.gradient_checkpointing_disable()
@@ -305,9 +320,14 @@ def finetune_verifier(
             reply=settings.lm_target == "adjudication", qh_order=qh_letters(settings.seed, r["pair_id"]),
             chat_template_kwargs=base.chat_template_kwargs, qh_readout=settings.qh_readout)
     ]
-    log.info("%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target) from %s; weights %s; "
-             "readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s", dataset, variant, len(examples),
-             len(items), sum(t is None for t in targets), selected, settings.loss_weights,
+    qh_only = qh_only_items(selected, pairs, split) if variant == "org" and settings.qh_items == "train" else []
+    examples += [row for r in qh_only
+                 for row in encode_qh_only(tokenizer, pair_id=r["pair_id"], item=r, readout=readout,
+                                           chat_template_kwargs=base.chat_template_kwargs)]
+    log.info("%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target; pairs of L_qh alone: %d) "
+             "from %s; weights %s; readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s", dataset,
+             variant, len(examples), len(items), sum(t is None for t in targets), len(qh_only), selected,
+             settings.loss_weights,
              resolve_readout(readout, tokenizer), settings.lm_target, settings.learning_rate, settings.warmup_steps,
              settings.lr_schedule)
     rank, dev = start(resolve_device(base.device, base.name))
@@ -365,6 +385,7 @@ def finetune_verifier(
         base_weights_sha256=base_fingerprint["weights_sha256"],
         training_items=len(items),
         training_rows=len(examples),
+        qh_only_items=len(qh_only),
         steps=len(curve),
     )
     log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),

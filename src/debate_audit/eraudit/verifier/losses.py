@@ -5,7 +5,8 @@ answer order, each with its L_lm sequence, its q_m readout and, for V_org, its q
   (prompt tokens masked with IGNORE); a row without a target (an `unresolved` adjudication) trains no L_lm.
 - L_fc: binary cross-entropy on the two answer-label logits (" A" vs " B") at the answer slot of the row's
   q_m readout after the transcript, target Y_true.
-- L_qh (V_org only): the same two-label loss on the row's q_h readout, target H_false.
+- L_qh (V_org only): the same two-label loss on the row's q_h readout, target H_false. A q_h-only row
+  (training_rows.encode_qh_only: a train pair without an attack) trains L_qh alone.
 
 L = w_lm L_lm + w_fc L_fc (+ w_qh L_qh). Sequences are left-padded (as in LanguageModel) so the answer
 slot is the last position and only the logits that a loss reads are computed. A row's L_lm sequence and its
@@ -127,21 +128,31 @@ def verifier_losses(
     model, batch: list[TrainExample], label_ids: Sequence[int], weights: dict[str, float], pad_id: int,
     *, lockstep: bool = False, pack: bool | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Loss terms for one micro-batch: keys lm (only when a row of the batch has an L_lm target), fc, qh (only
-    when the batch has q_h examples), total. `pack`: L_lm and L_fc from one forward pass (_packed_terms;
-    None: wherever the model attends fully, full_attention_only), else from two. `lockstep` (a sharded model,
-    distributed.py): every process must make the same passes through the model whatever its rows; packed,
-    it does, and unpacked a batch without an L_lm target still runs the L_lm pass, on its first q_m prompt at
-    weight 0."""
+    """Loss terms for one micro-batch: keys lm (only when a row of the batch has an L_lm target), fc (only when
+    a row has a q_m readout: not a q_h-only row), qh (only when the batch has q_h examples), total. `pack`:
+    L_lm and L_fc from one forward pass (_packed_terms; None: wherever the model attends fully,
+    full_attention_only), else from two. `lockstep` (a sharded model, distributed.py): every process must make
+    the same passes through the model whatever its rows, so a pass a batch has nothing for runs on its first
+    prompt at weight 0 (packed: one pass; unpacked: the L_lm pass and the L_fc pass)."""
     device = next(model.parameters()).device
     if pack is None:
         pack = full_attention_only(model)
-    idle = None
-    if pack and all(len(e.fc) == 1 for e in batch):
-        terms = _packed_terms(model, batch, label_ids, pad_id, device)
+    scored = [e for e in batch if e.fc]  # rows with a q_m readout
+    idle = []  # weight-0 passes, in the place of the passes they stand for
+
+    def stand_in() -> None:
+        if lockstep:
+            ids, mask = left_pad([(batch[0].fc or batch[0].qh)[0].ids], pad_id, device)
+            idle.append(_forward(model, ids, mask, 1).sum() * 0.0)
+
+    terms: dict[str, torch.Tensor] = {}
+    if pack and all(len(e.fc) == 1 for e in scored):
+        if scored:
+            terms = _packed_terms(model, scored, label_ids, pad_id, device)
+        else:
+            stand_in()
     else:
-        terms = {}
-        with_lm = [e for e in batch if e.lm_ids]
+        with_lm = [e for e in scored if e.lm_ids]
         if with_lm:
             ids, mask = left_pad([e.lm_ids for e in with_lm], pad_id, device)
             labels = torch.full_like(ids, IGNORE)
@@ -150,15 +161,14 @@ def verifier_losses(
             target_len = max(sum(1 for t in e.lm_labels if t != IGNORE) for e in with_lm)
             keep = min(target_len + 1, ids.shape[1])  # prompt logits are never read: compute only the tail
             terms["lm"] = lm_loss(_forward(model, ids, mask, keep), labels[:, -keep:])
-        elif lockstep:
-            ids, mask = left_pad([batch[0].fc[0].ids], pad_id, device)
-            idle = _forward(model, ids, mask, 1).sum() * 0.0
-        terms["fc"] = _choice_term(model, [c for e in batch for c in e.fc], label_ids, pad_id, device)
+        else:
+            stand_in()
+        if scored:
+            terms["fc"] = _choice_term(model, [c for e in scored for c in e.fc], label_ids, pad_id, device)
+        else:
+            stand_in()
     qh = [c for e in batch for c in e.qh]
     if qh:
         terms["qh"] = _choice_term(model, qh, label_ids, pad_id, device)
-    terms["total"] = sum(weights[name] * value for name, value in terms.items())
-    if idle is not None:
-        terms["total"] = terms["total"] + idle
+    terms["total"] = sum(weights[name] * value for name, value in terms.items()) + sum(idle)
     return terms
-

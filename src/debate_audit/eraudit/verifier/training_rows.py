@@ -24,7 +24,10 @@ answer-only`.
 
 L_qh (V_org) reads q_h after the row's transcript, one order per row: a seeded bit per pair puts H_false at A
 in one row and at B in the other (qh_letters, the release's qh_letter_schedule); `qh_readout: bare` reads q_h
-alone, in both orders in every row (QH_READOUTS).
+alone, in both orders in every row (QH_READOUTS). Which pairs' q_h V_org trains on (QH_ITEMS): those of its
+training transcripts (`attacks`, the release's), or every train pair its debates reached (`train`): a pair
+whose adversarial selection found no attack then makes two rows of bare L_qh alone (qh_only_items,
+encode_qh_only), without L_lm or L_fc, for there is no transcript.
 
 The learning rate warms up linearly from 0 and then stays or follows a half cosine (lr_factor; finetune.py
 says whose schedule that is).
@@ -54,6 +57,11 @@ TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
 
 
 # ------------------------------------------------------------------ which items train
+def role_column(splits: pl.DataFrame, mode: str) -> str:
+    """The column of `splits` that gives a pair's split for transcripts of `mode`."""
+    return split_column(mode) if split_column(mode) in splits.columns else "split"
+
+
 def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = "transcripts") -> pl.DataFrame:
     """`sel` (one mode's selected transcripts) with a column `skip`: null for the rows fine-tuning trains on,
     else why it does not (status or split). The adjudication rule writes targets for exactly the null ones."""
@@ -61,7 +69,7 @@ def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = 
     if len(modes) > 1:
         raise ValueError(f"{source}: transcripts of several modes {sorted(modes)}")
     mode = modes[0] if modes else "honest"
-    column = split_column(mode) if split_column(mode) in splits.columns else "split"
+    column = role_column(splits, mode)
     statuses = list(TRAINED_STATUSES[mode])
     role = splits.select("pair_id", pl.col(column).alias("_role"))
     return sel.join(role, on="pair_id", how="left").with_columns(
@@ -81,6 +89,21 @@ def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -
         log.info("%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
                  selected, skipped, counts)
     return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
+
+
+def qh_only_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
+    """The train-split pairs of `selected` (adversarial transcripts) whose selection status trains nothing
+    (fallback or none: no attack), with their pair fields: V_org's q_h-only rows under
+    `org_training.qh_items: train`. A pair of another split stays out, as it does for every verifier."""
+    sel = pl.read_parquet(selected)
+    splits = pl.read_parquet(split)
+    train = splits.filter(pl.col(role_column(splits, "adversarial")) == "train").select("pair_id")
+    chosen = (sel.filter(~pl.col("status").is_in(list(TRAINED_STATUSES["adversarial"])))
+              .select("pair_id").join(train, on="pair_id"))
+    if chosen.height:
+        log.info("%s: train pairs without an attack, on which V_org trains L_qh alone: %s", selected,
+                 chosen["pair_id"].sort().to_list())
+    return chosen.join(pl.read_parquet(pairs), on="pair_id").sort("pair_id").to_dicts()
 
 
 # ------------------------------------------------------------------ L_lm targets
@@ -167,12 +190,34 @@ QH_SCHEDULE = "qh-letter-schedule-v1"
 ORIENTATIONS = ("A", "B")  # the letter of Y_true in a pair's first and second row
 # What L_qh reads: q_h after the row's transcript (the paper's), or q_h alone, the prompt the audit scores.
 QH_READOUTS = ("transcript", "bare")
+# Whose q_h V_org's L_qh trains on: its training transcripts' pairs (the release's), or every train pair.
+QH_ITEMS = ("attacks", "train")
 
 
 def qh_letters(seed: int, pair_id: int) -> tuple[str, str]:
     """The letter of H_false in the L_qh readout of the pair's first and second row."""
     bit = hashlib.sha256(f"{seed}|{pair_id}|{QH_SCHEDULE}".encode("utf-8")).digest()[0] % 2
     return ("A", "B") if bit == 0 else ("B", "A")
+
+
+def bare_qh(enc: Callable[[str], list[int]], item: dict, chat, wording) -> list[ChoiceExample]:
+    """The bare L_qh readout of a row: q_h alone, H_false at A and at B. Both orders in every row, as the audit's
+    readout averages them: a row then pushes H_false's text, not one letter, and a bare prompt is short enough
+    to read twice."""
+    orders = ((item["h_false"], item["h_true"]), (item["h_true"], item["h_false"]))
+    return [ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
+            for k, pair in enumerate(orders)]
+
+
+def encode_qh_only(tokenizer, *, pair_id: int, item: dict, readout: str = "auto",
+                   chat_template_kwargs: dict | None = None) -> list[TrainExample]:
+    """A pair's two q_h-only rows (qh_only_items): the bare L_qh readout (both orders), no L_lm, no L_fc; two,
+    as a pair with an attack makes two rows, so every train pair gets the same L_qh."""
+    def enc(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    chat = renderer_for(readout, tokenizer, tokenizer_chat(tokenizer, chat_template_kwargs))
+    return [TrainExample(pair_id, [], [], [], bare_qh(enc, item, chat, wording_for(readout))) for _ in ORIENTATIONS]
 
 
 def encode_example(
@@ -246,10 +291,7 @@ def encode_example(
             at = qh_order[slot]
             hidden = (item["h_false"], item["h_true"]) if at == "A" else (item["h_true"], item["h_false"])
             if qh_readout == "bare":
-                # both orders in every row, as the audit's readout averages them: a row then pushes H_false's
-                # text, not one letter, and a bare prompt is short enough to read twice
-                qh = [ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
-                      for k, pair in enumerate(((item["h_false"], item["h_true"]), (item["h_true"], item["h_false"])))]
+                qh = bare_qh(enc, item, chat, wording)
             else:
                 qh = [ChoiceExample(prompt(item["q_h"], *hidden, shown), ORIENTATIONS.index(at))]
         lm_ids, lm_labels = [], []
@@ -284,4 +326,5 @@ def training_items_id(lm_target: str) -> str:
         raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
     return rule_id("training-items", lm_target, TRAINED_STATUSES, trained_selection, training_items, split_column,
                    final_true_argument, argument_target, adjudication_target, read_adjudications, lm_targets,
-                   lr_factor, encode_example, qh_letters, transcript_view)
+                   lr_factor, encode_example, qh_letters, transcript_view, role_column, qh_only_items, bare_qh,
+                   encode_qh_only)
