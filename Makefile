@@ -9,9 +9,6 @@ CORES ?= all
 # getconf counts the cores on Linux and macOS alike (macOS has no nproc).
 GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || getconf _NPROCESSORS_ONLN)
 SNAKEMAKE_ARGS ?=
-# pytest-xdist workers of `make test` (0: one process). Each test module stays on one worker, and the modules
-# that read the session's smoke run share one (tests/conftest.py): two workers keep both cores busy.
-TEST_WORKERS ?= 2
 # A named run (config key `run`): `make run RUN=NAME` keeps the results, logs, benchmarks, prepared datasets and
 # verifiers of its configuration under runs/NAME/ (the prepared models and the call cache stay shared); give the
 # same RUN to report and inspect. Snakemake keeps only the last --config, so RUN and a --config of your own clash.
@@ -74,7 +71,7 @@ run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS) $(RUN_ARGS)
 
 test: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml

