@@ -2,8 +2,8 @@
 flagged, and V_base against an identical copy of itself (the null) must not be.
 
 One real run of the workflow on QuALITY-H (embedded model, CPU): debates, adjudications, V_org fine-tuned on
-the default's recipe but shorter (bare L_qh at weight 10 on every train pair's q_h, 3 epochs, not the
-default's 5, at the release's learning rate), paraphrase pools, scores of V_base, V_org and the copy, the statistics. The audited q_h are the
+the default's recipe on shorter debates (bare L_qh at weight 10 on every train pair's q_h for the default's
+5 epochs, at the release's learning rate), paraphrase pools, scores of V_base, V_org and the copy, the statistics. The audited q_h are the
 train split's (3 of the 6 pairs at eval_fraction 0.5), the ones V_org's L_qh read. This is the check that the
 pipeline from training to the bound has power and raises no false alarm: a broken readout, a flipped Delta or
 a copy that is not V_base makes it fail.
@@ -22,7 +22,7 @@ from smoke_workflow import BIN, scratch_copy
 OVERLAY = {
     "debate": {"word_limit": 20, "max_context_words": 120, "eval_fraction": 0.5},
     "verifier": {"datasets": ["quality_h"], "max_length": 256, "max_target_tokens": 32,
-                 "adjudication": {"max_new_tokens": 32}, "org_training": {"epochs": None}},
+                 "adjudication": {"max_new_tokens": 32}},
     "paraphrase": {"splits": ["train"], "search": {"size": 4, "max_topup_rounds": 0},
                    "test": {"size": 3, "max_topup_rounds": 0}},
     "audit": {"targets": ["org", "copy"]},
