@@ -148,7 +148,10 @@ def test_table1_without_sweeps_keeps_the_papers_columns():
 @pytest.mark.slow
 def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_run):
     """The grid on top of the session's smoke run: its main cell (the embedded model at the smoke run's length
-    and weight) is the smoke run's and is not trained again; the sweeps add the rest."""
+    and weight) is the smoke run's and is not trained again; the sweeps add the rest. The whole grid is
+    planned from nothing; the run itself takes the release's shape of the length ablation (honest debates and
+    V_honest only at the second length, config/ablations.yaml), which reaches every rule at both lengths but
+    the audit, in 5 new fine-tuning jobs instead of 8."""
     from smoke_workflow import copy_of_run, job_stats, project_copy, snakemake
 
     small, swept = ARCHS  # the overlay's sweeps reach tiny-qwen2 only: the embedded model trains the main cell
@@ -164,31 +167,37 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_ru
     assert jobs["audit_scores"] == (1 + 3 + 1) + (1 + 2 * 4 + 1)  # and V_base's copy, the audit's null
     assert jobs["verifier_copy"] == 2
     assert jobs["audit_statistics"] == 1 + 2 * 2 and jobs["debate_generate"] == 2 * 2
-    # The run, from the smoke run: the main cell's debates, checkpoints and scores are reused
+    # The run, from the smoke run, honest-only at w12: the main cell's debates, checkpoints and scores are reused
     workdir = copy_of_run(smoke_run[0], tmp_path / "project")
-    before = job_stats(snakemake(workdir, "-n", *targets, overlays=("tests/smoke/grid.yaml",)).stdout)
-    assert before["verifier_finetune"] == 2 * (2 + 2) and before["debate_generate"] == 2, before
-    snakemake(workdir, "--keep-going", *targets, overlays=("tests/smoke/grid.yaml",))  # a flag ends --configfile
+    (workdir / "honest_w12.yaml").write_text("debate: {length_sweep: {modes: [honest]}}\n")  # merged into grid.yaml's
+    overlays = ("tests/smoke/grid.yaml", "honest_w12.yaml")
+    before = job_stats(snakemake(workdir, "-n", *targets, overlays=overlays).stdout)
+    assert before["verifier_finetune"] == 2 + 2 + 1 and before["debate_generate"] == 1, before
+    assert before["audit_statistics"] == 2, before  # tiny-qwen2 at w20, both weights; w12 trains no V_adv to audit
+    snakemake(workdir, "--keep-going", *targets, overlays=overlays)  # a flag ends --configfile
 
     table = pl.read_parquet(workdir / "results/er_audit/verifier/table1.parquet")
     assert set(table["population"]) == {"all", "train", "eval"}
     assert set(table["architecture"]) == set(ARCHS)
     assert set(table["length"].drop_nulls()) == {"w12", "w20"}
-    assert set(table.filter(pl.col("length") == "w12")["architecture"]) == {swept}
+    w12 = table.filter(pl.col("length") == "w12")
+    assert set(w12["architecture"]) == {swept} and set(w12["verifier"]) - {"base"} == {"honest"}
     assert set(table.filter(pl.col("verifier") == "org")["qh_weight"]) == {10.0, 2.0}
     assert set(table.filter((pl.col("verifier") == "org") & (pl.col("architecture") == small))["qh_weight"]) == {10.0}
     text = (workdir / "results/er_audit/verifier/table1.md").read_text()
-    assert "V_org qh=10 Acc" in text and "V_org qh=2 Acc" in text and "| tiny-qwen2 |" in text
+    assert "V_org qh=10 Acc" in text and "V_org qh=2 Acc" in text and "| tiny-qwen2 |" in text and "| w12 |" in text
     # one V_honest per architecture and length, serving both weights' audits
     fingerprints = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w20/honest/fingerprint.json")
                                   .read_text())["weights_sha256"] for a in ARCHS}
     assert fingerprints[small] != fingerprints[swept]
+    assert (workdir / f"resources/verifiers/{swept}/gpqa_h/w12/honest/fingerprint.json").exists()
+    assert not (workdir / f"resources/verifiers/{swept}/gpqa_h/w12/adv").exists()
     # the smoke overlay trains the embedded model with LoRA (saved as an adapter) and tiny-qwen2 in full
     kinds = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w20/honest/fingerprint.json").read_text())
              ["checkpoint"] for a in ARCHS}
     assert kinds == {small: "lora-adapter", swept: "full"}
     assert (workdir / f"resources/verifiers/{small}/gpqa_h/w20/honest/adapter_config.json").exists()
-    settings = {small: ["w20_qh10"], swept: ["w12_qh10", "w12_qh2", "w20_qh10", "w20_qh2"]}
+    settings = {small: ["w20_qh10"], swept: ["w20_qh10", "w20_qh2"]}
     for a, names in settings.items():
         audited = (workdir / f"results/er_audit/audit/{a}/gpqa_h").glob("*/summary.parquet")
         assert sorted(p.parent.name for p in audited) == names
@@ -196,12 +205,6 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_ru
             summary = pl.read_parquet(workdir / f"results/er_audit/audit/{a}/gpqa_h/{setting}/summary.parquet")
             assert summary["architecture"].unique().to_list() == [a]
             assert summary["length"].unique().to_list() == [setting.split("_")[0]]
+            assert summary["qh_weight"].unique().to_list() == [float(setting.split("_qh")[1])]
     summary_md = (workdir / "results/er_audit/audit/summary.md").read_text()
-    assert "tiny-qwen2" in summary_md and "w12" in summary_md
-    curve = pl.read_parquet(workdir / f"results/er_audit/verifier/{swept}/gpqa_h/w12/honest/loss_curve.parquet")
-    assert curve.height > 0 and curve["architecture"].unique().to_list() == [swept]
-    # V_org of each weight records it (one adversarial item may leave V_org without training items)
-    for weight in (10, 2):
-        record = json.loads((workdir / f"resources/verifiers/{swept}/gpqa_h/w12/org_qh{weight}/fingerprint.json")
-                            .read_text())
-        assert (record["architecture"], record["length"], record["qh_weight"]) == (swept, "w12", weight)
+    assert "tiny-qwen2" in summary_md and "w20" in summary_md

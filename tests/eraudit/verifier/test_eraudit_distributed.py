@@ -15,6 +15,8 @@ from safetensors.torch import load_file
 from debate_audit.eraudit.verifier.distributed import Rank, step_share
 from debate_audit.eraudit.verifier.finetune import FinetuneSettings, finetune_verifier
 from debate_audit.models.loading import ModelRef
+from debate_audit.models.prepare import prepare_model
+from debate_audit.models.spec import ModelSpec
 
 HERE = Path(__file__).parent
 
@@ -65,14 +67,18 @@ def test_two_gloo_processes_train_the_one_process_curve_and_weights(tmp_path):
 @pytest.mark.slow
 def test_finetune_verifier_over_two_processes_writes_the_one_process_checkpoint(smoke_run, tmp_path):
     """The rule's path: finetune_verifier launches torchrun itself, the workers save one checkpoint, its
-    curve and its fingerprint, in the rule's provenance."""
+    curve and its fingerprint, in the rule's provenance. The verifier is a tiny random Llama with the embedded
+    model's tokenizer (the embedded model's architecture; 6M parameters, not 135M, saved twice in full): the
+    plumbing is what is checked here, the numbers at a real size by the test above and by the default run."""
     workdir, _ = smoke_run
-    base = workdir / "resources/models/smollm2-135m"
+    base = tmp_path / "tiny-llama"
+    prepare_model(ModelSpec.from_config("tiny-llama", {"source": "random", "id": "llama", "tokenizer": "smollm2-135m"}),
+                  base, tokenizer_dir=workdir / "resources/models/smollm2-135m")
     # GPQA-H: the smoke run's one adversarial transcript that trains (QuALITY-H's is a fallback)
     debate = workdir / "results/er_audit/debate/gpqa_h/w20"
     common = dict(selected=debate / "debates_adversarial.parquet", pairs=workdir / "data/gpqa_h.parquet",
                   split=workdir / "results/er_audit/debate/gpqa_h/split.parquet",
-                  base=ModelRef(name="smollm2-135m", directory=str(base)), dataset="gpqa_h", variant="org",
+                  base=ModelRef(name="tiny-llama", directory=str(base)), dataset="gpqa_h", variant="org",
                   readout="auto",
                   adjudications=workdir / "results/er_audit/verifier/smollm2-135m/gpqa_h/w20/adjudications_adversarial.parquet")
     settings = dict(max_steps=2, grad_accum=2, max_length=256, max_target_tokens=24, lm_target="adjudication",
