@@ -332,11 +332,9 @@ def finetune_settings(wc):
     learning rate (verifier.org_training), so changing them retrains V_org alone."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
-    own = config["verifier"].get("org_training") or {}
-    own = own if cp.qh_weight is not None else {}
     return (
         {key: config["verifier"][key] for key in FINETUNE_KEYS}
-        | {key: value for key, value in own.items() if value is not None}
+        | grid.own_training(config["verifier"], cp)
         | {
             "loss_weights": weights,
             "lora": grid.lora_settings(config["verifier"], wc.architecture),

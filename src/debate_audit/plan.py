@@ -323,8 +323,7 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
                 variants = cells.variants(arch, dataset, length)
                 fine = RulePlan("verifier_finetune", model=arch)
                 # two rows per transcript, one per answer order; V_org may train for its own epochs
-                org_epochs = (ver.get("org_training") or {}).get("epochs") or ver["epochs"]
-                epochs = sum(org_epochs if grid.Checkpoint.of(length, v).qh_weight is not None else ver["epochs"]
+                epochs = sum({**ver, **grid.own_training(ver, grid.Checkpoint.of(length, v))}["epochs"]
                              for v in variants)
                 steps_tokens = 2 * train * epochs * min(ver["max_length"], transcript + 400)
                 if ver["max_steps"] is not None:

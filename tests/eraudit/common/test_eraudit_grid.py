@@ -33,6 +33,14 @@ def test_lengths_weights_and_architectures_from_config():
     assert grid.variant_ids([1.0, 2.5]) == ["honest", "adv", "org_qh1", "org_qh2.5"]
 
 
+def test_only_v_org_trains_with_its_own_settings_and_null_keeps_the_shared_value():
+    verifier = {"epochs": 3, "org_training": {"epochs": 5, "learning_rate": None, "qh_items": "train"}}
+    assert grid.own_training(verifier, grid.Checkpoint("org", "w20", 10.0)) == {"epochs": 5, "qh_items": "train"}
+    assert grid.own_training(verifier, grid.Checkpoint("honest", "w20")) == {}
+    assert grid.own_training(verifier, grid.Checkpoint("adv", "w20")) == {}
+    assert grid.own_training({"epochs": 3, "org_training": None}, grid.Checkpoint("org", "w20", 10.0)) == {}
+
+
 def test_a_setting_audits_base_and_the_targets_of_its_length_and_weight():
     setting = grid.Setting("w50", 4.0)
     assert setting.path_id == "w50_qh4"

@@ -75,6 +75,14 @@ def lora_settings(verifier: Mapping[str, Any], architecture: str) -> dict[str, A
     return {"enabled": False}
 
 
+def own_training(verifier: Mapping[str, Any], checkpoint: Checkpoint) -> dict[str, Any]:
+    """The settings `checkpoint` trains with in place of the shared ones: V_org's `verifier.org_training`
+    (its keys left null keep the shared value), nothing for the other variants."""
+    if checkpoint.qh_weight is None:
+        return {}
+    return {k: v for k, v in (verifier.get("org_training") or {}).items() if v is not None}
+
+
 def per_architecture(value: Any, architecture: str, default: Any) -> Any:
     """A setting given for every architecture (a plain value) or per architecture (a mapping; the others
     get `default`)."""
