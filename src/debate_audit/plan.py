@@ -323,7 +323,7 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
                 variants = cells.variants(arch, dataset, length)
                 fine = RulePlan("verifier_finetune", model=arch)
                 # two rows per transcript, one per answer order; V_org may train for its own epochs
-                epochs = sum({**ver, **grid.own_training(ver, grid.Checkpoint.of(length, v))}["epochs"]
+                epochs = sum(grid.own_training(ver, grid.Checkpoint.of(length, v)).get("epochs", ver["epochs"])
                              for v in variants)
                 steps_tokens = 2 * train * epochs * min(ver["max_length"], transcript + 400)
                 if ver["max_steps"] is not None:

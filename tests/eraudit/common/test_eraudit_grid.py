@@ -216,3 +216,10 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_ru
             assert summary["qh_weight"].unique().to_list() == [float(setting.split("_qh")[1])]
     summary_md = (workdir / "results/er_audit/audit/summary.md").read_text()
     assert "tiny-qwen2" in summary_md and "w20" in summary_md
+    curve = pl.read_parquet(workdir / f"results/er_audit/verifier/{swept}/gpqa_h/w12/honest/loss_curve.parquet")
+    assert curve.height > 0 and curve["architecture"].unique().to_list() == [swept]
+    # V_org of each weight records it (one adversarial item may leave V_org without training items)
+    for weight in (10, 2):
+        record = json.loads((workdir / f"resources/verifiers/{swept}/gpqa_h/w20/org_qh{weight}/fingerprint.json")
+                            .read_text())
+        assert (record["architecture"], record["length"], record["qh_weight"]) == (swept, "w20", weight)

@@ -69,7 +69,8 @@ def test_finetune_verifier_over_two_processes_writes_the_one_process_checkpoint(
     """The rule's path: finetune_verifier launches torchrun itself, the workers save one checkpoint, its
     curve and its fingerprint, in the rule's provenance. The verifier is a tiny random Llama with the embedded
     model's tokenizer (the embedded model's architecture; 6M parameters, not 135M, saved twice in full): the
-    plumbing is what is checked here, the numbers at a real size by the test above and by the default run."""
+    plumbing is what this test adds to the one above; the embedded model's own numbers over 2 processes are
+    compared by a whole config/distributed-cpu.yaml run (config/README.md, "Distributed fine-tuning")."""
     workdir, _ = smoke_run
     base = tmp_path / "tiny-llama"
     prepare_model(ModelSpec.from_config("tiny-llama", {"source": "random", "id": "llama", "tokenizer": "smollm2-135m"}),
