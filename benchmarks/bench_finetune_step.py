@@ -1,7 +1,10 @@
 """One fine-tuning step of the embedded model: L_lm and L_fc packed into one forward pass against the two
 passes (eraudit/verifier/losses.py, `pack`), on rows shaped as the default run's (a prompt of `--prompt`
 tokens, an adjudication target of `--target` tokens, the q_m readout sharing the prompt and ending in its
-own answer slot). Prints seconds per step of each and their ratio, and the largest loss difference.
+own answer slot). Prints seconds per step of each and their ratio, and the largest loss difference; then
+the AdamW update alone, PyTorch's default implementation (on a CPU a loop over the parameters) against its
+fused one (finetune.train uses fused),
+on the same gradients, and the largest weight difference after the steps.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_finetune_step.py --steps 4
 """
@@ -10,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -21,6 +26,7 @@ from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, T
 
 LABEL_IDS, PAD = [330, 389], 2  # " A", " B" of SmolLM2's tokenizer; its padding id
 WEIGHTS = {"lm": 1.0, "fc": 2.0, "qh": 10.0}
+INITIAL = Path(tempfile.gettempdir()) / "bench_finetune_step_initial.pt"
 
 
 def row(rng: random.Random, prompt: int, target: int) -> TrainExample:
@@ -28,6 +34,23 @@ def row(rng: random.Random, prompt: int, target: int) -> TrainExample:
     answer = [rng.randrange(100, 40000) for _ in range(target)]
     readout = ChoiceExample(ids[:-1] + [rng.randrange(100, 40000) for _ in range(3)], rng.randrange(2))
     return TrainExample(0, ids + answer, [IGNORE] * prompt + answer, [readout])
+
+
+def optimizer_steps(model, batches, fused: bool) -> tuple[list[float], dict]:
+    """Seconds of each AdamW update (PyTorch's default or fused) after a packed forward and backward pass, and the
+    weights after the last; the same starting weights and rows for both."""
+    torch.manual_seed(0)
+    model.load_state_dict(torch.load(INITIAL, weights_only=True))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0, fused=fused)
+    times = []
+    for batch in batches:
+        verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=True)["total"].backward()
+        started = time.perf_counter()
+        optimizer.step()
+        times.append(time.perf_counter() - started)
+        optimizer.zero_grad(set_to_none=True)
+    return times[1:], {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
 def step(model, optimizer, batch, pack: bool) -> tuple[float, float]:
@@ -61,6 +84,14 @@ def main() -> None:
     print(f"two passes: {two:.2f} s/step   one packed pass: {one:.2f} s/step   ratio {two / one:.2f}x")
     print("largest relative loss difference over the steps:",
           max(abs(a - b) / abs(a) for a, b in zip(losses[False], losses[True])))
+    model = AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32)
+    model.train()
+    torch.save(model.state_dict(), INITIAL)
+    (default, w_default), (fused, w_fused) = (optimizer_steps(model, batches, f) for f in (False, True))
+    a, b = sum(default) / len(default), sum(fused) / len(fused)
+    print(f"AdamW update: default {a:.3f} s/step   fused {b:.3f} s/step   ratio {a / b:.2f}x   largest weight "
+          f"difference after {len(batches)} steps {max((w_default[n] - w_fused[n]).abs().max().item() for n in w_fused):.1e}")
+    INITIAL.unlink()
 
 
 if __name__ == "__main__":
