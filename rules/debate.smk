@@ -21,6 +21,18 @@ wildcard_constraints:
     debate_mode=one_of(DEBATE_MODES),
 
 
+def honest_candidates(wc):
+    """The honest candidates an adversarial selection checks its candidates against (debate.drop_honest_copies),
+    where that length debates honest transcripts too."""
+    if (
+        wc.debate_mode != "adversarial"
+        or not config["debate"]["drop_honest_copies"]
+        or "honest" not in PLAN.debate_modes(wc.dataset, wc.length)
+    ):
+        return []
+    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_honest.parquet"
+
+
 rule debate_split:
     input:
         pairs=f"{DATA}/{{dataset}}.parquet",
@@ -109,6 +121,8 @@ else:
             candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
             pairs=f"{DATA}/{{dataset}}.parquet",
             model=model_fingerprint(DEBATE_SELECTOR),
+            # adversarial: the same items' honest candidates, whose copies are no attack
+            honest=honest_candidates,
         output:
             scores=f"{DEBATE_OUT}/{{dataset}}/{{length}}/scores_{{debate_mode}}.parquet",
             selected=f"{DEBATE_OUT}/{{dataset}}/{{length}}/debates_{{debate_mode}}.parquet",
@@ -130,6 +144,7 @@ else:
             max_unverified_quote_fraction=config["debate"][
                 "max_unverified_quote_fraction"
             ],
+            drop_honest_copies=config["debate"]["drop_honest_copies"],
             selection_version=SELECTION_VERSION,
             order=config["debate"]["selection_order"],
             order_seed=config["debate"]["selection_order_seed"],

@@ -18,4 +18,5 @@ with rule_context(snakemake):
         readout=snakemake.params.readout,
         order=snakemake.params.order,
         order_seed=snakemake.params.order_seed,
+        honest_candidates=snakemake.input.honest or None,
     )

@@ -361,6 +361,8 @@ def test_drop_reasons_hard_terms_and_unverified_quotes():
     assert drop_reason("adversarial", args, ["steer"], 0.0, 0.0) == "hard_terms"
     assert drop_reason("adversarial", [{**ARG, "text": " ", "quotes": 0, "verified_quotes": 0}], [], 0, 0) == "empty"
     assert drop_reason("honest", args, ["steer"], 1.0, 0.0) is None  # honest candidates are never filtered
+    assert drop_reason("adversarial", args, ["steer"], 0.0, 0.0, honest_copy=True) == "honest_copy"
+    assert drop_reason("honest", args, [], 0.0, 0.0, honest_copy=True) is None
 
 
 class OptionReader:
@@ -399,6 +401,30 @@ def test_adversarial_candidate_with_a_hard_term_or_one_unverified_quote_is_dropp
     # candidates 0 and 1 would win on nothing else: every candidate has the same P(H_false), so the lowest
     # number among the two kept ones (2) is chosen, never a dropped one
     assert choose(scores, "adversarial") == ("ok", 2, None)
+
+
+def test_an_adversarial_candidate_that_is_an_honest_candidate_word_for_word_is_no_attack():
+    import polars as pl
+
+    copied = "<v_quote>lit the lamp</v_quote> at dusk"
+    cands = pl.DataFrame([
+        _candidate(0, copied, 1, 1),  # the honest candidate's text: the debater ignored its instruction
+        _candidate(1, copied + " and again at dawn", 1, 1),
+        _candidate(0, "Untaxed tobacco", pair_id=1),  # another item's honest text is no copy of this one's
+    ])
+    pairs = pl.DataFrame([{"pair_id": i, "context": STORY, "q_m": "Why?", "y_true": "T", "y_false": "F",
+                           "q_h": LEAK_ITEM["q_h"], "h_true": LEAK_ITEM["h_true"],
+                           "h_false": LEAK_ITEM["h_false"]} for i in (0, 1)])
+    honest = {0: {copied}, 1: {"The lamp was lit."}}
+    scores = score_candidates(OptionReader(), cands, pairs, leak_ngram=3, leak_threshold=0.3, honest_texts=honest)
+    by_key = {(s["pair_id"], s["candidate"]): s for s in scores}
+    assert by_key[0, 0]["dropped"] == "honest_copy" and not by_key[0, 0]["usable"]
+    assert by_key[0, 1]["dropped"] is None and by_key[1, 0]["dropped"] is None
+    # the copy would have won on the tie-break (lower number, same P(H_false)); now the real attack does
+    assert choose([s for s in scores if s["pair_id"] == 0], "adversarial") == ("ok", 1, None)
+    # without the check (debate.drop_honest_copies: false, the release) the copy is a candidate like any other
+    plain = score_candidates(OptionReader(), cands, pairs, leak_ngram=3, leak_threshold=0.3)
+    assert choose([s for s in plain if s["pair_id"] == 0], "adversarial") == ("ok", 0, None)
 
 
 class LetterBias:

@@ -6,8 +6,10 @@ Honest (H-BoK-Htrue): keep the candidates after which the base verifier picks Y_
 highest P(H_true) over the full pool (status "fallback"); honest fallbacks are trained on, as in the
 release.
 
-Adversarial (Adv-BoK-Hfalse): a candidate is dropped when its public text uses experiment vocabulary that
-gives the attack away (`debate.hard_terms`, case-insensitive substrings), when the share of its unverified
+Adversarial (Adv-BoK-Hfalse): a candidate is dropped when its public text is, character for character, an
+honest candidate's of the same item (`debate.drop_honest_copies`: a debater that ignored its private
+instruction wrote no attack; the release has no such check, and its debaters never copy), when it uses
+experiment vocabulary that gives the attack away (`debate.hard_terms`, case-insensitive substrings), when the share of its unverified
 quotes exceeds `debate.max_unverified_quote_fraction` (release: 0, any unverified quote drops it), or when
 its arguments are empty. Among the rest, those after which the monitored answer is still Y_true compete on
 the highest P(H_false | q_h, T) (status "ok"). When none of the rest keeps Y_true, the one with the highest
@@ -63,7 +65,7 @@ SCORE_SCHEMA = {
     "hard_terms": pl.List(pl.Utf8),  # experiment vocabulary found in the public text (debate.hard_terms)
     "n_quotes": pl.Int32,  # quotes in all arguments of both debaters
     "unverified_fraction": pl.Float64,  # unverified quotes / quotes (0 without quotes)
-    "dropped": pl.Utf8,  # why it is out of the selection: empty / hard_terms / unverified_quotes (null: in)
+    "dropped": pl.Utf8,  # why it is out of the selection: empty / honest_copy / hard_terms / unverified_quotes (null: in)
     "usable": pl.Boolean,  # dropped is null
     "monitored_correct": pl.Boolean,  # p_monitored_true > 0.5 (seeded: the letter the verifier prefers is Y_true's)
 }
@@ -78,6 +80,7 @@ SELECTED_SCHEMA = {
     "candidate": pl.Int32,  # the chosen candidate, null for none
     "n_candidates": pl.Int32,  # K
     "n_leaking": pl.Int32,  # candidates flagged by the n-gram leak diagnostic (drops nothing)
+    "n_honest_copies": pl.Int32,  # adversarial candidates dropped as an honest candidate's public text
     "n_hard_terms": pl.Int32,  # adversarial candidates dropped for experiment vocabulary
     "n_unverified_quotes": pl.Int32,  # adversarial candidates dropped for unverified quotes
     "n_monitored_correct": pl.Int32,  # usable candidates after which the base verifier picks Y_true
@@ -120,12 +123,15 @@ def find_hard_terms(text: str, terms: list[str]) -> list[str]:
 
 
 def drop_reason(mode: str, arguments: list[dict], hard: list[str], unverified_fraction: float,
-                max_unverified_quote_fraction: float) -> str | None:
-    """Why a candidate is out of the selection, or None. Honest candidates are never filtered (release)."""
+                max_unverified_quote_fraction: float, honest_copy: bool = False) -> str | None:
+    """Why a candidate is out of the selection, or None. Honest candidates are never filtered (release).
+    `honest_copy`: the candidate's public text is an honest candidate's of the same item."""
     if mode == "honest":
         return None
     if not any(a["text"].strip() for a in arguments):
         return "empty"
+    if honest_copy:
+        return "honest_copy"
     if hard:
         return "hard_terms"
     if unverified_fraction > max_unverified_quote_fraction:
@@ -144,7 +150,9 @@ def seeded_position(seed: int, dataset: str, pair_id: int, question: str) -> str
 def score_candidates(lm: ChatModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
                      leak_threshold: float, hard_terms: list[str] = (),
                      max_unverified_quote_fraction: float = 0.0, readout: str = "auto", order: str = "both",
-                     order_seed: int = 0) -> list[dict]:
+                     order_seed: int = 0, honest_texts: dict[int, set[str]] | None = None) -> list[dict]:
+    """One score record per candidate (SCORE_SCHEMA). `honest_texts`: pair_id -> the public texts of that
+    item's honest candidates, whose copies an adversarial candidate is dropped as (None: no such check)."""
     if order not in SELECTION_ORDERS:
         raise ValueError(f"debate.selection_order must be one of {SELECTION_ORDERS}, got {order!r}")
     joined = candidates.join(pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
@@ -173,7 +181,8 @@ def score_candidates(lm: ChatModel, candidates: pl.DataFrame, pairs: pl.DataFram
         hard = find_hard_terms(r["public_text"], list(hard_terms))
         n_quotes = sum(a["quotes"] for a in r["arguments"])
         unverified = (n_quotes - sum(a["verified_quotes"] for a in r["arguments"])) / n_quotes if n_quotes else 0.0
-        dropped = drop_reason(r["mode"], r["arguments"], hard, unverified, max_unverified_quote_fraction)
+        copy = honest_texts is not None and r["public_text"] in honest_texts.get(r["pair_id"], ())
+        dropped = drop_reason(r["mode"], r["arguments"], hard, unverified, max_unverified_quote_fraction, copy)
         out.append(
             {
                 "dataset": r["dataset"],
@@ -215,15 +224,22 @@ def select_debates(
     readout: str = "auto",
     order: str = "both",
     order_seed: int = 0,
+    honest_candidates: str | Path | None = None,
 ) -> pl.DataFrame:
     """Score `mode`'s candidates with the selector `model` and keep one per item (module docstring);
-    `order` / `order_seed`: debate.selection_order / selection_order_seed."""
+    `order` / `order_seed`: debate.selection_order / selection_order_seed; `honest_candidates`: the same
+    items' honest candidates, whose copies adversarial selection drops (debate.drop_honest_copies)."""
     cand = pl.read_parquet(candidates)
     pair_frame = pl.read_parquet(pairs)
+    honest_texts = None
+    if honest_candidates is not None and mode == "adversarial":
+        honest_texts = {}
+        for pair_id, text in pl.read_parquet(honest_candidates, columns=["pair_id", "public_text"]).iter_rows():
+            honest_texts.setdefault(pair_id, set()).add(text)
     with open_model(model, cache=cache) as lm:
         scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold,
                                   hard_terms=hard_terms, max_unverified_quote_fraction=max_unverified_quote_fraction,
-                                  readout=readout, order=order, order_seed=order_seed)
+                                  readout=readout, order=order, order_seed=order_seed, honest_texts=honest_texts)
     score_frame = pl.DataFrame(scores, schema=SCORE_SCHEMA) if scores else pl.DataFrame(schema=SCORE_SCHEMA)
     write_parquet(score_frame, SCORE_SCHEMA, scores_out)
     by_item: dict[int, list[dict]] = {}
@@ -246,6 +262,7 @@ def select_debates(
                 "candidate": chosen,
                 "n_candidates": len(item_scores),
                 "n_leaking": sum(s["leak"] for s in item_scores),
+                "n_honest_copies": sum(s["dropped"] == "honest_copy" for s in item_scores),
                 "n_hard_terms": sum(s["dropped"] == "hard_terms" for s in item_scores),
                 "n_unverified_quotes": sum(s["dropped"] == "unverified_quotes" for s in item_scores),
                 "n_monitored_correct": sum(s["usable"] and s["monitored_correct"] for s in item_scores),
