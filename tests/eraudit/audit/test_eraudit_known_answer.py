@@ -19,8 +19,10 @@ import yaml
 
 from smoke_workflow import BIN, scratch_copy
 
+# drop_honest_copies: false: the check reads honest candidates, which this run (no V_honest) would otherwise
+# generate for it alone; its own unit test is in tests/eraudit/debate/test_eraudit_debate.py
 OVERLAY = {
-    "debate": {"word_limit": 20, "max_context_words": 120, "eval_fraction": 0.5},
+    "debate": {"word_limit": 20, "max_context_words": 120, "eval_fraction": 0.5, "drop_honest_copies": False},
     "verifier": {"datasets": ["quality_h"], "max_length": 256, "max_target_tokens": 32,
                  "adjudication": {"max_new_tokens": 32}},
     "paraphrase": {"splits": ["train"], "search": {"size": 4, "max_topup_rounds": 0},

@@ -510,3 +510,29 @@ def test_answer_probability_is_the_two_label_softmax_of_the_preferred_answer():
     assert answer_probability(lm, ["Q?", "Q?"], ["x", "y"], ["y", "x"]) == [pytest.approx(p), pytest.approx(1 - p)]
     with_t = answer_probability(lm, ["Q?"], ["x"], ["y"], transcripts=["Debater A: x"])
     assert with_t == [pytest.approx(p)]
+
+
+@pytest.mark.parametrize("drop", [True, False])
+def test_adversarial_selection_waits_for_the_honest_candidates_only_when_it_drops_their_copies(tmp_path, drop):
+    """The workflow's side of debate.drop_honest_copies: the adversarial selection job reads the same items'
+    honest candidates (one more debate_generate job for a lone adversarial target), and without the check it
+    does not."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from smoke_workflow import job_stats, project_copy
+
+    workdir = project_copy(tmp_path)
+    (workdir / "overlay.yaml").write_text(yaml.safe_dump({"debate": {"drop_honest_copies": drop}}))
+    target = "results/er_audit/debate/gpqa_h/w40/debates_adversarial.parquet"
+    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", target, "--cores", "1",
+                             "--configfile", "config/config.yaml", "overlay.yaml"],
+                            cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = job_stats(result.stdout)
+    assert jobs["debate_select"] == 1
+    assert jobs["debate_generate"] == (2 if drop else 1)
+    assert ("candidates_honest.parquet" in result.stdout) == drop
