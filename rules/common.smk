@@ -221,6 +221,18 @@ def release_transcript_inputs(dataset, mode):
     return [p for p in release_transcripts(dataset, mode) if "://" not in p]
 
 
+def honest_candidates(wc):
+    """debate_select's input: the honest candidates an adversarial selection checks its own against
+    (debate.drop_honest_copies), where that length debates honest transcripts too."""
+    if (
+        wc.debate_mode != "adversarial"
+        or not config["debate"]["drop_honest_copies"]
+        or "honest" not in PLAN.debate_modes(wc.dataset, wc.length)
+    ):
+        return []
+    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_honest.parquet"
+
+
 # ---------------------------------------------- memory of model-bound jobs (issue 15)
 # A model-bound job holds its models' weights in host memory (loading, or running on the CPU), so its
 # mem_mb is: JOB_BASE_MB + headroom x (parameters x bytes per parameter of the spec's dtype), summed over

@@ -21,18 +21,6 @@ wildcard_constraints:
     debate_mode=one_of(DEBATE_MODES),
 
 
-def honest_candidates(wc):
-    """The honest candidates an adversarial selection checks its candidates against (debate.drop_honest_copies),
-    where that length debates honest transcripts too."""
-    if (
-        wc.debate_mode != "adversarial"
-        or not config["debate"]["drop_honest_copies"]
-        or "honest" not in PLAN.debate_modes(wc.dataset, wc.length)
-    ):
-        return []
-    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_honest.parquet"
-
-
 rule debate_split:
     input:
         pairs=f"{DATA}/{{dataset}}.parquet",
