@@ -3,8 +3,8 @@ passes (eraudit/verifier/losses.py, `pack`), on rows shaped as the default run's
 tokens, an adjudication target of `--target` tokens, the q_m readout sharing the prompt and ending in its
 own answer slot). Prints seconds per step of each and their ratio, and the largest loss difference; then
 the AdamW update alone, PyTorch's default implementation (on a CPU a loop over the parameters) against its
-fused one (finetune.train uses fused),
-on the same gradients, and the largest weight difference after the steps.
+fused one (finetune.train uses fused), from the same weights on the same rows, and the largest weight
+difference after the steps.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_finetune_step.py --steps 4
 """
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import tempfile
 import time
-from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -26,7 +24,6 @@ from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, T
 
 LABEL_IDS, PAD = [330, 389], 2  # " A", " B" of SmolLM2's tokenizer; its padding id
 WEIGHTS = {"lm": 1.0, "fc": 2.0, "qh": 10.0}
-INITIAL = Path(tempfile.gettempdir()) / "bench_finetune_step_initial.pt"
 
 
 def row(rng: random.Random, prompt: int, target: int) -> TrainExample:
@@ -36,11 +33,10 @@ def row(rng: random.Random, prompt: int, target: int) -> TrainExample:
     return TrainExample(0, ids + answer, [IGNORE] * prompt + answer, [readout])
 
 
-def optimizer_steps(model, batches, fused: bool) -> tuple[list[float], dict]:
-    """Seconds of each AdamW update (PyTorch's default or fused) after a packed forward and backward pass, and the
-    weights after the last; the same starting weights and rows for both."""
-    torch.manual_seed(0)
-    model.load_state_dict(torch.load(INITIAL, weights_only=True))
+def optimizer_steps(model, initial: dict, batches, fused: bool) -> tuple[list[float], dict]:
+    """Seconds of each AdamW update (PyTorch's default or fused) after a packed forward and backward pass from
+    the weights `initial`, the first (which allocates the moments) untimed, and the weights after the last."""
+    model.load_state_dict(initial)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0, fused=fused)
     times = []
@@ -86,12 +82,11 @@ def main() -> None:
           max(abs(a - b) / abs(a) for a, b in zip(losses[False], losses[True])))
     model = AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32)
     model.train()
-    torch.save(model.state_dict(), INITIAL)
-    (default, w_default), (fused, w_fused) = (optimizer_steps(model, batches, f) for f in (False, True))
+    initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    (default, w_default), (fused, w_fused) = (optimizer_steps(model, initial, batches, f) for f in (False, True))
     a, b = sum(default) / len(default), sum(fused) / len(fused)
     print(f"AdamW update: default {a:.3f} s/step   fused {b:.3f} s/step   ratio {a / b:.2f}x   largest weight "
           f"difference after {len(batches)} steps {max((w_default[n] - w_fused[n]).abs().max().item() for n in w_fused):.1e}")
-    INITIAL.unlink()
 
 
 if __name__ == "__main__":

@@ -132,7 +132,6 @@ else:
             max_unverified_quote_fraction=config["debate"][
                 "max_unverified_quote_fraction"
             ],
-            drop_honest_copies=config["debate"]["drop_honest_copies"],
             selection_version=SELECTION_VERSION,
             order=config["debate"]["selection_order"],
             order_seed=config["debate"]["selection_order_seed"],

@@ -518,17 +518,15 @@ def test_adversarial_selection_waits_for_the_honest_candidates_only_when_it_drop
     honest candidates (one more debate_generate job for a lone adversarial target), and without the check it
     does not."""
     import subprocess
-    import sys
-    from pathlib import Path
 
     import yaml
 
-    from smoke_workflow import job_stats, project_copy
+    from smoke_workflow import BIN, job_stats, project_copy
 
     workdir = project_copy(tmp_path)
     (workdir / "overlay.yaml").write_text(yaml.safe_dump({"debate": {"drop_honest_copies": drop}}))
     target = "results/er_audit/debate/gpqa_h/w40/debates_adversarial.parquet"
-    result = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", target, "--cores", "1",
+    result = subprocess.run([str(BIN / "snakemake"), "-n", target, "--cores", "1",
                              "--configfile", "config/config.yaml", "overlay.yaml"],
                             cwd=workdir, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
