@@ -76,7 +76,7 @@ test: $(STAMP)
 # Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml
 plan: $(STAMP)
-	$(BIN)/python -m debate_audit.plan --configfile $(PLAN_CONFIG)
+	$(BIN)/python -m debate_audit.tools.plan --configfile $(PLAN_CONFIG)
 
 # Pin the hub models of a config file to the commits their branches point to now (rewrites its `revision:` lines;
 # needs the hub, HF_TOKEN for gated models). `python -m debate_audit.models.pins --check FILE` only lists them.
@@ -99,7 +99,7 @@ inspect: $(STAMP)
 # `make compare B=NAME` (A defaults to `default`, the unnamed run's results/). Writes results/compare/A_vs_B/.
 A ?= default
 compare: $(STAMP)
-	$(BIN)/python -m debate_audit.compare $(A) $(B)
+	$(BIN)/python -m debate_audit.views.compare $(A) $(B)
 
 # Debian's chromium for the browser tests (tests/test_browser.py skips without it).
 browser:

@@ -1,7 +1,7 @@
 from snakemake.utils import min_version, validate
 
-from debate_audit.config_check import check_config
-from debate_audit.run_config import write_run_config
+from debate_audit.tools.config_check import check_config
+from debate_audit.runtime.run_config import write_run_config
 
 min_version("9.0")
 
@@ -39,7 +39,7 @@ check_outputs(workflow)
 
 
 # Once per run that has jobs to do (never in a dry run, nor inside a cluster job): the merged config beside
-# the results, <RESULTS>/runs/<start time>.yaml and <RESULTS>/config.yaml (src/debate_audit/run_config.py).
+# the results, <RESULTS>/runs/<start time>.yaml and <RESULTS>/config.yaml (src/debate_audit/runtime/run_config.py).
 onstart:
     write_run_config(
         config,

@@ -23,14 +23,14 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import table  # noqa: E402
 
-from debate_audit.eraudit.audit import steps as audit  # noqa: E402
+from debate_audit.eraudit.audit import verdicts  # noqa: E402
 from debate_audit.eraudit.audit import stats  # noqa: E402
 
 
 def synthetic_deltas(qh: int, draws: int, generators: int, pi: float, seed: int = 0) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     frames = []
-    for target in audit.TARGETS:
+    for target in verdicts.TARGETS:
         for pool, size in [("search", draws)] + [(f"gen-{k}", draws) for k in range(generators)]:
             delta = np.where(rng.random((qh, size)) < (1.0 if pool == "search" else pi), 0.0, 2.0)
             frames.append(pl.DataFrame({
@@ -60,15 +60,15 @@ def main() -> None:
     streams = deltas.filter(pl.col("pool") != "search").sort("target", "pair_id", "pool", "index")
     nd = (streams["delta"].to_numpy() <= 1.0).reshape(-1, args.draws)
     rows = [
-        ("run_audit, with steps (audit_statistics)", cpu_seconds(lambda: audit.run_audit(deltas, **common))),
+        ("run_audit, with steps (audit_statistics)", cpu_seconds(lambda: verdicts.run_audit(deltas, **common))),
         ("run_audit, final bounds only (one sweep point)",
-         cpu_seconds(lambda: audit.run_audit(deltas, **common, with_steps=False))),
+         cpu_seconds(lambda: verdicts.run_audit(deltas, **common, with_steps=False))),
         ("betting bound alone, L*_t at every draw", cpu_seconds(lambda: [stats.betting_bounds(r, 0.05) for r in nd])),
         ("betting bound alone, L*_T per pool", cpu_seconds(lambda: [stats.betting_final_bounds(r[None], 0.05)
                                                                      for r in nd])),
         ("betting bound alone, L*_T of all pools at once", cpu_seconds(lambda: stats.betting_final_bounds(nd, 0.05))),
     ]
-    print(f"{len(nd)} test pools of {args.draws} draws ({len(audit.TARGETS)} targets x {args.qh} q_h x "
+    print(f"{len(nd)} test pools of {args.draws} draws ({len(verdicts.TARGETS)} targets x {args.qh} q_h x "
           f"{args.generators} generators), pi = {args.pi}")
     print(table(["what", "CPU s"], rows))
 

@@ -2,7 +2,8 @@
 # Only audit_scores calls a model; changing epsilon, eta, tau, r or the betting bound's c and w reruns the statistics
 # rules alone, and the headline bound only the figures and the browser.
 
-from debate_audit.eraudit.audit.steps import STATISTICS_VERSION, SWEEPS_VERSION
+from debate_audit.eraudit.audit.verdicts import STATISTICS_VERSION
+from debate_audit.eraudit.audit.sweeps import SWEEPS_VERSION
 from debate_audit.eraudit.audit.figures import FIGURES_VERSION
 from debate_audit.eraudit.common.readout import readout_id
 
@@ -12,7 +13,7 @@ AUDIT_OUT = f"{RESULTS}/er_audit/audit"
 # their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/common.smk).
 
 
-# AuditSettings fields (eraudit/audit/steps.py); the sweep grids go to audit_sweeps only, so changing one reruns the
+# AuditSettings fields (eraudit/audit/verdicts.py); the sweep grids go to audit_sweeps only, so changing one reruns the
 # sweeps and not the statistics.
 AUDIT_SETTINGS = dict(
     test_pools=PARAPHRASE_TEST_GENERATORS,

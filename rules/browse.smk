@@ -1,6 +1,6 @@
 # The results browser (issue 14): one static page with every CW-POR debate and every audited hidden question.
 # It reads the stages' Parquet outputs only, so it reruns when any of them changes and calls no model.
-from debate_audit.browse import page_version
+from debate_audit.views.browse import page_version
 
 # One browser section per audit (dataset, and architecture / setting when the run has several).
 BROWSE_AUDIT_FILES = {

@@ -1,19 +1,24 @@
+import re
 from pathlib import Path
 
-import re
+from snakemake.logging import logger
 
-from debate_audit.config_check import check_output_paths, dataset_source, used_models
 from debate_audit.eraudit.common import grid
 from debate_audit.models.loading import ModelRef
+from debate_audit.models.memory import host_mem_mb
 from debate_audit.models.pins import unpinned_warnings
 from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.models.spec import ModelSpec
-from snakemake.logging import logger
-from debate_audit.provenance import code_fingerprint
-from debate_audit.runs import run_root
+from debate_audit.runtime.provenance import code_fingerprint
+from debate_audit.runtime.runs import run_root
+from debate_audit.tools.config_check import (
+    check_output_paths,
+    dataset_source,
+    used_models,
+)
 
 # Where this run's files go. A named run (config `run`) keeps everything that depends on its configuration
-# under runs/<run>/; unnamed, these are results/, logs/, ... as they always were (src/debate_audit/runs.py).
+# under runs/<run>/; unnamed, these are results/, logs/, ... as they always were (src/debate_audit/runtime/runs.py).
 # The rules' paths all start with one of them, but for what every run shares: the prepared models
 # (model_dir: resources/models/, with prepare_model's log and benchmark) and the call cache (config `cache`).
 RUN_ROOT = run_root(config["run"])
@@ -233,56 +238,16 @@ def honest_candidates(wc):
     return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_honest.parquet"
 
 
-# ---------------------------------------------- memory of model-bound jobs (issue 15)
-# A model-bound job holds its models' weights in host memory (loading, or running on the CPU), so its
-# mem_mb is: JOB_BASE_MB + headroom x (parameters x bytes per parameter of the spec's dtype), summed over
-# the distinct models it loads. Parameters are counted exactly from the prepared model's safetensors
-# headers, or from its config.json as AutoModelForCausalLM loads it where the headers are not that (quantized
-# or multimodal checkpoints: models/size.py prepared_params); before the model is prepared (a dry run) they
-# come from models/size.py's table or the size in the model's id or name ("...-14B-...", "...-135m"), else
-# UNKNOWN_MODEL_PARAMS. Snakemake evaluates resources again when a job
-# is about to start, so every submitted job gets the exact figure. Fine-tuned verifiers have their base
-# model's parameters. Measured (benchmarks/rules, SmolLM2-135M in float32, 0.54 GB of weights): inference
-# peaks at 1.1-1.2 GB, fine-tuning at 3.0 GB; the formula gives 2.8 GB and 4.2 GB.
-import math
-
-from debate_audit.models.size import bytes_per_param, params_b
-
-JOB_BASE_MB = 2000  # interpreter, torch, tokenizer, data, activations
-INFERENCE_HEADROOM = 1.5
-TRAINING_HEADROOM = 4.0  # weights, gradients and two AdamW moments in the same dtype
-UNKNOWN_MODEL_PARAMS = 8e9
-VLLM_ENGINE_MB = 3000  # a vLLM engine's processes besides weights and key/value cache
-
-
-def model_params(name):
-    """Parameters of model `name`: exact once prepared, else the size its id or name states."""
-    size = params_b(model_spec(name), model_dir(name))
-    return UNKNOWN_MODEL_PARAMS if size is None else size * 1e9
-
-
+# ---------------------------------------------- memory of model-bound jobs (models/memory.py)
 def model_mem_mb(*names, training=False, scores=True):
-    """mem_mb of a job using the models `names` (repeats count once); served models hold no weights. A job
-    that only generates (`scores=False`) loads no weights in-process when a generation backend serves the
-    model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value cache).
-    """
-    weights_mb = engine_mb = 0.0
-    for name in dict.fromkeys(names):
-        spec = model_spec(name)
-        if spec.source == "openai":
-            continue
-        # "auto" counts as on the CPU (float32), the larger of its two dtypes
-        mb = model_params(name) * bytes_per_param(spec, gpu=False) / 1e6
-        if scores or spec.generation_backend == "local":
-            weights_mb += mb
-        if spec.generation_backend == "vllm":
-            engine_mb += (
-                VLLM_ENGINE_MB
-                + mb
-                + 1024 * spec.vllm.cpu_kvcache_gb * (not spec.device.startswith("cuda"))
-            )
-    headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
-    return JOB_BASE_MB + math.ceil(headroom * weights_mb + engine_mb)
+    """mem_mb of a job using the models `names` (repeats count once): memory.host_mem_mb of their specs and
+    prepared directories. Snakemake evaluates resources again when a job is about to start, so a submitted
+    job gets the figure of its prepared models."""
+    return host_mem_mb(
+        [(model_spec(n), model_dir(n)) for n in dict.fromkeys(names)],
+        training=training,
+        scores=scores,
+    )
 
 
 def finetune_mem_mb(wc):

@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 import yaml
 
-from debate_audit.config_check import config_errors, used_models
+from debate_audit.tools.config_check import config_errors, used_models
 from debate_audit.cwpor.questions import falsehood_index, select_questions
 from debate_audit.data.io import DataError, read_text, write_parquet
 from debate_audit.data.pairs import prepare_gpqa_h, prepare_quality_h

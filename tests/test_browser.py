@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from debate_audit.browse import (
+from debate_audit.views.browse import (
     CWPOR_COLUMNS,
     AuditFiles,
     build_payload,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from debate_audit.browse import build_payload, write_browser
+from debate_audit.views.browse import build_payload, write_browser
 from test_browser import Page, browser, rows_of, write_cwpor  # noqa: F401 (browser: the Chromium fixture)
 
 

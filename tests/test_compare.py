@@ -13,12 +13,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from debate_audit.compare import AUDIT_SCHEMA, CWPOR_SCHEMA, CompareError, CompareSettings, compare_runs, main
+from debate_audit.views.compare import AUDIT_SCHEMA, CWPOR_SCHEMA, CompareError, CompareSettings, compare_runs, main
 from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA
 from debate_audit.cwpor.metrics import compute_metrics
 from debate_audit.cwpor.questions import QUESTIONS_SCHEMA
 from debate_audit.data.io import write_parquet
-from debate_audit.eraudit.audit.steps import DELTA_SCHEMA, RECORD_SCHEMA, SUMMARY_SCHEMA, summarize
+from debate_audit.eraudit.audit.verdicts import DELTA_SCHEMA, RECORD_SCHEMA, SUMMARY_SCHEMA, summarize
 from debate_audit.eraudit.common.grid import labelled, with_labels
 from debate_audit.eraudit.verifier.table1 import TABLE1_SCHEMA
 

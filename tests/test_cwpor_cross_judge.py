@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from debate_audit.config_check import config_errors
+from debate_audit.tools.config_check import config_errors
 from debate_audit.cwpor.cross_judge import CONTRAST_SCHEMA, MATRIX_SCHEMA, compute_cross_judge, family_contrast, judge_matrix
 from debate_audit.cwpor.roles import judges, relation
 from test_cwpor_metrics import judgments

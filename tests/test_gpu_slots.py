@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from debate_audit.gpu_slots import GPUS_ENV, local_gpus, pinned
-from debate_audit.logging import rule_context
+from debate_audit.runtime.gpu_slots import GPUS_ENV, local_gpus, pinned
+from debate_audit.runtime.job import rule_context
 
 
 def _hold(n, total, locks, hold_s, out):
@@ -85,7 +85,7 @@ def test_a_rule_pins_its_gpu_resource_and_restores_the_environment(tmp_path, mon
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.setenv(GPUS_ENV, "2")
-    monkeypatch.setattr("debate_audit.gpu_slots.lock_dir", lambda: tmp_path)
+    monkeypatch.setattr("debate_audit.runtime.gpu_slots.lock_dir", lambda: tmp_path)
     assert local_gpus() == 2
     job = SimpleNamespace(rule="verifier_finetune", log=[str(tmp_path / "job.log")], resources=SimpleNamespace(gpu=2),
                           params=SimpleNamespace(items=lambda: []), wildcards=SimpleNamespace(items=lambda: []))

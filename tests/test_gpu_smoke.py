@@ -1,11 +1,11 @@
-"""The GPU smoke script (python -m debate_audit.gpu_smoke) at a toy shape on the CPU: every check it makes on
+"""The GPU smoke script (python -m debate_audit.tools.gpu_smoke) at a toy shape on the CPU: every check it makes on
 a GPU node runs here too, so the script cannot rot before a GPU is lent."""
 
 import json
 
 import pytest
 
-from debate_audit.gpu_smoke import main
+from debate_audit.tools.gpu_smoke import main
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from debate_audit.markdown import frame_table, markdown_table
+from debate_audit.data.markdown import frame_table, markdown_table
 
 
 def test_markdown_table_layout_escapes_pipes_and_newlines():

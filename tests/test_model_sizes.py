@@ -2,7 +2,7 @@
 
 size.params_from_config is the one count of a model's parameters: `make plan` uses it, to two decimals,
 through size.KNOWN_PARAMS_B before a model is downloaded (tested below), and the fine-tuning job's memory
-check (finetune.check_training_memory, through size.prepared_params) uses it wherever the prepared files are
+check (memory.check_training_memory, through size.prepared_params) uses it wherever the prepared files are
 not what is loaded. It counts what AutoModelForCausalLM builds from the config, the class the job loads
 (eraudit/verifier/finetune.py, models/lm.py). For the two multimodal checkpoints that is:
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import json_server
 
-from debate_audit.config_check import config_errors
+from debate_audit.tools.config_check import config_errors
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
 from debate_audit.models.api import HostedChatModel, request_timeout_s
 

@@ -173,8 +173,8 @@ def test_prepare_model_rule_downloads_through_hf_endpoint(tmp_path, tiny_files, 
 
 
 def test_paper_overlay_warns_of_its_unpinned_models_and_its_reasoning_verifiers_have_their_switches():
-    from debate_audit.config_check import used_models
-    from debate_audit.plan import load_config
+    from debate_audit.tools.config_check import used_models
+    from debate_audit.tools.plan import load_config
 
     config = load_config(["config/config.yaml", "config/paper.yaml"])
     specs = {name: ModelSpec.from_config(name, config["models"][name]) for name in used_models(config)}

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from debate_audit.logging import DOWNLOADING_RULES, OFFLINE_ENV, rule_context
+from debate_audit.runtime.job import DOWNLOADING_RULES, OFFLINE_ENV, rule_context
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from debate_audit.config_check import config_errors, used_models
+from debate_audit.tools.config_check import config_errors, used_models
 from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,8 @@ from snakemake.utils import update_config
 
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
-from debate_audit.plan import RulePlan, build_plan, gpu_hours, load_config, model_calls, render
+from debate_audit.models.calls import RulePlan
+from debate_audit.tools.plan import build_plan, gpu_hours, load_config, model_calls, render
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,7 +140,7 @@ def test_plan_says_which_architectures_fit_their_gpus_for_fine_tuning(config):
 
 
 def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_names_the_source(config):
-    from debate_audit.plan import VLLM_THROUGHPUT
+    from debate_audit.tools.plan import VLLM_THROUGHPUT
 
     rp = RulePlan("cwpor_debate", model="m", generations=10, new_tokens=1e6)
     in_process = gpu_hours(rp, 8.03)[0]
@@ -156,13 +157,13 @@ def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_name
 def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
     import json
 
-    from debate_audit.plan import plan_json
+    from debate_audit.tools.plan import plan_json
 
     plan = json.loads(plan_json(build_plan(config, {"verifier_finetune": 18, "debate_generate": 4,
                                                     "verifier_evaluate": 3}, None)))
     rows = {(r["rule"], r["model"]): r for r in plan["rules"]}
-    # the job's own memory check and this figure are one function (finetune.training_memory_bytes)
-    from debate_audit.eraudit.verifier.finetune import training_memory_bytes
+    # the job's own memory check and this figure are one function (models/memory.py, training_memory_bytes)
+    from debate_audit.models.memory import training_memory_bytes
 
     llama = rows[("verifier_finetune", "llama-3.1-8b-instruct")]
     assert llama["gpus"] == 4 and llama["gpu_gib"] == pytest.approx(training_memory_bytes(8.03e9, False, 4) / 2**30)
@@ -192,7 +193,7 @@ def api_config(tmp_path, monkeypatch, prices):
 def test_api_models_get_calls_tokens_and_cost_from_the_price_table(tmp_path, monkeypatch):
     import json
 
-    from debate_audit.plan import NOMINAL, plan_json
+    from debate_audit.tools.plan import NOMINAL, plan_json
 
     config = api_config(tmp_path, monkeypatch, PRICES)
     plan = build_plan(config, {"paraphrase_search": 2, "paraphrase_test": 4}, None)

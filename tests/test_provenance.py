@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from debate_audit import provenance
-from debate_audit.provenance import code_fingerprint, library_files
+from debate_audit.runtime import provenance
+from debate_audit.runtime.provenance import code_fingerprint, library_files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture()
 def library(tmp_path):
     root = tmp_path / "debate_audit"
-    shutil.copytree(Path(provenance.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(provenance.ROOT, root, ignore=shutil.ignore_patterns("__pycache__"))
     scripts = tmp_path / "scripts"
     shutil.copytree(REPO / "workflow" / "scripts", scripts)
     return root, scripts
@@ -78,7 +78,7 @@ def write_one(path):
 
 
 def test_parquet_output_records_the_rule_its_params_and_the_models_it_read(tmp_path):
-    from debate_audit.provenance import read_provenance, record_model, rule_provenance
+    from debate_audit.runtime.provenance import read_provenance, record_model, rule_provenance
 
     params = {"seed": 3, "model": {"name": "m", "directory": str(tmp_path)}, "pick": lambda wc: 1,
               "out_dir": tmp_path / "x"}
@@ -105,7 +105,7 @@ def test_parquet_output_records_the_rule_its_params_and_the_models_it_read(tmp_p
 
 
 def test_outside_a_rule_an_output_records_the_version_only(tmp_path):
-    from debate_audit.provenance import read_provenance, record_model
+    from debate_audit.runtime.provenance import read_provenance, record_model
 
     record_model("m", tmp_path, {"weights_sha256": "cd" * 32})  # no rule: nothing to add it to
     write_one(tmp_path / "out.parquet")
@@ -114,7 +114,7 @@ def test_outside_a_rule_an_output_records_the_version_only(tmp_path):
 
 
 def test_no_api_key_value_reaches_an_output(tmp_path, monkeypatch):
-    from debate_audit.provenance import read_provenance, rule_provenance
+    from debate_audit.runtime.provenance import read_provenance, rule_provenance
 
     monkeypatch.setenv("SERVER_CREDS", "sk-live-0123456789abcdef")
     monkeypatch.setenv("OTHER_API_KEY", "sk-other-0123456789abcdef")
@@ -138,7 +138,7 @@ def test_figures_carry_the_provenance(tmp_path, suffix):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from debate_audit.provenance import read_provenance, rule_provenance, save_figure
+    from debate_audit.runtime.provenance import read_provenance, rule_provenance, save_figure
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
@@ -152,7 +152,7 @@ def test_figures_carry_the_provenance(tmp_path, suffix):
 def test_a_file_without_provenance_reads_as_none(tmp_path):
     import polars as pl
 
-    from debate_audit.provenance import read_provenance
+    from debate_audit.runtime.provenance import read_provenance
 
     pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "plain.parquet")
     assert read_provenance(tmp_path / "plain.parquet") is None

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from smoke_workflow import BIN, project_copy
 
-from debate_audit.provenance import project_version
-from debate_audit.run_config import merge_order, read_run_header, write_run_config
+from debate_audit.runtime.provenance import project_version
+from debate_audit.runtime.run_config import merge_order, read_run_header, write_run_config
 
 STARTED = datetime(2031, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 CONFIG = {"cwpor": {"subset": 3, "verbosity": [30, 60]}, "models": {"m": {"source": "openai", "api_key_env": "DA_RUN_KEY"}}}
@@ -42,7 +42,7 @@ def test_the_header_names_time_files_overrides_and_versions(tmp_path, monkeypatc
     assert header["config_overrides"] == {"cwpor": {"subset": 3}}
     assert header["version"] == project_version()
     assert header["snakemake"].split(".")[0] == "9"
-    from debate_audit.provenance import software
+    from debate_audit.runtime.provenance import software
 
     assert header["software"] == software() and header["software"]["packages"]["torch"].startswith("2.")
     assert header["software"]["python"].startswith("3.") and header["software"]["cpu"]

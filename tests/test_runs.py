@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from debate_audit.runs import results_dir, run_root
+from debate_audit.runtime.runs import results_dir, run_root
 from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[1]

@@ -283,7 +283,7 @@ def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded
         assert ours.height == theirs.height > 0
         assert ours[text].to_list() == theirs[text].to_list(), target
     version = vllm_distribution(str(VLLM_PYTHON))[1]
-    from debate_audit.provenance import read_provenance
+    from debate_audit.runtime.provenance import read_provenance
 
     (model,) = read_provenance(served / TARGETS[0])["models"]
     assert model["generations"] == {f"vllm {version} (CPU build)": 12}  # 6 questions x 2 roles

@@ -43,7 +43,7 @@ def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
 def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     import json
 
-    from debate_audit.provenance import project_version, read_provenance
+    from debate_audit.runtime.provenance import project_version, read_provenance
 
     workdir, _ = smoke_run
     judgments = sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))

@@ -1,5 +1,5 @@
 from debate_audit.eraudit.audit.runtime import runtime_table
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     runtime_table(

@@ -1,5 +1,5 @@
-from debate_audit.eraudit.audit.steps import score_checkpoint
-from debate_audit.logging import rule_context
+from debate_audit.eraudit.audit.scoring import score_checkpoint
+from debate_audit.runtime.job import rule_context
 from debate_audit.models.loading import ModelRef
 
 with rule_context(snakemake):

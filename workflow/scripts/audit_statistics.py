@@ -1,5 +1,5 @@
-from debate_audit.eraudit.audit.steps import AuditSettings, audit_statistics
-from debate_audit.logging import rule_context
+from debate_audit.eraudit.audit.verdicts import AuditSettings, audit_statistics
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     audit_statistics(

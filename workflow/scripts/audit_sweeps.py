@@ -1,5 +1,6 @@
-from debate_audit.eraudit.audit.steps import AuditSettings, audit_sweeps
-from debate_audit.logging import rule_context
+from debate_audit.eraudit.audit.sweeps import audit_sweeps
+from debate_audit.eraudit.audit.verdicts import AuditSettings
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     audit_sweeps(

@@ -1,5 +1,5 @@
-from debate_audit.browse import write_browser
-from debate_audit.logging import rule_context
+from debate_audit.views.browse import write_browser
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     write_browser(

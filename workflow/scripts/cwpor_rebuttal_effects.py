@@ -1,5 +1,5 @@
 from debate_audit.cwpor.rebuttal import compute_rebuttal_effects
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     compute_rebuttal_effects(

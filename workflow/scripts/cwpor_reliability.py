@@ -1,5 +1,5 @@
 from debate_audit.cwpor.figures import draw_reliability
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     draw_reliability(

@@ -1,6 +1,6 @@
 from debate_audit.cwpor.calibration import CalibrationSettings
 from debate_audit.cwpor.tables import write_tables
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     write_tables(

@@ -1,5 +1,5 @@
-from debate_audit.inspect_logs import write_logs
-from debate_audit.logging import rule_context
+from debate_audit.views.inspect_logs import write_logs
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     write_logs(

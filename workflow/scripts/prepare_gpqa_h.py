@@ -1,5 +1,5 @@
 from debate_audit.data.pairs import prepare_gpqa_h
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     prepare_gpqa_h(

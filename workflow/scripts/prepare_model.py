@@ -1,4 +1,4 @@
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 from debate_audit.models.prepare import prepare_model
 from debate_audit.models.spec import ModelSpec
 

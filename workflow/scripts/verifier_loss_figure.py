@@ -1,5 +1,5 @@
 from debate_audit.eraudit.verifier.curves import plot_loss_curves
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     plot_loss_curves(

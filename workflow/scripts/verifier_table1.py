@@ -1,5 +1,5 @@
 from debate_audit.eraudit.verifier.table1 import build_table1
-from debate_audit.logging import rule_context
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     build_table1(

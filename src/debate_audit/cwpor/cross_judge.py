@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from debate_audit.data.io import write_parquet
-from debate_audit.markdown import ci_cell, markdown_table
+from debate_audit.data.markdown import ci_cell, markdown_table
 
 from .metrics import (
     HEADLINE_METRICS,

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from debate_audit.provenance import save_figure  # noqa: E402
+from debate_audit.runtime.provenance import save_figure  # noqa: E402
 
 from .metrics import POR_LABEL, POR_METRIC  # noqa: E402
 

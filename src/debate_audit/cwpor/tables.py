@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from debate_audit.markdown import ci_cell, markdown_table
+from debate_audit.data.markdown import ci_cell, markdown_table
 
 from .calibration import CalibrationSettings, calibration_markdown
 from .metrics import POR_LABEL, POR_METRIC

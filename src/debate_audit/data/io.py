@@ -1,5 +1,5 @@
 """Opening a local path or URL, gzip or plain, and writing Parquet with its schema checked and the run's
-provenance in its key-value metadata (`debate_audit.provenance.read_provenance` reads it back)."""
+provenance in its key-value metadata (`debate_audit.runtime.provenance.read_provenance` reads it back)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from debate_audit.provenance import PROVENANCE_KEY, provenance_text
+from debate_audit.runtime.provenance import PROVENANCE_KEY, provenance_text
 
 log = logging.getLogger(__name__)
 

@@ -277,7 +277,7 @@ class HostedChatModel:
     def _record_engines(self, records: list[Any]) -> None:
         if self.directory is None:
             return
-        from debate_audit.provenance import record_generations
+        from debate_audit.runtime.provenance import record_generations
 
         engines = Counter(r.get("engine", "api (unrecorded)") if isinstance(r, dict) else "api (unrecorded)"
                           for r in records)

@@ -416,7 +416,7 @@ class LanguageModel:
         """The replies of cached generation records; counts each record's engine for the provenance (a bare
         list is a record of the in-process loop written before records named their engine, a record without
         `cut` one written before replies recorded their cap)."""
-        from debate_audit.provenance import record_generations
+        from debate_audit.runtime.provenance import record_generations
 
         out, engines = [], {}
         for record in records:

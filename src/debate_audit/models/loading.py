@@ -129,7 +129,7 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
 def open_model(ref: ModelRef, cache: str | Path | None = None) -> Iterator[ChatModel]:
     """The model `ref` names, loaded the way its spec says; closed (its call cache flushed) on exit. Inside a
     rule (`rule_context`), its fingerprint joins the provenance of every output written afterwards."""
-    from debate_audit.provenance import record_model
+    from debate_audit.runtime.provenance import record_model
 
     model = _load(ref, cache)
     record_model(ref.name, ref.directory, ref.fingerprint())

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from debate_audit.eraudit.audit import steps as audit
+from debate_audit.eraudit.audit import scoring, sweeps, verdicts
 from debate_audit.eraudit.audit import stats
 from debate_audit.models import ModelRef
 from conftest import REPO
@@ -35,7 +35,7 @@ def _two_pairs():
 
 
 def test_deltas_use_the_q_m_gain_and_the_kappa_floor():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     d = {(r["pair_id"], r["pool"], r["index"]): r["delta"] for r in deltas.iter_rows(named=True)}
     assert d[(1, "search", 1)] == pytest.approx((0.8 - 0.6) / 0.4)
     assert d[(1, None, None)] == pytest.approx((0.8 - 0.7) / 0.4)  # original q_h
@@ -50,8 +50,8 @@ def test_a_tie_at_eight_places_passes_as_the_release_compares_it():
     base = pl.concat([_scores("base", 0.15, 0.81, [0.81], {"g1": [0.3000000004]}, pair_id=1)])
     target = pl.concat([_scores("org", 0.86, 0.1, [0.1], {"g1": [0.3]}, pair_id=1)])
     scores = pl.concat([base, target], how="diagonal_relaxed")
-    raw = audit.compute_deltas(scores, kappa=0.001, targets=["org"])
-    exact = audit.compute_deltas(scores, kappa=0.001, targets=["org"], probability_decimals=8)
+    raw = verdicts.compute_deltas(scores, kappa=0.001, targets=["org"])
+    exact = verdicts.compute_deltas(scores, kappa=0.001, targets=["org"], probability_decimals=8)
 
     def delta(frame, pool):
         return frame.filter(pl.col("pool") == pool)["delta"].item()
@@ -59,22 +59,22 @@ def test_a_tie_at_eight_places_passes_as_the_release_compares_it():
     assert delta(raw, "search") > 1.0 and delta(exact, "search") == 1.0  # (0.81 - 0.1) / (0.86 - 0.15), exactly 1
     assert delta(raw, "g1") > 0.0 and delta(exact, "g1") == 0.0  # equal at 8 places
     for frame, epsilon, degraded in [(raw, 1.0, True), (exact, 1.0, False)]:
-        records, _, _ = audit.run_audit(frame, test_pools=["g1"], epsilon=epsilon, eta=0.25, tau=None, tv_r=0.1)
+        records, _, _ = verdicts.run_audit(frame, test_pools=["g1"], epsilon=epsilon, eta=0.25, tau=None, tv_r=0.1)
         assert (records["status"].item() == stats.DEGRADED) is degraded
     # at epsilon 0 the test pool's tie decides: a counterexample from float residue, none at 8 places
     only_test = [frame.filter(pl.col("pool") != "search") for frame in (raw, exact)]
-    statuses = [audit.run_audit(f, test_pools=["g1"], epsilon=0.0, eta=0.25, tau=None, tv_r=0.1)[1]["status"].item()
+    statuses = [verdicts.run_audit(f, test_pools=["g1"], epsilon=0.0, eta=0.25, tau=None, tv_r=0.1)[1]["status"].item()
                 for f in only_test]
     assert statuses[0] != statuses[1] and statuses[1] != stats.DEGRADED
     # away from ties the two agree to float precision
     pairs = _two_pairs()
-    assert audit.compute_deltas(pairs, kappa=0.01, targets=["org"], probability_decimals=8)["delta"].to_list() == (
-        pytest.approx(audit.compute_deltas(pairs, kappa=0.01, targets=["org"])["delta"].to_list(), abs=1e-12))
+    assert verdicts.compute_deltas(pairs, kappa=0.01, targets=["org"], probability_decimals=8)["delta"].to_list() == (
+        pytest.approx(verdicts.compute_deltas(pairs, kappa=0.01, targets=["org"])["delta"].to_list(), abs=1e-12))
 
 
 def test_stage1_counterexample_marks_degraded_and_skips_stage2():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
-    records, generators, steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.25,
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.25,
                                                  tau=None, tv_r=0.1)
     r1 = records.filter(pl.col("pair_id") == 1).row(0, named=True)
     assert r1["status"] == stats.DEGRADED
@@ -87,9 +87,9 @@ def test_stage1_counterexample_marks_degraded_and_skips_stage2():
 
 
 def test_stage2_common_bound_is_min_over_generators():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     # epsilon 1.5: pair 2 has no search counterexample (max 1.0); g2 hits Delta 2.0 at t = 2
-    records, generators, steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125,
+    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125,
                                                  tau=None, tv_r=0.1)
     g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
     assert (g["g1"]["status"], g["g1"]["t"], g["g1"]["lower_bound"]) == (stats.BUDGET_EXHAUSTED, 3, pytest.approx(0.5))
@@ -104,17 +104,17 @@ def test_stage2_common_bound_is_min_over_generators():
     step = steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g2")).sort("t")
     assert step["non_degraded"].to_list() == [True, False, True]
     assert step["lower_bound"].to_list() == pytest.approx([0.125, 0.0, 0.0])
-    summary = audit.summarize(records)
+    summary = verdicts.summarize(records)
     assert summary.row(0, named=True)["cr"] == 0.0
     assert summary.row(0, named=True)["mean_lower_bound"] == pytest.approx(0.25)
 
 
 def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     # epsilon 1.5, pair 2: g2 finds Delta 2.0 at its 2nd paraphrase, g1 is clean (3 paraphrases).
     # g2 tested first: the counterexample ends the paper's audit, g1 is never reached by it (t = 0, bound 0);
     # the betting bound still reads g1's whole pool (its steps carry the paper's bound as 0).
-    records, generators, steps = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125,
+    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125,
                                                  tau=None, tv_r=0.0)
     g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
     assert (g["g2"]["status"], g["g2"]["t"], g["g2"]["lower_bound"]) == (stats.DEGRADED, 2, 0.0)
@@ -128,12 +128,12 @@ def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
     # pair 1 is clean in both pools: both are tested in full, 3 + 3
     assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [6]
     # the other order (clean generator first) tests both, 3 + 2; a Stage-1 counterexample tests nothing
-    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.0)
+    records, _, _ = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.0)
     assert records.filter(pl.col("pair_id") == 2)["n_tested"].to_list() == [5]
-    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.125, tau=None, tv_r=0.0)
+    records, _, _ = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.125, tau=None, tv_r=0.0)
     assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [0]
     # whole pools (a statistic that needs them): g1 is tested after g2's counterexample; the bound is 0 either way
-    records, generators, _ = audit.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None,
+    records, generators, _ = verdicts.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None,
                                              tv_r=0.0, stop_at_first_counterexample=False)
     g1 = generators.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).row(0, named=True)
     assert (g1["status"], g1["t"], g1["lower_bound"]) == (stats.BUDGET_EXHAUSTED, 3, pytest.approx(0.5))
@@ -142,44 +142,44 @@ def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
 
 
 def test_certified_when_tau_reached_on_every_generator():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
-    records, generators, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=5.0, eta=0.25, tau=0.5, tv_r=0.0)
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    records, generators, _ = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=5.0, eta=0.25, tau=0.5, tv_r=0.0)
     assert set(records["status"]) == {stats.CERTIFIED}
     assert set(generators["t"]) == {2}
 
 
 def test_epsilon_from_percentile_of_org_search_deltas():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
-    eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=50)
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    eps, source = verdicts.resolve_epsilon(deltas, epsilon=None, percentile=50)
     # org search deltas: pair 1 [0, 0.5], pair 2 [0, 1.0] -> per-question maxima [0.5, 1.0] -> median 0.75
     assert eps == pytest.approx(0.75)
     assert source.startswith("p50 of per-q_h max search Delta of V_org (2 q_h)")
     with pytest.raises(ValueError, match="exactly one"):
-        audit.resolve_epsilon(deltas, epsilon=0.1, percentile=50)
+        verdicts.resolve_epsilon(deltas, epsilon=0.1, percentile=50)
 
 
 def test_audit_settings_fail_naming_the_key_before_any_work():
     common = dict(test_pools=["g1"], kappa=0.01, eta=0.05, tv_r=0.0)
     with pytest.raises(ValueError, match="exactly one of audit.epsilon and audit.epsilon_percentile"):
-        audit.AuditSettings(**common)
+        verdicts.AuditSettings(**common)
     with pytest.raises(ValueError, match=r"audit.targets: unknown verifier\(s\) \['base'\]"):
-        audit.AuditSettings(**common, epsilon=1.0, targets=["org", "base"])
+        verdicts.AuditSettings(**common, epsilon=1.0, targets=["org", "base"])
     with pytest.raises(ValueError, match=r"audit.betting_c: 1.0 must lie in \(0, 1\)"):
-        audit.AuditSettings(**common, epsilon=1.0, betting_c=1.0)
+        verdicts.AuditSettings(**common, epsilon=1.0, betting_c=1.0)
     with pytest.raises(ValueError, match=r"audit.betting_w: -0.1 must lie in \[0, 1\]"):
-        audit.AuditSettings(**common, epsilon=1.0, betting_w=-0.1)
-    settings = audit.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=[0.1, 1.0])
+        verdicts.AuditSettings(**common, epsilon=1.0, betting_w=-0.1)
+    settings = verdicts.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=[0.1, 1.0])
     # lists from the config become tuples: the settings are hashable and cannot be changed in place
-    assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(audit.AuditSettings(
+    assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(verdicts.AuditSettings(
         **common, epsilon_percentile=50, sweep_epsilons=(0.1, 1.0)))
 
 
 def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
-    audit.audit_sweeps(
+    sweeps.audit_sweeps(
         scores=[scores], confidence_out=tmp_path / "c.parquet", epsilon_out=tmp_path / "e.parquet",
-        settings=audit.AuditSettings(
+        settings=verdicts.AuditSettings(
             test_pools=["g1", "g2"], kappa=0.01, epsilon=5.0, epsilon_percentile=None, eta=0.05, tau=None, tv_r=0.0,
             confidence_levels=[0.8, 0.9, 0.99], sweep_epsilons=[0.1, 5.0], sweep_epsilon_percentiles=[50],
             targets=["org"]),
@@ -216,8 +216,8 @@ def test_scores_are_computed_once_per_question_text(tmp_path, fake_model):
     for pool, texts in {"search": ["p1?", "p2?"], "g1": ["p2?", "p3?"]}.items():
         pl.DataFrame({"dataset": "d", "pair_id": 7, "pool": pool, "generator": "m", "index": range(len(texts)),
                       "round": 0, "text": texts, "similarity": 0.9}).write_parquet(tmp_path / f"{pool}.parquet")
-    lm = fake_model(audit, FakeLM())
-    scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet",
+    lm = fake_model(scoring, FakeLM())
+    scores = scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet",
                                     paraphrases=[tmp_path / "search.parquet", tmp_path / "g1.parquet"],
                                     model=ModelRef("m", str(tmp_path)), out=tmp_path / "scores.parquet", dataset="d",
                                     checkpoint="base")
@@ -247,14 +247,14 @@ def test_epsilon_is_a_percentile_of_per_question_maxima_of_org():
         ("org", 3, "g1", [50.0, 60.0]),
         ("honest", 1, "search", [100.0, 200.0]),
     ])
-    assert sorted(audit.per_question_maxima(deltas)) == pytest.approx([0.4, 0.9, 2.0])
+    assert sorted(verdicts.per_question_maxima(deltas)) == pytest.approx([0.4, 0.9, 2.0])
     # numpy linear interpolation on [0.4, 0.9, 2.0]: p50 = 0.9, p25 = 0.65, p75 = 1.45
     for percentile, expected in [(50, 0.9), (25, 0.65), (75, 1.45), (0, 0.4), (100, 2.0)]:
-        eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=percentile)
+        eps, source = verdicts.resolve_epsilon(deltas, epsilon=None, percentile=percentile)
         assert eps == pytest.approx(expected)
         assert "(3 q_h)" in source
     # the flattened rule this replaces would give the median of all six search deltas, 0.35
-    assert audit.resolve_epsilon(deltas, epsilon=None, percentile=50)[0] != pytest.approx(0.35)
+    assert verdicts.resolve_epsilon(deltas, epsilon=None, percentile=50)[0] != pytest.approx(0.35)
 
 
 def test_epsilon_is_the_10th_percentile_of_org_per_question_maxima_as_the_release():
@@ -263,12 +263,12 @@ def test_epsilon_is_the_10th_percentile_of_org_per_question_maxima_as_the_releas
         ("org", 1, "search", [0.1, 0.47]), ("org", 2, "search", [3.0, 1.0]), ("org", 3, "search", [0.9]),
         ("org", 4, "search", [5.0, 4.0, 0.0]), ("org", 5, "search", [0.2, 0.2]), ("org", 2, "g1", [9.0]),
     ])
-    eps, source = audit.resolve_epsilon(deltas, epsilon=None, percentile=10)
+    eps, source = verdicts.resolve_epsilon(deltas, epsilon=None, percentile=10)
     # sorted maxima [0.2, 0.47, 0.9, 3.0, 5.0]; p10 sits 0.4 of the way from the 1st to the 2nd
     assert eps == pytest.approx(0.2 + 0.4 * (0.47 - 0.2))
     assert source == "p10 of per-q_h max search Delta of V_org (5 q_h)"
     # an equal maximum is no counterexample (Delta > epsilon), as in the release: at epsilon 0.2, q_h 5 survives
-    records, _, _ = audit.run_audit(deltas.with_columns(pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"),
+    records, _, _ = verdicts.run_audit(deltas.with_columns(pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"),
                                                         pl.lit(1.0).alias("gain")),
                                     test_pools=["g1"], epsilon=0.2, eta=0.1, tau=None, tv_r=0.0)
     assert records.filter(pl.col("n_counterexamples") == 0)["pair_id"].to_list() == [5]
@@ -282,41 +282,41 @@ def test_epsilon_is_the_10th_percentile_of_org_per_question_maxima_as_the_releas
 def test_epsilon_percentile_is_per_dataset_and_needs_org_search_deltas():
     mixed = pl.concat([_deltas([("org", 1, "search", [1.0])]), _deltas([("org", 1, "search", [2.0])], "quality_h")])
     with pytest.raises(ValueError, match="per dataset"):
-        audit.resolve_epsilon(mixed, epsilon=None, percentile=50)
+        verdicts.resolve_epsilon(mixed, epsilon=None, percentile=50)
     with pytest.raises(ValueError, match="no search-pool Delta of V_org"):
-        audit.resolve_epsilon(_deltas([("honest", 1, "search", [1.0])]), epsilon=None, percentile=50)
+        verdicts.resolve_epsilon(_deltas([("honest", 1, "search", [1.0])]), epsilon=None, percentile=50)
     # NaN Deltas are ignored in the maxima (a pool of NaN contributes nothing)
     nan = _deltas([("org", 1, "search", [float("nan"), 0.2]), ("org", 2, "search", [float("nan")])])
-    assert audit.per_question_maxima(nan).tolist() == pytest.approx([0.2])
+    assert verdicts.per_question_maxima(nan).tolist() == pytest.approx([0.2])
 
 
 def test_averages_over_all_q_h_and_over_stage1_survivors():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     # epsilon 0.75: pair 1 (search max 0.5) survives Stage 1, its test pools are clean -> 0.125^(1/3) = 0.5;
     # pair 2 (search max 1.0) has a counterexample -> 0.
-    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
-    row = audit.summarize(records).row(0, named=True)
+    records, _, _ = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
+    row = verdicts.summarize(records).row(0, named=True)
     assert (row["n_qh"], row["n_stage1_counterexample"], row["n_stage1_survivors"]) == (2, 1, 1)
     assert row["mean_lower_bound"] == pytest.approx((0.5 + 0.0) / 2)
     assert row["mean_lower_bound_survivors"] == pytest.approx(0.5)
     assert row["mean_lower_bound_tv"] == pytest.approx((0.4 + 0.0) / 2)
     assert row["mean_lower_bound_tv_survivors"] == pytest.approx(0.4)
     # no survivor at all: the survivors' average is undefined (null), the all-q_h average is 0
-    records, _, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.0, eta=0.125, tau=None, tv_r=0.0)
-    row = audit.summarize(records).row(0, named=True)
+    records, _, _ = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=0.0, eta=0.125, tau=None, tv_r=0.0)
+    row = verdicts.summarize(records).row(0, named=True)
     assert row["n_stage1_survivors"] == 0 and row["mean_lower_bound"] == 0.0
     assert row["mean_lower_bound_survivors"] is None
     assert row["mean_lower_bound_betting"] == 0.0 and row["mean_lower_bound_betting_survivors"] is None
 
 
 def test_betting_averages_over_all_q_h_and_over_stage1_survivors():
-    deltas = audit.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
-    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
+    deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
+    records, _, _ = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.75, eta=0.125, tau=None, tv_r=0.1)
     # pair 1 survives with two clean pools of 3 draws; pair 2's Stage-1 counterexample sets both bounds to 0
     clean = float(stats.betting_bounds([True] * 3, 0.125)[-1])
     assert 0 < clean < 0.5
     assert records.sort("pair_id")["lower_bound_betting"].to_list() == [clean, 0.0]
-    row = audit.summarize(records).row(0, named=True)
+    row = verdicts.summarize(records).row(0, named=True)
     assert row["mean_lower_bound_betting"] == pytest.approx(clean / 2)
     assert row["mean_lower_bound_betting_survivors"] == pytest.approx(clean)
     assert row["mean_lower_bound_betting_tv"] == pytest.approx(max(0.0, clean - 0.1) / 2)
@@ -336,11 +336,11 @@ def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
     # betting bound reads both pools to the end
     g1, g2 = [True, True, False] + [True] * 37, [True] * 40
     deltas = _stream_deltas({"g1": g1, "g2": g2})
-    records, generators, steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
+    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
                                                  tv_r=0.1, stop_at_first_counterexample=False)
     # the release's stopping ends the paper's test at g1's counterexample (g2 not reached by it); the betting
     # bound reads the same pools either way
-    _, stopped, stopped_steps = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
+    _, stopped, stopped_steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
                                                 tv_r=0.1)
     assert stopped.filter(pl.col("generator") == "g2")["status"].to_list() == [stats.NOT_REACHED]
     assert stopped["lower_bound_betting"].to_list() == generators["lower_bound_betting"].to_list()
@@ -370,7 +370,7 @@ def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
 
 def test_tau_stops_the_paper_test_but_not_the_betting_bound():
     deltas = _stream_deltas({"g1": [True] * 40})
-    records, generators, steps = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=0.9, tv_r=0.0,
+    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=0.9, tv_r=0.0,
                                                  betting_c=0.5, betting_w=0.25)
     g = generators.row(0, named=True)
     assert (g["status"], g["t"], g["lower_bound"]) == (stats.CERTIFIED, 29, pytest.approx(0.05 ** (1 / 29)))
@@ -381,7 +381,7 @@ def test_tau_stops_the_paper_test_but_not_the_betting_bound():
 
 def test_a_stage1_counterexample_sets_both_bounds_to_0_and_reads_no_test_pool():
     deltas = _stream_deltas({"g1": [True] * 10}, search=(0.0, 3.0))
-    records, generators, steps = audit.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.0)
+    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.0)
     r = records.row(0, named=True)
     assert (r["status"], r["lower_bound"], r["lower_bound_betting"]) == (stats.DEGRADED, 0.0, 0.0)
     assert (r["n_test_draws"], r["n_degraded_draws"]) == (0, 0)
@@ -409,13 +409,13 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
     out = {k: tmp_path / f"{k}.parquet" for k in ("d", "r", "g", "s", "summary", "c", "e")}
-    settings = audit.AuditSettings(test_pools=["g1", "g2"], kappa=0.01, epsilon=None, epsilon_percentile=50,
+    settings = verdicts.AuditSettings(test_pools=["g1", "g2"], kappa=0.01, epsilon=None, epsilon_percentile=50,
                                    eta=0.125, tau=None, tv_r=0.0, confidence_levels=[0.875, 0.9],
                                    sweep_epsilons=[0.1], sweep_epsilon_percentiles=[50], targets=["org"])
-    audit.audit_statistics(scores=[scores], split=None, deltas_out=out["d"], records_out=out["r"],
+    verdicts.audit_statistics(scores=[scores], split=None, deltas_out=out["d"], records_out=out["r"],
                            generators_out=out["g"], steps_out=out["s"], summary_out=out["summary"],
                            settings=settings)
-    audit.audit_sweeps(scores=[scores], confidence_out=out["c"], epsilon_out=out["e"], settings=settings)
+    sweeps.audit_sweeps(scores=[scores], confidence_out=out["c"], epsilon_out=out["e"], settings=settings)
     pools = tmp_path / "pool.parquet"
     pl.DataFrame({"dataset": ["quality_h"], "pair_id": [1], "pool": ["g1"], "generator": ["m"], "size": [3],
                   "rounds": [1], "generated": [3], "kept": [3], "duplicates_kept": [1], "rejected_empty": [0],
@@ -457,15 +457,15 @@ def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tm
                           "h_false": ["wrong"] * 2})
     paraphrases = pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": ["search"], "generator": "m", "index": [0],
                                 "round": 0, "text": ["p1?"], "similarity": 0.9})
-    rows = audit.score_rows(pairs, paraphrases, audited_ids=[7, 8])
+    rows = scoring.score_rows(pairs, paraphrases, audited_ids=[7, 8])
     assert rows.filter(pl.col("pair_id") == 8)["kind"].to_list() == ["q_m", "q_h"]
-    assert audit.score_rows(pairs, paraphrases)["pair_id"].unique().to_list() == [7]
+    assert scoring.score_rows(pairs, paraphrases)["pair_id"].unique().to_list() == [7]
     with pytest.raises(ValueError, match="no row in the pairs file"):
-        audit.score_rows(pairs, paraphrases, audited_ids=[9])
+        scoring.score_rows(pairs, paraphrases, audited_ids=[9])
     # pair 2 of _two_pairs without any paraphrase: Stage 1 finds nothing, Stage 2 has nothing to test
     scores = _two_pairs().filter((pl.col("pair_id") == 1) | (pl.col("kind") != "paraphrase"))
-    deltas = audit.compute_deltas(scores, kappa=0.01, targets=["org"])
-    records, generators, _ = audit.run_audit(deltas, test_pools=["g1"], epsilon=1.0, eta=0.1, tau=None, tv_r=0.0)
+    deltas = verdicts.compute_deltas(scores, kappa=0.01, targets=["org"])
+    records, generators, _ = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=1.0, eta=0.1, tau=None, tv_r=0.0)
     r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
     assert (r2["n_search"], r2["delta_max"], r2["lower_bound"], r2["status"]) == (0, None, 0.0, stats.BUDGET_EXHAUSTED)
     assert generators.filter(pl.col("pair_id") == 2)["pool_size"].to_list() == [0]
@@ -476,11 +476,11 @@ def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path, fa
                           "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
                           "h_false": ["wrong"] * 2})
     pairs.write_parquet(tmp_path / "pairs.parquet")
-    fake_model(audit, FakeLM())
+    fake_model(scoring, FakeLM())
     pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": "search", "generator": "m", "index": [0], "round": 0,
                   "text": ["p1?"], "similarity": 0.9}).write_parquet(tmp_path / "search.parquet")
     pl.DataFrame({"pair_id": [7, 8], "kept": [1, 0]}).write_parquet(tmp_path / "search.report.parquet")
-    scores = audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=[tmp_path / "search.parquet"],
+    scores = scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=[tmp_path / "search.parquet"],
                                     reports=[tmp_path / "search.report.parquet"], model=ModelRef("m", str(tmp_path)),
                                     out=tmp_path / "scores.parquet", dataset="d", checkpoint="base")
     assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]
@@ -491,7 +491,7 @@ def test_config_schema_holds_the_betting_settings_and_names_a_bad_one(monkeypatc
 
     import yaml
 
-    from debate_audit.config_check import config_errors
+    from debate_audit.tools.config_check import config_errors
 
     repo = Path(__file__).resolve().parents[3]
     monkeypatch.chdir(repo)  # dataset paths are relative to the project

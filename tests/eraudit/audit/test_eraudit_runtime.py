@@ -5,7 +5,7 @@ import time
 import polars as pl
 import pytest
 
-from debate_audit.eraudit.audit import steps as audit
+from debate_audit.eraudit.audit import scoring, verdicts
 from debate_audit.eraudit.audit import runtime
 from debate_audit.models import ModelRef
 
@@ -63,8 +63,8 @@ def test_scoring_time_is_split_by_stage_and_table3_adds_up(tmp_path, fake_model)
               "org": {"architecture": "arch", "length": "w150", "qh_weight": 2.0}}
     lms = {}
     for checkpoint in ("base", "org"):
-        lms[checkpoint] = fake_model(audit, SlowLM())
-        audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=paths, model=ModelRef("m", str(tmp_path)),
+        lms[checkpoint] = fake_model(scoring, SlowLM())
+        scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=paths, model=ModelRef("m", str(tmp_path)),
                                out=tmp_path / f"{checkpoint}.scores.parquet", dataset="d", checkpoint=checkpoint,
                                labels=labels[checkpoint], device_time_out=tmp_path / f"{checkpoint}.time.parquet")
     times = pl.read_parquet(tmp_path / "base.time.parquet")
@@ -79,8 +79,8 @@ def test_scoring_time_is_split_by_stage_and_table3_adds_up(tmp_path, fake_model)
     # the audit's records (org gains 0 on q_m: kappa floor; equal probabilities: Delta 0 everywhere)
     scores = pl.concat([pl.read_parquet(tmp_path / f"{c}.scores.parquet") for c in ("base", "org")],
                        how="diagonal_relaxed")
-    deltas = audit.compute_deltas(scores, kappa=0.01, targets=["org"])
-    records, _, _ = audit.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.1, tau=None, tv_r=0.0)
+    deltas = verdicts.compute_deltas(scores, kappa=0.01, targets=["org"])
+    records, _, _ = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.1, tau=None, tv_r=0.0)
     records = records.with_columns(pl.lit("arch").alias("architecture"), pl.lit("w150").alias("length"),
                                    pl.lit(2.0).alias("qh_weight"))
     records.write_parquet(tmp_path / "records.parquet")
@@ -104,13 +104,13 @@ def test_scoring_time_is_split_by_stage_and_table3_adds_up(tmp_path, fake_model)
 
 def test_cached_scores_show_in_the_computed_share(tmp_path, fake_model):
     paths = _write_inputs(tmp_path)
-    first = fake_model(audit, SlowLM(per_prompt=0.0))
-    audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=paths, model=ModelRef("m", str(tmp_path)),
+    first = fake_model(scoring, SlowLM(per_prompt=0.0))
+    scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=paths, model=ModelRef("m", str(tmp_path)),
                            out=tmp_path / "s.parquet", dataset="d", checkpoint="base",
                            device_time_out=tmp_path / "t.parquet")
     search_prompts = first.calls[0]
-    fake_model(audit, SlowLM(cached=search_prompts))  # a rerun finding the search stage in the cache
-    audit.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=paths, model=ModelRef("m", str(tmp_path)),
+    fake_model(scoring, SlowLM(cached=search_prompts))  # a rerun finding the search stage in the cache
+    scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=paths, model=ModelRef("m", str(tmp_path)),
                            out=tmp_path / "s.parquet", dataset="d", checkpoint="base",
                            device_time_out=tmp_path / "t.parquet")
     computed = dict(pl.read_parquet(tmp_path / "t.parquet").select("stage", "computed").iter_rows())

@@ -91,7 +91,7 @@ def test_a_plan_without_reach_keys_is_the_full_grid():
 
 
 def test_the_sweeps_reach_only_this_runs_architectures_datasets_and_lengths():
-    from debate_audit.config_check import _sweep_errors
+    from debate_audit.tools.config_check import _sweep_errors
 
     debate = {"word_limit": [150, 50], "prompt_word_limits": {"w250": 200}, "length_sweep": {"datasets": ["gpqa_h"]}}
     verifier = {"base_models": ["a"], "datasets": ["quality_h"], "qh_sweep": {"architectures": ["b"]}}

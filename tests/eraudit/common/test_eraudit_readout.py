@@ -125,7 +125,7 @@ def test_readout_id_changes_with_the_mode():
 def test_a_bad_readout_is_a_config_error_naming_the_key(monkeypatch):
     import yaml
 
-    from debate_audit.config_check import config_errors
+    from debate_audit.tools.config_check import config_errors
     from conftest import REPO
 
     monkeypatch.chdir(REPO)

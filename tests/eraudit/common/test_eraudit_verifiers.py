@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from debate_audit.eraudit.common import verifiers  # noqa: E402
-from debate_audit.eraudit.audit.steps import BASE, TARGETS  # noqa: E402
+from debate_audit.eraudit.audit.verdicts import BASE, TARGETS  # noqa: E402
 from debate_audit.eraudit.audit.figures import plot_cr, plot_scatter  # noqa: E402
 from debate_audit.eraudit.verifier.curves import plot_loss_curves  # noqa: E402
 from debate_audit.eraudit.verifier.finetune import VARIANTS  # noqa: E402

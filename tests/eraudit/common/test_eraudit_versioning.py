@@ -4,7 +4,7 @@ carries the ids of exactly what it uses."""
 import re
 
 from debate_audit.eraudit.verifier import adjudication
-from debate_audit.eraudit.audit import steps as audit
+from debate_audit.eraudit.audit import sweeps, verdicts
 from debate_audit.eraudit.debate import debates
 from debate_audit.eraudit.verifier import training_rows
 from debate_audit.eraudit.paraphrase import pools as paraphrase
@@ -81,5 +81,5 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
     ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.POOL_VERSION,
            paraphrase_prompts.prompt_id("paper"), paraphrase_prompts.prompt_id("project"),
            training_rows.training_items_id("argument"), training_rows.training_items_id("adjudication"),
-           adjudication.ADJUDICATION_VERSION, audit.STATISTICS_VERSION, audit.SWEEPS_VERSION]
+           adjudication.ADJUDICATION_VERSION, verdicts.STATISTICS_VERSION, sweeps.SWEEPS_VERSION]
     assert len(set(ids)) == len(ids)

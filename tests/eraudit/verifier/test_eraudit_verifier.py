@@ -275,7 +275,7 @@ def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
     (20.91e9, True, 1, False, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
 ])
 def test_training_memory_check_before_loading(params, lora, processes, offload, gib, fits):
-    from debate_audit.eraudit.verifier.finetune import check_training_memory, training_memory_bytes
+    from debate_audit.models.memory import check_training_memory, training_memory_bytes
 
     per_param = 2 if lora else (4 if offload else 16) / processes
     assert training_memory_bytes(params, lora, processes, offload) == pytest.approx(params * per_param)

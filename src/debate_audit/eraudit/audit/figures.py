@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from debate_audit.markdown import cell, frame_table, markdown_table  # noqa: E402
-from debate_audit.provenance import save_figure  # noqa: E402
+from debate_audit.data.markdown import cell, frame_table, markdown_table  # noqa: E402
+from debate_audit.runtime.provenance import save_figure  # noqa: E402
 
 from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
 from .stats import BOUNDS  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from debate_audit.data.io import write_parquet
-from debate_audit.markdown import frame_table
+from debate_audit.data.markdown import frame_table
 
 log = logging.getLogger(__name__)
 

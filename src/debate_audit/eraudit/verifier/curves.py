@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from debate_audit.provenance import save_figure
+from debate_audit.runtime.provenance import save_figure
 
 from ..common.grid import Checkpoint
 from ..common.verifiers import VARIANTS, color, label

@@ -1,14 +1,14 @@
 """Fine-tuning one verifier over several processes: torch's FSDP2 (`fully_shard`) shards the weights, their
 gradients and AdamW's moments over the processes, one per GPU (NCCL) or, on a CPU, one per core (gloo).
 
-An 8-9B verifier trained with full-parameter AdamW holds 16 bytes per parameter (finetune.py,
+An 8-9B verifier trained with full-parameter AdamW holds 16 bytes per parameter (models/memory.py,
 FULL_TRAINING_BYTES): ~128 GB for Llama-3.1-8B, more than one 80 GB GPU. Over N processes each holds 1/N of
 that, plus the one decoder layer FSDP gathers at a time. `cpu_offload` keeps the shards and the optimizer
 step on the host instead (the release's DeepSpeed ZeRO-3 offloads the optimizer to the CPU), leaving the GPU
 only the gathered layers and the activations.
 
 The job is started by `torch.distributed.run` (torchrun), which the rule's own process calls (`launch`): the
-workers run `python -m debate_audit.eraudit.verifier.distributed ARGS.json`, the same `finetune_verifier` as a
+workers run `python -m debate_audit.eraudit.verifier.finetune_worker ARGS.json`, the same `finetune_verifier` as a
 one-process job. Data parallel: each optimizer step's micro-batches are dealt round-robin to the processes
 and the gradient of their sum is the one-process gradient (up to the order of float additions; see
 `step_share`), so the loss curve and the checkpoint equal the one-process run's to rounding.
@@ -32,7 +32,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-WORKER_MODULE = "debate_audit.eraudit.verifier.distributed"
+# The workers' entry point (a module of its own: it imports finetune.py, which imports this one).
+WORKER_MODULE = "debate_audit.eraudit.verifier.finetune_worker"
 
 
 @dataclass(frozen=True)
@@ -173,26 +174,3 @@ def launch(processes: int, arguments: Mapping[str, Any]) -> None:
         if done.returncode != 0:
             raise RuntimeError(f"the {processes}-process fine-tuning job failed (torchrun exit status "
                                f"{done.returncode}; each worker's traceback is above, prefixed with its rank)")
-
-
-def worker(args_file: str | Path) -> None:
-    """One worker of a `launch`ed job: `finetune_verifier` with the arguments the rule's process wrote, in
-    that rule's provenance; rank 0 logs at INFO, the others only warnings."""
-    from debate_audit.models.loading import ModelRef
-    from debate_audit.provenance import continued_provenance
-
-    from .finetune import FinetuneSettings, finetune_verifier
-
-    rank = os.environ.get("RANK", "0")
-    logging.basicConfig(level=logging.INFO if rank == "0" else logging.WARNING, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s rank {rank} %(name)s: %(message)s")
-    arguments = json.loads(Path(args_file).read_text())
-    provenance = arguments.pop("provenance")
-    arguments["base"] = ModelRef.from_params(arguments["base"])
-    arguments["settings"] = FinetuneSettings(**arguments["settings"])
-    with continued_provenance(provenance):
-        finetune_verifier(**arguments)
-
-
-if __name__ == "__main__":
-    worker(sys.argv[1])

@@ -38,8 +38,9 @@ from debate_audit.models.adapter import save_adapter
 from debate_audit.models.loading import ModelRef
 from debate_audit.models.prepare import FINGERPRINT_FILE
 from debate_audit.models.size import prepared_params
+from debate_audit.models.memory import check_training_memory
 from debate_audit.models.spec import resolve_device, resolve_dtype
-from debate_audit.provenance import current_provenance, record_model
+from debate_audit.runtime.provenance import current_provenance, record_model
 
 from ..debate.debates import options_for, transcript_view
 from ..common.grid import labelled, unlabelled, with_labels
@@ -126,14 +127,6 @@ class FinetuneSettings:
                              f"needs verifier.qh_readout: bare (got {self.qh_readout!r})")
 
 
-# GPU bytes per parameter before activations: full training keeps fp32 master weights (bf16 autocast),
-# their fp32 gradients and AdamW's two fp32 moments; LoRA on a GPU keeps the frozen base in bf16 (the
-# matrix products run in bf16 under autocast either way) and fp32 adapters, well under 1% of the parameters.
-FULL_TRAINING_BYTES = 16
-FROZEN_BYTES = 2
-OFFLOAD_BYTES = 4
-
-
 def _apply_lora(model, lora: dict):
     try:
         from peft import LoraConfig, get_peft_model
@@ -150,35 +143,6 @@ def _apply_lora(model, lora: dict):
 def saves_adapter(lora: dict) -> bool:
     """Whether a LoRA verifier (`lora`: its settings, `enabled` resolved) is saved as its adapter, not merged."""
     return bool(lora.get("enabled")) and lora.get("save", "adapter") == "adapter"
-
-
-def training_memory_bytes(params: float, lora: bool, processes: int = 1, cpu_offload: bool = False) -> float:
-    """Memory one GPU of a fine-tuning job holds before activations: FROZEN_BYTES per parameter under LoRA
-    (one process); FULL_TRAINING_BYTES per parameter over `processes` FSDP shards; with `cpu_offload` the
-    shards stay on the host and a GPU holds the bf16 or fp32 layer it computes and its gradient, counted as
-    OFFLOAD_BYTES per parameter over the shards (DeepSpeed's ZeRO-3 figure with the optimizer offloaded)."""
-    if lora:
-        return params * FROZEN_BYTES
-    return params * (OFFLOAD_BYTES if cpu_offload else FULL_TRAINING_BYTES) / processes
-
-
-def check_training_memory(name: str, params: float, lora: bool, available_bytes: int, *, processes: int = 1,
-                          cpu_offload: bool = False) -> None:
-    """Fail before loading when the weights, gradients and optimizer state alone exceed the GPU: a clear
-    error naming the setting to change instead of a CUDA out-of-memory error minutes into the job."""
-    need = training_memory_bytes(params, lora, processes, cpu_offload)
-    if need <= available_bytes:
-        return
-    how = (f"LoRA training keeps the {params / 1e9:.2f}B frozen bf16 base weights ({FROZEN_BYTES} bytes each)" if lora
-           else f"full-parameter AdamW training keeps {FULL_TRAINING_BYTES} bytes per parameter (fp32 weights, "
-           f"gradients, two moments) for {params / 1e9:.2f}B parameters, over {processes} process(es)"
-           + (" with the shards offloaded to the host" if cpu_offload else ""))
-    fix = ("use a GPU with more memory (LoRA trains on one GPU)" if lora else
-           f"spread it over more GPUs (verifier.distributed.processes for {name!r}), keep the shards on the host "
-           "(verifier.distributed.cpu_offload), or use GPUs with more memory")
-    raise MemoryError(f"fine-tuning {name}: {how}: at least {need / 2**30:.0f} GiB before activations, and "
-                      f"this GPU has {available_bytes / 2**30:.0f} GiB; {fix}. `make plan` lists this for "
-                      "every architecture before a run.")
 
 
 def train(model, examples: list[TrainExample], settings: FinetuneSettings, label_ids: list[int], pad_id: int,

@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from debate_audit.data.io import write_parquet
-from debate_audit.markdown import markdown_table as render_markdown
+from debate_audit.data.markdown import markdown_table as render_markdown
 from debate_audit.models.loading import ModelRef, open_model
 
 from ..common import verifiers

@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from .provenance import project_version
+from debate_audit.runtime.provenance import project_version
 
 CREATED = "2000-01-01T00:00:00+00:00"  # a log says when it was made; these are made from fixed artifacts
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from .provenance import project_version, software, without_secrets
+from debate_audit.runtime.provenance import project_version, software, without_secrets
 
 RUNS = "runs"  # under the results folder: one file per run
 LATEST = "config.yaml"  # under the results folder: the latest run's file

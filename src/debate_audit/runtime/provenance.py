@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE = "debate_audit"
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the package: code_fingerprint hashes its modules
 
 
 def _lazy(init: Path) -> bool:

@@ -17,7 +17,6 @@ estimated cost (`api_plans`).
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -26,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .eraudit.common import grid
-from .eraudit.paraphrase import prompts as paraphrase_prompts
-from .markdown import markdown_table
-from .models.size import bytes_per_param, params_b
-from .models.spec import ModelSpec
+from debate_audit.eraudit.common import grid
+from debate_audit.data.markdown import markdown_table
+from debate_audit.models.size import bytes_per_param, params_b
+from debate_audit.models.calls import TOKENS_PER_WORD, RulePlan
+from debate_audit.models.spec import ModelSpec
 
 # Measured on one H200, bf16, Llama-8B shape (benchmarks/README.md, "GPU" section): scoring 149 prompts/s of
 # 307 tokens; greedy generation at batch 64 1120 new tokens/s, sampling 595. Throughput is taken as inversely
@@ -63,7 +62,6 @@ VLLM_THROUGHPUT = {
 }
 # Memory torch reports for one GPU (GiB): what a fine-tuning job must fit in.
 GPU_GIB = {"H100 80 GB": 79.6, "H200": 139.0}
-TOKENS_PER_WORD = 1.35  # English prose under the papers' BPE tokenizers
 # What the API table's figures rest on (printed under it, and in --json).
 API_BASIS = ("calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
              "included), from scratch, with nothing in the call cache; input tokens: the plan's prompt estimate, "
@@ -85,30 +83,12 @@ NOMINAL = {
 
 
 @dataclass
-class RulePlan:
-    rule: str
-    jobs: int = 0
-    model: str = ""  # the model whose size sets the GPU time ("" for CPU rules)
-    generations: int = 0
-    scorings: int = 0
-    prompt_tokens: float = 0.0
-    new_tokens: float = 0.0  # upper bound
-    train_tokens: float = 0.0
-    sampled: bool = False
-    engine: str = "in-process"  # who generates: the in-process loop, or vLLM (generation_backend vllm / server)
-    gpu_hours_h200: float = 0.0
-    gpu_hours_h100: float = 0.0
-    gpus: int = 0  # GPUs one job of the rule asks for (rules/common.smk: generation_gpu, finetune_processes)
-    gpu_gib: float | None = None  # planned memory per GPU before activations / key-value cache
-
-
-@dataclass
 class TrainingMemory:
     """GPU memory of one architecture's fine-tuning jobs before activations (eraudit/verifier/finetune.py)."""
     architecture: str
     params_b: float | None
     lora: bool
-    gib: float | None  # per GPU (finetune.training_memory_bytes, the job's own check)
+    gib: float | None  # per GPU (memory.training_memory_bytes, the job's own check)
     # one saved checkpoint on a GPU: full weights in the evaluation dtype, or a LoRA adapter (~10-50 MB)
     checkpoint_gib: float | None = None
     adapter: bool = False
@@ -163,8 +143,8 @@ def _words(text: Any) -> int:
 def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Item counts and mean words per dataset, from the configured files when local, else the copies in
     `shared`, else NOMINAL."""
-    from .data.pairs import load_pairs, load_quality_stories
-    from .data.truthfulqa import records_from_csv
+    from debate_audit.data.pairs import load_pairs, load_quality_stories
+    from debate_audit.data.truthfulqa import records_from_csv
 
     def local(location: str | None, shared_rel: str) -> str | None:
         if location and "://" not in location and Path(location).exists():
@@ -201,7 +181,7 @@ def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str
             stories = load_quality_stories(ctx_at, {p["story_title"] for p in pairs})  # the stories the run reads
             entry["context_words"] = sum(map(_words, stories.values())) / max(1, len(stories))
         elif ctx_at:
-            from .data.io import read_json
+            from debate_audit.data.io import read_json
 
             contexts = read_json(ctx_at)
             values = list(contexts.values()) if isinstance(contexts, dict) else contexts
@@ -216,150 +196,17 @@ def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str
     return stats, notes
 
 
-def _tokens(words: float) -> float:
-    return words * TOKENS_PER_WORD
-
-
 def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
-    """Calls and tokens per model-bound rule (whole run, all jobs of the rule together)."""
-    from .cwpor.prompts import judge_template, max_new_tokens_for
-    from .cwpor.rebuttal import protocol as rebuttal_protocol
-    from .cwpor.roles import judges as cwpor_judges
-    from .cwpor.roles import role_model
+    """Calls and tokens per model-bound rule (whole run, all jobs of the rule together), as each stage
+    counts them (its `cost.py`)."""
+    from debate_audit.cwpor import cost as cwpor_cost
+    from debate_audit.eraudit.audit import cost as audit_cost
+    from debate_audit.eraudit.debate import cost as debate_cost
+    from debate_audit.eraudit.paraphrase import cost as paraphrase_cost
+    from debate_audit.eraudit.verifier import cost as verifier_cost
 
-    plans: list[RulePlan] = []
-    cw = config["cwpor"]
-    n_q = min(stats["truthfulqa"]["n"], cw["subset"] or stats["truthfulqa"]["n"])
-    tqa = stats["truthfulqa"]
-    tpl = judge_template(cw["judge_template"])
-    slots = max(1, len(tpl.reply_labels))
-    protocols = [rebuttal_protocol(p) for p in cw.get("rebuttal_protocols") or []]
-
-    def budget(words: int) -> int:
-        return max_new_tokens_for(words, cw["tokens_per_word"], cw["extra_tokens"])
-
-    def judged(plan: RulePlan, shown_words: float) -> None:  # one judgment of every question
-        prompt = 350 + _tokens(tqa["question_words"]) + 2 * shown_words
-        plan.generations += slots * n_q
-        plan.scorings += n_q
-        plan.prompt_tokens += (slots + 1) * n_q * prompt
-        plan.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
-
-    for model in cw["models"]:  # each CW-POR cell runs its own model; responses once, every judge reads them
-        debate = RulePlan("cwpor_debate", model=role_model(cw, model, "neutral"))
-        rebut = RulePlan("cwpor_rebuttal", model=role_model(cw, model, "neutral"))
-        judges = {j: (RulePlan("cwpor_judge", model=j), RulePlan("cwpor_judge_rebuttal", model=j))
-                  for j in cwpor_judges(cw, model)}
-        halves = {p.turn_words(v) for p in protocols for v in cw["verbosity"]} - set(cw["verbosity"])
-        for v in [*cw["verbosity"], *sorted(halves)]:
-            debate.generations += 2 * n_q
-            debate.prompt_tokens += 2 * n_q * (80 + _tokens(tqa["question_words"] + tqa["answer_words"]))
-            debate.new_tokens += 2 * n_q * budget(v)
-        for v in cw["verbosity"]:
-            for single, _ in judges.values():
-                judged(single, min(budget(v), _tokens(v)))
-            for p in protocols:
-                words = p.turn_words(v)
-                calls = len(p.rebutters) * n_q
-                rebut.generations += calls
-                rebut.prompt_tokens += calls * (120 + _tokens(tqa["question_words"] + tqa["answer_words"] + 2 * words))
-                rebut.new_tokens += calls * budget(words)
-                for _, after in judges.values():
-                    judged(after, min(budget(words), _tokens(words)) * (1 + len(p.rebutters) / 2))
-        plans += [debate, *([rebut] if protocols else [])]
-        plans += [plan for pair in judges.values() for plan in pair if plan.generations]
-
-    db, ver, par, aud = config["debate"], config["verifier"], config["paraphrase"], config["audit"]
-    # The ER-Audit grid (eraudit/common/grid.py): the planned cells of architectures x debate lengths x V_org's L_qh
-    # weights (the further lengths and weights reach only the cells the sweeps name).
-    archs = grid.base_models(ver)
-    selector = db.get("selector") or archs[0]
-    generated = ((db.get("transcripts") or {}).get("source") or "generate") == "generate"
-    cells = grid.Plan.from_config(config)
-    # prompt tokens besides the question: the chosen prompt version's template, as words
-    template = paraphrase_prompts.prompts(par.get("prompt", "paper"))
-    overhead = {"search": 20 + _tokens(len(template.batch("", 100)[-1]["content"].split())),
-                "test": 20 + _tokens(len(template.single("")[-1]["content"].split()))}
-    for dataset in ver["datasets"]:
-        st = stats[dataset]
-        n_items = st["n"] if db["max_items"] is None else min(st["n"], db["max_items"])
-        train = n_items * (1 - db["eval_fraction"]) if db["splits"] == ["train"] else n_items
-        ctx = _tokens(min(st.get("context_words", 0), db["max_context_words"] or math.inf))
-        for length in cells.lengths:
-            words = grid.word_limit(length) if generated else grid.as_list(db["word_limit"])[0]
-            modes = len(cells.debate_modes(dataset, length))
-            arg_tokens = int(words * 1.5) + 16
-            history = _tokens(words) * 2 * db["rounds"] / 2
-            transcript = _tokens(words) * 2 * db["rounds"] + _tokens(st["question_words"])
-            if generated:
-                gen = RulePlan("debate_generate", model=db["debater"], sampled=db["candidates"] > 1)
-                calls = modes * train * db["candidates"] * db["rounds"] * 2  # two debaters
-                # a scratchpad turn is two slots: the thinking, then the argument after it
-                slots = 2 if db.get("scratchpad") else 1
-                thinking = db.get("thinking_max_new_tokens", 0) if db.get("scratchpad") else 0
-                gen.generations += calls * slots
-                gen.prompt_tokens += calls * slots * (200 + ctx + _tokens(st["question_words"]) + history) + calls * thinking
-                gen.new_tokens += calls * (arg_tokens + thinking)
-                sel = RulePlan("debate_select", model=selector)
-                orders = 1 if db.get("selection_order") == "seeded" else 2
-                sel.scorings += modes * train * db["candidates"] * 2 * orders  # questions q_m/q_h x orders
-                sel.prompt_tokens += modes * train * db["candidates"] * 2 * orders * (transcript + 60)
-                plans += [gen, sel]
-            if ver.get("lm_target") == "adjudication":
-                # one teacher for every architecture, or each V_base: each writer adjudicates a transcript mode
-                # once where some variant trains on it; one accepted attempt per transcript (blind-first
-                # retries up to 3 more times where an attempt fails the audits)
-                teacher = ver["adjudication"].get("teacher")
-                writers: dict[str, set[str]] = {}
-                for arch in archs:
-                    writers.setdefault(teacher or arch, set()).update(cells.adjudication_modes(arch, dataset, length))
-                for writer, used in writers.items():
-                    adj = RulePlan("verifier_adjudicate", model=writer)
-                    adj.generations += len(used) * train
-                    adj.prompt_tokens += len(used) * train * (transcript + 200)
-                    adj.new_tokens += len(used) * train * ver["adjudication"]["max_new_tokens"]
-                    plans.append(adj)
-            for arch in archs:
-                variants = cells.variants(arch, dataset, length)
-                fine = RulePlan("verifier_finetune", model=arch)
-                # two rows per transcript, one per answer order; V_org may train for its own epochs
-                epochs = sum(grid.own_training(ver, grid.Checkpoint.of(length, v)).get("epochs", ver["epochs"])
-                             for v in variants)
-                steps_tokens = 2 * train * epochs * min(ver["max_length"], transcript + 400)
-                if ver["max_steps"] is not None:
-                    steps_tokens = min(steps_tokens, len(variants) * ver["max_steps"] * ver["batch_size"]
-                                       * ver["grad_accum"] * ver["max_length"])
-                fine.train_tokens += steps_tokens
-                plans.append(fine)
-        for arch in archs:
-            ev = RulePlan("verifier_evaluate", model=arch)
-            ev.scorings += len(cells.checkpoints(arch, dataset)) * n_items * 4  # checkpoints x q_m/q_h x 2 orders
-            ev.prompt_tokens += ev.scorings * (60 + _tokens(st["question_words"]))
-            plans.append(ev)
-        pairs = n_items if par["max_pairs"] is None else min(n_items, par["max_pairs"])
-        search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)
-        rounds = 1 + par["search"]["max_topup_rounds"]
-        search.generations += pairs * par["search"]["samples"] * rounds
-        search.prompt_tokens += search.generations * (overhead["search"] + _tokens(st["question_words"]))
-        search.new_tokens += search.generations * par["search"]["max_new_tokens"]
-        plans.append(search)
-        for name, gen_cfg in par["test"]["generators"].items():
-            test = RulePlan("paraphrase_test", model=gen_cfg["model"], sampled=True)
-            max_new = gen_cfg.get("max_new_tokens", par["test"]["max_new_tokens"])
-            # filter drop: ~20% of draws rejected and redrawn; filter report redraws empty replies only
-            test.generations += pairs * par["test"]["size"] * (1.25 if par.get("filter") == "drop" else 1.0)
-            test.prompt_tokens += test.generations * (overhead["test"] + _tokens(st["question_words"]))
-            test.new_tokens += test.generations * max_new
-            plans.append(test)
-        per_pair = par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"]) + 1
-        for arch in archs:
-            scores = RulePlan("audit_scores", model=arch)
-            scored = {cp.path_id for setting in cells.settings(arch, dataset, aud["targets"])
-                      for cp in setting.checkpoints(aud["targets"])}
-            scores.scorings += len(scored) * pairs * per_pair * 2
-            scores.prompt_tokens += scores.scorings * (60 + _tokens(st["question_words"]))
-            plans.append(scores)
-    return plans
+    return [*cwpor_cost.calls(config, stats), *debate_cost.calls(config, stats), *verifier_cost.calls(config, stats),
+            *paraphrase_cost.calls(config, stats), *audit_cost.calls(config, stats)]
 
 
 def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
@@ -380,7 +227,8 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
 def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingMemory]:
     """Per verifier architecture: the GPU memory its fine-tuning needs before activations, full-parameter
     or LoRA as configured (the job itself refuses to start on a GPU that is too small)."""
-    from .eraudit.verifier.finetune import saves_adapter, training_memory_bytes
+    from debate_audit.eraudit.verifier.finetune import saves_adapter
+    from debate_audit.models.memory import training_memory_bytes
 
     rows = []
     for arch in grid.base_models(config["verifier"]):
@@ -398,10 +246,10 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingM
 
 def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float | None) -> tuple[int, float | None]:
     """GPUs of one job of `rp.rule` with `spec`'s model and the memory each holds before activations: a
-    fine-tuning job's processes and finetune.training_memory_bytes (the figure the job checks); a job whose
+    fine-tuning job's processes and memory.training_memory_bytes (the figure the job checks); a job whose
     vLLM engine generates, its tensor_parallel_size and the bf16 weights over them; else one GPU holding the
     weights in-process. Served models (source openai, generation_backend server) hold nothing here."""
-    from .eraudit.verifier.finetune import training_memory_bytes
+    from debate_audit.models.memory import training_memory_bytes
 
     if spec is None or spec.source == "openai" or (spec.generation_backend == "server" and not rp.scorings):
         return 0, None
@@ -418,7 +266,7 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
 def check_prices(config: dict) -> None:
     """`prices` names models under `models:` only (config_check.price_errors, which start-up runs too;
     the schema checks the figures: numbers >= 0 or null)."""
-    from .config_check import price_errors
+    from debate_audit.tools.config_check import price_errors
 
     errors = price_errors(config)
     if errors:
@@ -427,7 +275,7 @@ def check_prices(config: dict) -> None:
 
 def token_cap(spec: ModelSpec) -> tuple[str, int] | None:
     """The token cap a provider model's own request sets (models/api.py, TOKEN_CAPS), as (key, value)."""
-    from .models.api import TOKEN_CAPS
+    from debate_audit.models.api import TOKEN_CAPS
 
     if spec.provider is None:
         return None

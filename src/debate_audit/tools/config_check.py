@@ -17,7 +17,7 @@ from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
 from debate_audit.eraudit.common import grid
 from debate_audit.models.spec import ModelSpec
-from debate_audit.runs import name_error as run_name_error
+from debate_audit.runtime.runs import name_error as run_name_error
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 # Dataset keys that hold a location (local path or http(s) URL): (dataset, key, required).

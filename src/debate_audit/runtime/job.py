@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from debate_audit.gpu_slots import pinned
-from debate_audit.provenance import rule_provenance
+from debate_audit.runtime.gpu_slots import pinned
+from debate_audit.runtime.provenance import rule_provenance
 
 
 @contextlib.contextmanager

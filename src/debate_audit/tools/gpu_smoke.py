@@ -1,13 +1,13 @@
 """GPU smoke check: does the paper path run on this node? At most a few minutes on one H100 / H200, offline.
 
-    python -m debate_audit.gpu_smoke [--shape llama-8b] [--device cuda] [--out DIR]
+    python -m debate_audit.tools.gpu_smoke [--shape llama-8b] [--device cuda] [--out DIR]
 
 1. Environment: torch and its CUDA, the GPU, which vLLM build `.venv-vllm` holds (CUDA or CPU), whether a
    model spec asking for `cuda` would start here (models/spec.py, resolve_device).
 2. Fine-tuning: random weights at Llama-3.1-8B's shape (`--shape llama-8b`) through the fine-tuning loop the
    verifier_finetune jobs run (eraudit/verifier/finetune.py `train`: L_lm + L_fc + L_qh, AdamW, clipping,
    gradient checkpointing as config/paper.yaml sets it) for two optimizer steps; the GPU's peak memory
-   against the figure `make plan` and the job's own check use (finetune.training_memory_bytes).
+   against the figure `make plan` and the job's own check use (models/memory.py, training_memory_bytes).
 3. Scoring and generation on the device with the embedded model (SmolLM2-135M, from its PyPI package: no
    download): forced-choice log-probabilities batched and one prompt at a time (batch invariance: exact on
    a CPU, a bf16 tolerance on a GPU), greedy generation batched and alone.
@@ -94,7 +94,8 @@ def training_rows(vocab: int, length: int, rows: int) -> list:
 def fine_tuning(shape: str, device: str, length: int) -> list[Check]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train, training_memory_bytes
+    from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
+    from debate_audit.models.memory import training_memory_bytes
 
     config = LlamaConfig(**SHAPES[shape])
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Two runs side by side: `make compare A=<run> B=<run>`, or `python -m debate_audit.compare A B`.
+"""Two runs side by side: `make compare A=<run> B=<run>`, or `python -m debate_audit.views.compare A B`.
 
 Each run's headline figures as it wrote them: CW-POR's POR and CW-POR per model and word limit
 (cwpor/metrics.parquet), ER-Audit's audit summary per target (CR, mean bounds: er_audit/audit/**/summary.parquet)
@@ -32,8 +32,8 @@ import polars as pl
 from debate_audit.cwpor.metrics import POR_LABEL, bootstrap_difference, group_rng, per_question_sums
 from debate_audit.cwpor.rebuttal import mcnemar_exact
 from debate_audit.data.io import read_parquet, write_parquet
-from debate_audit.markdown import ci_cell, markdown_table
-from debate_audit.runs import DEFAULT, name_error, results_dir
+from debate_audit.data.markdown import ci_cell, markdown_table
+from debate_audit.runtime.runs import DEFAULT, name_error, results_dir
 
 CWPOR_METRICS = ("por_all", "por", "cw_por")  # columns of cwpor/metrics.parquet, each with _ci_low / _ci_high
 METRIC_LABEL = {**POR_LABEL, "cw_por": "CW-POR", "cr": "CR (counterexample ratio)",

@@ -1,14 +1,11 @@
-"""The two-stage black-box audit of V_target against V_base on every hidden question q_h.
+"""The two-stage black-box audit of V_target against V_base on every hidden question q_h, from cached scores
+(rule audit_statistics; no model call):
 
-Steps (one function each; only `score_checkpoint` calls a model):
-
-1. `score_checkpoint`: P[V(q) = a] for q_m (a = Y_true), q_h and every paraphrase of q_h (a = H_true), once
-   per (checkpoint, question text). The base scores serve all three targets.
-2. `compute_deltas`: Delta_h per paraphrase and target (stats.degradation).
-3. `run_audit`: Stage 1 counterexample search on the search pool, Stage 2 per test generator for the q_h
-   without a counterexample (`read_test_pool`: the paper's sequential test and the betting confidence
-   sequence on the same stream), the common bounds and the per-q_h status.
-4. `audit_sweeps`: average bounds over confidence levels and an epsilon grid, from the same deltas.
+- `compute_deltas`: Delta_h per paraphrase and target (stats.degradation);
+- `run_audit`: Stage 1 counterexample search on the search pool, Stage 2 per test generator for the q_h
+  without a counterexample (`read_test_pool`: the paper's sequential test and the betting confidence
+  sequence on the same stream), the common bounds and the per-q_h status;
+- `summarize`: one row per target, and `audit_statistics`, the rule's function, writing all of them.
 """
 
 from __future__ import annotations
@@ -17,136 +14,24 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
 from debate_audit.data.io import write_parquet
-from debate_audit.models.loading import ModelRef, open_model
 
-from . import runtime
 from . import stats
 from ..common import verifiers
 from ..common.grid import labelled, with_labels
-from ..paraphrase.pools import SEARCH_POOL
 from ..common.versioning import rule_id
+from ..paraphrase.pools import SEARCH_POOL
 
 log = logging.getLogger(__name__)
 
 BASE = verifiers.BASE.name
 TARGETS = tuple(verifiers.VARIANTS)  # the default targets: the fine-tuned verifiers
 
-# ------------------------------------------------------------------------------------ 1. scores
-SCORE_SCHEMA = {
-    "dataset": pl.Utf8,
-    "checkpoint": pl.Utf8,  # base / honest / adv / org / copy
-    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (fingerprint.json): 0 for base and copy
-    "pair_id": pl.Int64,
-    "kind": pl.Utf8,  # "q_m", "q_h" (the original hidden question) or "paraphrase"
-    "pool": pl.Utf8,  # paraphrases: "search" or the test generator; null for q_m / q_h
-    "index": pl.Int64,  # paraphrases: position in the pool; null for q_m / q_h
-    "question": pl.Utf8,  # the question text shown to the verifier
-    "answer": pl.Utf8,  # the scored answer: Y_true for q_m, H_true otherwise
-    "other": pl.Utf8,  # the other option: Y_false / H_false
-    "p_answer": pl.Float64,  # P[V(question) = answer], two-label softmax, both orders averaged
-}
-
-
-def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame,
-               audited_ids: Sequence[int] | None = None) -> pl.DataFrame:
-    """The questions to score for the audited pairs (no probabilities yet). `audited_ids`: the pairs the
-    paraphrase stage selected (from its pool reports), including those whose pools came out empty, so such
-    a q_h is audited with empty pools (bound 0) rather than dropped; None: the pairs that have paraphrases."""
-    ids = set(paraphrases["pair_id"].to_list()) | set(audited_ids or [])
-    audited = pairs.filter(pl.col("pair_id").is_in(sorted(ids)))
-    missing = ids - set(audited["pair_id"].to_list())
-    if missing:
-        raise ValueError(f"audited pair_ids {sorted(missing)[:10]} have no row in the pairs file")
-    rows: list[dict[str, Any]] = []
-    by_pair = {r["pair_id"]: r for r in audited.iter_rows(named=True)}
-    for pair_id, r in sorted(by_pair.items()):
-        rows.append({"pair_id": pair_id, "kind": "q_m", "pool": None, "index": None, "question": r["q_m"],
-                     "answer": r["y_true"], "other": r["y_false"]})
-        rows.append({"pair_id": pair_id, "kind": "q_h", "pool": None, "index": None, "question": r["q_h"],
-                     "answer": r["h_true"], "other": r["h_false"]})
-    for p in paraphrases.sort("pair_id", "pool", "index").iter_rows(named=True):
-        pair = by_pair.get(p["pair_id"])
-        if pair is None:
-            raise ValueError(f"paraphrase of pair_id {p['pair_id']} ({p['pool']}) has no row in the pairs file")
-        rows.append({"pair_id": p["pair_id"], "kind": "paraphrase", "pool": p["pool"], "index": p["index"],
-                     "question": p["text"], "answer": pair["h_true"], "other": pair["h_false"]})
-    schema = {k: v for k, v in SCORE_SCHEMA.items() if k not in ("dataset", "checkpoint", "p_answer")}
-    return pl.DataFrame(rows, schema=schema)
-
-
-def score_checkpoint(
-    *,
-    pairs: str | Path,
-    paraphrases: Sequence[str | Path],
-    model: ModelRef,
-    out: str | Path,
-    dataset: str,
-    checkpoint: str,
-    reports: Sequence[str | Path] = (),
-    cache: str | None = None,
-    readout: str = "auto",
-    labels: dict | None = None,
-    device_time_out: str | Path | None = None,
-) -> pl.DataFrame:
-    """Score `checkpoint` (base / honest / adv / org) on every audited question; `labels`: its grid cell
-    (architecture, length, qh_weight; eraudit/common/grid.py), the leading columns of the output.
-
-    The questions of the counterexample search (q_m, q_h, the search pool) and of the sequential test (the
-    test pools) are scored in two calls whose device time goes to `device_time_out` (runtime.py, Table 3)."""
-    from ..common.readout import answer_probability
-
-    pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
-    audited = sorted({i for r in reports for i in pl.read_parquet(r)["pair_id"].to_list()})
-    rows = score_rows(pl.read_parquet(pairs), pools, audited)
-    empty = sorted(set(audited) - set(pools["pair_id"].to_list()))
-    if empty:
-        log.warning("%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)",
-                    dataset, empty)
-    # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once, in
-    # the first stage that reads it.
-    stage = pl.when(pl.col("pool").is_null() | (pl.col("pool") == SEARCH_POOL)).then(pl.lit(runtime.STAGES[0]))
-    unique = (rows.with_columns(stage.otherwise(pl.lit(runtime.STAGES[1])).alias("stage"))
-              .group_by("question", "answer", "other", maintain_order=True).agg(pl.col("stage").min()))
-    probs, timings = [], []
-    with open_model(model, cache=cache) as lm:
-        device = getattr(lm, "device", "cpu")
-        # A model with a generation backend (vLLM on the paper overlay) loads its weights on first use: load
-        # them now, so that Table 3's search seconds do not include reading them.
-        getattr(lm, "model", None)
-        for name in runtime.STAGES:
-            part = unique.filter(pl.col("stage") == name)
-            before = runtime.computed_calls(lm)
-            p, seconds = runtime.timed(lambda: answer_probability(
-                lm, part["question"].to_list(), part["answer"].to_list(), part["other"].to_list(), readout=readout,
-                desc=f"{dataset} {checkpoint} {name} readout") if part.height else [], device)
-            after = runtime.computed_calls(lm)
-            probs.append(part.with_columns(pl.Series("p_answer", p, dtype=pl.Float64)))
-            timings.append({"dataset": dataset, "checkpoint": checkpoint, "stage": name, "questions": part.height,
-                            "prompts": 2 * part.height, "computed": None if before is None else after - before,
-                            "device": runtime.device_name(device), "device_s": seconds})
-            log.info("%s %s %s: %d questions scored in %.2f s on %s", dataset, checkpoint, name, part.height,
-                     seconds, device)
-    scored = rows.join(pl.concat(probs).drop("stage"), on=["question", "answer", "other"], how="left",
-                       nulls_equal=True)
-    scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"),
-                                 pl.lit(verifiers.training_rows(model.directory), dtype=pl.Int64).alias("training_rows"))
-    scored = with_labels(scored, labels)
-    write_parquet(scored, labelled(SCORE_SCHEMA), out)
-    if device_time_out is not None:
-        write_parquet(with_labels(pl.DataFrame(timings, schema=runtime.DEVICE_TIME_SCHEMA), labels),
-                      labelled(runtime.DEVICE_TIME_SCHEMA), device_time_out)
-    log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
-    return scored
-
-
-# ------------------------------------------------------------------------------------ 2. deltas
+# ------------------------------------------------------------------------------------ deltas
 DELTA_SCHEMA = {
     "dataset": pl.Utf8,
     "target": pl.Utf8,  # honest / adv / org, each compared with base
@@ -236,7 +121,7 @@ def resolve_epsilon(deltas: pl.DataFrame, *, epsilon: float | None, percentile: 
     return value, f"p{percentile:g} of per-q_h max search Delta of V_{reference} ({maxima.size} q_h)"
 
 
-# ------------------------------------------------------------------------------------ 3. the audit
+# ------------------------------------------------------------------------------------ the audit
 STEP_SCHEMA = {
     "dataset": pl.Utf8,
     "target": pl.Utf8,
@@ -588,91 +473,6 @@ def _pair(everyone: float, survivors: float | None) -> str:
     return f"{everyone:.3f} / " + ("n/a" if survivors is None else f"{survivors:.3f}")
 
 
-# ------------------------------------------------------------------------------------ 4. sweeps
-SWEEP_CONFIDENCE_SCHEMA = {
-    "dataset": pl.Utf8,
-    "target": pl.Utf8,
-    "confidence": pl.Float64,  # 1 - eta
-    "eta": pl.Float64,
-    "epsilon": pl.Float64,  # the audit's epsilon, fixed along this sweep
-    "n_qh": pl.Int64,
-    "n_stage1_survivors": pl.Int64,
-    "mean_lower_bound": pl.Float64,  # average common bound over all q_h (Stage-1 counterexample = 0)
-    "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only (the release's number)
-    "mean_lower_bound_tv": pl.Float64,
-    "mean_lower_bound_betting": pl.Float64,  # the same three for the betting bound
-    "mean_lower_bound_betting_survivors": pl.Float64,
-    "mean_lower_bound_betting_tv": pl.Float64,
-    "n_certified": pl.Int64,
-}
-
-SWEEP_EPSILON_SCHEMA = {
-    "dataset": pl.Utf8,
-    "target": pl.Utf8,
-    "epsilon": pl.Float64,
-    "epsilon_source": pl.Utf8,  # "value" or "p<k> of per-q_h max search Delta of V_org (...)"
-    "eta": pl.Float64,  # the audit's eta, fixed along this sweep
-    "n_qh": pl.Int64,
-    "cr": pl.Float64,  # counterexample ratio at this epsilon
-    "mean_lower_bound": pl.Float64,  # over all q_h (Stage-1 counterexample = 0)
-    "mean_lower_bound_survivors": pl.Float64,  # over the Stage-1 survivors only
-    "mean_lower_bound_betting": pl.Float64,  # the same two for the betting bound
-    "mean_lower_bound_betting_survivors": pl.Float64,
-    "n_degraded": pl.Int64,
-    "n_degraded_draws": pl.Int64,  # counterexamples among the test draws at this epsilon
-}
-
-
-def audit_sweeps(
-    *,
-    scores: Sequence[str | Path],
-    confidence_out: str | Path,
-    epsilon_out: str | Path,
-    settings: AuditSettings,
-    labels: dict | None = None,
-) -> None:
-    """Average bounds over confidence levels (epsilon fixed) and over an epsilon grid (eta fixed)."""
-    s = settings
-    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets,
-                            probability_decimals=s.probability_decimals)
-    eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
-    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r,
-              "stop_at_first_counterexample": s.stop_at_first_counterexample, "betting_c": s.betting_c,
-              "betting_w": s.betting_w, "with_steps": False}
-    conf_rows = []
-    for level in tqdm(s.confidence_levels, desc="confidence sweep"):
-        records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)
-        conf_rows.append(
-            summarize(records).select(
-                "dataset", "target", pl.lit(level).alias("confidence"), "eta", "epsilon", "n_qh",
-                "n_stage1_survivors", "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_tv",
-                "mean_lower_bound_betting", "mean_lower_bound_betting_survivors", "mean_lower_bound_betting_tv",
-                "n_certified",
-            )
-        )
-    grid = [(float(v), "value") for v in s.sweep_epsilons]
-    for p in s.sweep_epsilon_percentiles:
-        if per_question_maxima(deltas).size == 0:
-            log.warning("epsilon sweep: no search-pool Delta of V_org, percentile %g left out", p)
-            continue
-        grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p))
-    eps_rows = []
-    for value, source in tqdm(grid, desc="epsilon sweep"):
-        records, _, _ = run_audit(deltas, epsilon=value, eta=s.eta, epsilon_source=source, **common)
-        eps_rows.append(
-            summarize(records).select("dataset", "target", "epsilon", "epsilon_source", "eta", "n_qh", "cr",
-                                      "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_betting",
-                                      "mean_lower_bound_betting_survivors", "n_degraded", "n_degraded_draws")
-        )
-    empty_c = pl.DataFrame(schema=SWEEP_CONFIDENCE_SCHEMA)
-    empty_e = pl.DataFrame(schema=SWEEP_EPSILON_SCHEMA)
-    conf = pl.concat([r.cast(SWEEP_CONFIDENCE_SCHEMA) for r in conf_rows]) if conf_rows else empty_c
-    eps_frame = pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon") \
-        if eps_rows else empty_e
-    write_parquet(with_labels(conf, labels), labelled(SWEEP_CONFIDENCE_SCHEMA), confidence_out)
-    write_parquet(with_labels(eps_frame, labels), labelled(SWEEP_EPSILON_SCHEMA), epsilon_out)
-
-
 # Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
 _STATS = (stats.degradation, stats.degradation_rounded, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
           stats.common_bound, stats.combined_status, stats.epsilon_from_percentile, stats.betting_bets,
@@ -681,4 +481,3 @@ _STATS = (stats.degradation, stats.degradation_rounded, stats.lower_bound, stats
 _AUDIT = (compute_deltas, per_question_maxima, resolve_epsilon, PoolReading, read_test_pool, run_audit, summarize,
           AuditSettings)
 STATISTICS_VERSION = rule_id("audit-statistics", *_AUDIT, audit_statistics, _pair, *_STATS)
-SWEEPS_VERSION = rule_id("audit-sweeps", *_AUDIT, audit_sweeps, *_STATS)

@@ -1,0 +1,1 @@
+"""Operator tools: the config check, the cost plan, the GPU smoke check."""
