@@ -5,19 +5,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 # Model-bound rules hold one `gpu` each: as many at once as this machine has GPUs; without a GPU (the
-# embedded CPU default) one per core, since each such job then runs single-threaded on a core.
-# getconf counts the cores on Linux and macOS alike (macOS has no nproc).
-GPUS ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$${n:-0}" -gt 0 ] && echo $$n || getconf _NPROCESSORS_ONLN)
+# embedded CPU default) one per core, since each such job then runs single-threaded on a core. Unset, the
+# `debate-audit` command counts them (src/debate_audit/cli.py); GPUS=N sets it.
+GPUS ?=
 SNAKEMAKE_ARGS ?=
 # A named run (config key `run`): `make run RUN=NAME` keeps the results, logs, benchmarks, prepared datasets and
 # verifiers of its configuration under runs/NAME/ (the prepared models and the call cache stay shared); give the
-# same RUN to report and inspect. Snakemake keeps only the last --config, so RUN and a --config of your own clash.
+# same RUN to report and inspect. Snakemake keeps only the last --config, so RUN and a --config of your own clash
+# (the command stops and says so).
 RUN ?=
-ifneq ($(and $(RUN),$(filter --config -C,$(SNAKEMAKE_ARGS))),)
-$(error RUN=$(RUN) and a --config in SNAKEMAKE_ARGS: Snakemake keeps only the last --config; add run=$(RUN) to that --config instead of RUN)
-endif
 RUN_ARGS := $(if $(RUN),--config run=$(RUN))
 RESULTS := $(if $(RUN),runs/$(RUN)/)results
+# What `make run` and `make inspect` hand the `debate-audit` command.
+CLI_ARGS = --cores $(CORES) $(if $(GPUS),--gpus $(GPUS)) $(if $(RUN),--run $(RUN)) -- $(SNAKEMAKE_ARGS)
 
 REPORT ?= $(RESULTS)/report.zip
 
@@ -68,7 +68,7 @@ prefetch: $(STAMP)
 		--until prepare_model prepare_truthfulqa prepare_quality_h prepare_gpqa_h $(SNAKEMAKE_ARGS) $(RUN_ARGS)
 
 run: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) --resources gpu=$(GPUS) $(SNAKEMAKE_ARGS) $(RUN_ARGS)
+	$(BIN)/debate-audit run $(CLI_ARGS)
 
 test: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -76,13 +76,13 @@ test: $(STAMP)
 # Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml
 plan: $(STAMP)
-	$(BIN)/python -m debate_audit.tools.plan --configfile $(PLAN_CONFIG)
+	$(BIN)/debate-audit plan --configfile $(PLAN_CONFIG)
 
 # Pin the hub models of a config file to the commits their branches point to now (rewrites its `revision:` lines;
-# needs the hub, HF_TOKEN for gated models). `python -m debate_audit.models.pins --check FILE` only lists them.
+# needs the hub, HF_TOKEN for gated models). `debate-audit pin --check FILE` only lists them.
 PIN_FILE ?= config/paper.yaml
 pin: $(STAMP)
-	$(BIN)/python -m debate_audit.models.pins $(PIN_FILE)
+	$(BIN)/debate-audit pin $(PIN_FILE)
 
 # The Snakemake report of a finished run (same SNAKEMAKE_ARGS, e.g. --configfile, as the run): every figure and
 # table with its caption, and the results browser (also at results/browse/index.html). REPORT=...html for one file.
@@ -93,21 +93,21 @@ report: $(STAMP)
 # The finished run's experiments as inspect_ai eval logs (same SNAKEMAKE_ARGS and RUN as the run); then
 # `.venv/bin/inspect view --log-dir results/inspect` (a named run's: runs/NAME/results/inspect).
 inspect: $(STAMP)
-	$(BIN)/snakemake inspect_logs --cores $(CORES) $(SNAKEMAKE_ARGS) $(RUN_ARGS)
+	$(BIN)/debate-audit inspect $(CLI_ARGS)
 
 # Two runs' headline figures side by side, with paired tests on the questions both judged or audited:
 # `make compare B=NAME` (A defaults to `default`, the unnamed run's results/). Writes results/compare/A_vs_B/.
 A ?= default
 compare: $(STAMP)
-	$(BIN)/python -m debate_audit.views.compare $(A) $(B)
+	$(BIN)/debate-audit compare $(A) $(B)
 
 # Debian's chromium for the browser tests (tests/test_browser.py skips without it).
 browser:
 	bash tests/browser/install.sh
 
+# ruff (lint and format), snakefmt and snakemake --lint: the hooks of .pre-commit-config.yaml, on every file.
 lint: $(STAMP)
-	$(BIN)/python tests/lint_workflow.py
-	$(BIN)/snakefmt --check Snakefile rules
+	$(BIN)/pre-commit run --all-files --show-diff-on-failure
 
 clean:
 	rm -rf results logs resources data/*.parquet runs .snakemake

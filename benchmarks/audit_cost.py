@@ -52,16 +52,24 @@ def main() -> None:
     rows = [
         ["reference release", ref_numerator, ref_denominator, ref, 1.0],
         ["one pass for all labels", ref_numerator // k, ref_denominator // k, ref // k, k * 1.0],
-        ["+ base scored once (cache)", n * checkpoints * orders, checkpoints * orders,
-         (n + 1) * checkpoints * orders, ref / ((n + 1) * checkpoints * orders)],
+        [
+            "+ base scored once (cache)",
+            n * checkpoints * orders,
+            checkpoints * orders,
+            (n + 1) * checkpoints * orders,
+            ref / ((n + 1) * checkpoints * orders),
+        ],
         ["+ duplicate paraphrases once (ours)", ours_numerator, ours_denominator, ours, ref / ours],
         ["rerun (all cache hits)", 0, 0, 0, "inf"],
     ]
-    print(f"forward passes per audited q_h: {n} paraphrases, base + {t} targets, {k} labels, both answer orders"
-          f"{', duplicate rate %.2f' % args.dup_rate if args.dup_rate else ''}"
-          f"{', q_m term per paraphrase in the reference' if args.per_paraphrase_denominator else ''}\n")
-    print(table(["scheme", "passes for q_h paraphrases", "passes for q_m term", "total", "x fewer than reference"],
-                rows))
+    print(
+        f"forward passes per audited q_h: {n} paraphrases, base + {t} targets, {k} labels, both answer orders"
+        f"{f', duplicate rate {args.dup_rate:.2f}' if args.dup_rate else ''}"
+        f"{', q_m term per paraphrase in the reference' if args.per_paraphrase_denominator else ''}\n"
+    )
+    print(
+        table(["scheme", "passes for q_h paraphrases", "passes for q_m term", "total", "x fewer than reference"], rows)
+    )
 
 
 if __name__ == "__main__":

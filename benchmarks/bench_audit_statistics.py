@@ -23,8 +23,10 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import table  # noqa: E402
 
-from debate_audit.eraudit.audit import verdicts  # noqa: E402
-from debate_audit.eraudit.audit import stats  # noqa: E402
+from debate_audit.eraudit.audit import (
+    stats,  # noqa: E402
+    verdicts,  # noqa: E402
+)
 
 
 def synthetic_deltas(qh: int, draws: int, generators: int, pi: float, seed: int = 0) -> pl.DataFrame:
@@ -33,12 +35,29 @@ def synthetic_deltas(qh: int, draws: int, generators: int, pi: float, seed: int 
     for target in verdicts.TARGETS:
         for pool, size in [("search", draws)] + [(f"gen-{k}", draws) for k in range(generators)]:
             delta = np.where(rng.random((qh, size)) < (1.0 if pool == "search" else pi), 0.0, 2.0)
-            frames.append(pl.DataFrame({
-                "target": target, "pair_id": np.repeat(np.arange(qh), size), "pool": pool,
-                "index": np.tile(np.arange(size), qh), "delta": delta.reshape(-1)}))
-    return pl.concat(frames).with_columns(
-        dataset=pl.lit("synthetic"), kind=pl.lit("paraphrase"), question=pl.lit("q"), gain=pl.lit(1.0),
-        p_base=pl.lit(None, pl.Float64), p_target=pl.lit(None, pl.Float64)).sort("target", "pair_id")
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "target": target,
+                        "pair_id": np.repeat(np.arange(qh), size),
+                        "pool": pool,
+                        "index": np.tile(np.arange(size), qh),
+                        "delta": delta.reshape(-1),
+                    }
+                )
+            )
+    return (
+        pl.concat(frames)
+        .with_columns(
+            dataset=pl.lit("synthetic"),
+            kind=pl.lit("paraphrase"),
+            question=pl.lit("q"),
+            gain=pl.lit(1.0),
+            p_base=pl.lit(None, pl.Float64),
+            p_target=pl.lit(None, pl.Float64),
+        )
+        .sort("target", "pair_id")
+    )
 
 
 def cpu_seconds(fn) -> float:
@@ -61,15 +80,21 @@ def main() -> None:
     nd = (streams["delta"].to_numpy() <= 1.0).reshape(-1, args.draws)
     rows = [
         ("run_audit, with steps (audit_statistics)", cpu_seconds(lambda: verdicts.run_audit(deltas, **common))),
-        ("run_audit, final bounds only (one sweep point)",
-         cpu_seconds(lambda: verdicts.run_audit(deltas, **common, with_steps=False))),
+        (
+            "run_audit, final bounds only (one sweep point)",
+            cpu_seconds(lambda: verdicts.run_audit(deltas, **common, with_steps=False)),
+        ),
         ("betting bound alone, L*_t at every draw", cpu_seconds(lambda: [stats.betting_bounds(r, 0.05) for r in nd])),
-        ("betting bound alone, L*_T per pool", cpu_seconds(lambda: [stats.betting_final_bounds(r[None], 0.05)
-                                                                     for r in nd])),
+        (
+            "betting bound alone, L*_T per pool",
+            cpu_seconds(lambda: [stats.betting_final_bounds(r[None], 0.05) for r in nd]),
+        ),
         ("betting bound alone, L*_T of all pools at once", cpu_seconds(lambda: stats.betting_final_bounds(nd, 0.05))),
     ]
-    print(f"{len(nd)} test pools of {args.draws} draws ({len(verdicts.TARGETS)} targets x {args.qh} q_h x "
-          f"{args.generators} generators), pi = {args.pi}")
+    print(
+        f"{len(nd)} test pools of {args.draws} draws ({len(verdicts.TARGETS)} targets x {args.qh} q_h x "
+        f"{args.generators} generators), pi = {args.pi}"
+    )
     print(table(["what", "CPU s"], rows))
 
 

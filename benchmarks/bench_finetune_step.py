@@ -16,9 +16,9 @@ import random
 import time
 
 import torch
+from common import MODEL_DIR, machine
 from transformers import AutoModelForCausalLM
 
-from common import MODEL_DIR, machine
 from debate_audit.eraudit.verifier.losses import verifier_losses
 from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
 
@@ -78,15 +78,19 @@ def main() -> None:
         times[pack], losses[pack] = [t for t, _ in runs], [loss for _, loss in runs]
     two, one = sum(times[False]) / len(times[False]), sum(times[True]) / len(times[True])
     print(f"two passes: {two:.2f} s/step   one packed pass: {one:.2f} s/step   ratio {two / one:.2f}x")
-    print("largest relative loss difference over the steps:",
-          max(abs(a - b) / abs(a) for a, b in zip(losses[False], losses[True])))
+    print(
+        "largest relative loss difference over the steps:",
+        max(abs(a - b) / abs(a) for a, b in zip(losses[False], losses[True])),
+    )
     model = AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32)
     model.train()
     initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     (default, w_default), (fused, w_fused) = (optimizer_steps(model, initial, batches, f) for f in (False, True))
     a, b = sum(default) / len(default), sum(fused) / len(fused)
-    print(f"AdamW update: default {a:.3f} s/step   fused {b:.3f} s/step   ratio {a / b:.2f}x   largest weight "
-          f"difference after {len(batches)} steps {max((w_default[n] - w_fused[n]).abs().max().item() for n in w_fused):.1e}")
+    print(
+        f"AdamW update: default {a:.3f} s/step   fused {b:.3f} s/step   ratio {a / b:.2f}x   largest weight "
+        f"difference after {len(batches)} steps {max((w_default[n] - w_fused[n]).abs().max().item() for n in w_fused):.1e}"
+    )
 
 
 if __name__ == "__main__":

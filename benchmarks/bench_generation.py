@@ -57,19 +57,30 @@ def main() -> None:
     encoded = [lm._encode(lm.render_chat(c)) for c in convs]
     eos = lm._eos_ids()
     params = GenerationParams(max_new_tokens=args.max_new_tokens)
-    hf_kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=False, temperature=None, top_p=None, top_k=None,
-                     eos_token_id=eos, pad_token_id=tok.pad_token_id)
+    hf_kwargs = dict(
+        max_new_tokens=args.max_new_tokens,
+        do_sample=False,
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        eos_token_id=eos,
+        pad_token_id=tok.pad_token_id,
+    )
 
     def decode_rows(rows: torch.Tensor, width: int) -> list[str]:
-        return [tok.decode([t for t in row[width:].tolist() if t not in eos], skip_special_tokens=True).strip()
-                for row in rows]
+        return [
+            tok.decode([t for t in row[width:].tolist() if t not in eos], skip_special_tokens=True).strip()
+            for row in rows
+        ]
 
     @torch.inference_mode()
     def hf_per_prompt() -> list[str]:
         out = []
         for seq in encoded:
             ids = torch.tensor([seq])
-            out += decode_rows(model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **hf_kwargs), len(seq))
+            out += decode_rows(
+                model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **hf_kwargs), len(seq)
+            )
         return out
 
     def hf_batched(size: int):
@@ -83,6 +94,7 @@ def main() -> None:
                 rows = model.generate(input_ids=ids, attention_mask=mask, **hf_kwargs)
                 out.update(zip(chunk, decode_rows(rows, ids.shape[1])))
             return [out[i] for i in range(len(encoded))]
+
         return run
 
     def ours(size: int):
@@ -95,9 +107,13 @@ def main() -> None:
         import os
 
         os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))  # the engine's threads
-        engine = VLLMServer(MODEL_DIR, name="smollm2-135m", dtype="float32", concurrency=len(encoded),
-                            settings=VLLMSettings(python=args.vllm, enforce_eager=True, cpu_kvcache_gb=2,
-                                                  max_model_len=4096))
+        engine = VLLMServer(
+            MODEL_DIR,
+            name="smollm2-135m",
+            dtype="float32",
+            concurrency=len(encoded),
+            settings=VLLMSettings(python=args.vllm, enforce_eager=True, cpu_kvcache_gb=2, max_model_len=4096),
+        )
         started, _ = timed(engine.start)
 
     def served() -> list[str]:
@@ -134,21 +150,45 @@ def main() -> None:
     for name in methods:
         t = statistics.median(times[name])
         differ = [i for i, (a, b) in enumerate(zip(outs[name], ref)) if a != b]
-        rows.append([name, t, new_tokens / t, base / t, *([vllm_time / t] if vllm_time else []),
-                     f"{len(ref) - len(differ)}/{len(ref)}"])
+        rows.append(
+            [
+                name,
+                t,
+                new_tokens / t,
+                base / t,
+                *([vllm_time / t] if vllm_time else []),
+                f"{len(ref) - len(differ)}/{len(ref)}",
+            ]
+        )
         for i in differ:
-            k = next((j for j, (x, y) in enumerate(zip(outs[name][i], ref[i])) if x != y), min(len(ref[i]), len(outs[name][i])))
-            notes.append(f"{name}: prompt {i} differs from char {k} of {len(ref[i])}: "
-                         f"{ref[i][max(0, k - 20):k + 20]!r} vs {outs[name][i][max(0, k - 20):k + 20]!r}")
+            k = next(
+                (j for j, (x, y) in enumerate(zip(outs[name][i], ref[i])) if x != y),
+                min(len(ref[i]), len(outs[name][i])),
+            )
+            notes.append(
+                f"{name}: prompt {i} differs from char {k} of {len(ref[i])}: "
+                f"{ref[i][max(0, k - 20) : k + 20]!r} vs {outs[name][i][max(0, k - 20) : k + 20]!r}"
+            )
     lengths.sort()
-    text = (f"{len(convs)} prompts ({min(map(len, encoded))}-{max(map(len, encoded))} tokens), greedy, "
-            f"max_new_tokens {args.max_new_tokens}; {new_tokens} new tokens in the baseline's replies "
-            f"(per reply: min {lengths[0]}, median {lengths[len(lengths) // 2]}, max {lengths[-1]}); "
-            f"median of {args.repeats}"
-            + (f"; vLLM's engine started in {started:.0f} s (not in its row)" if engine is not None else "")
-            + f"\nmachine: {machine()}\n\n"
-            + table(["method", "seconds", "new tokens/s", f"x {baseline}", *(["x vLLM"] if vllm_time else []),
-                     "identical to the first row"], rows))
+    text = (
+        f"{len(convs)} prompts ({min(map(len, encoded))}-{max(map(len, encoded))} tokens), greedy, "
+        f"max_new_tokens {args.max_new_tokens}; {new_tokens} new tokens in the baseline's replies "
+        f"(per reply: min {lengths[0]}, median {lengths[len(lengths) // 2]}, max {lengths[-1]}); "
+        f"median of {args.repeats}"
+        + (f"; vLLM's engine started in {started:.0f} s (not in its row)" if engine is not None else "")
+        + f"\nmachine: {machine()}\n\n"
+        + table(
+            [
+                "method",
+                "seconds",
+                "new tokens/s",
+                f"x {baseline}",
+                *(["x vLLM"] if vllm_time else []),
+                "identical to the first row",
+            ],
+            rows,
+        )
+    )
     if notes:
         text += "\n\n" + "\n".join(notes)
     print(text)

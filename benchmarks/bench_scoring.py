@@ -59,11 +59,19 @@ from debate_audit.models.batching import plan_batches  # noqa: E402
 LABELS = [" A", " B"]
 
 
-WORDS = ("time year people way day man thing woman life child world school state family student group country "
-         "problem hand part place case week company system program question work government number night point "
-         "home water room mother area money story fact month lot right study book eye job word business issue side "
-         "kind head house service friend father power hour game line end member law car city community name").split()
-SHAPES = {"no-prefix": (70, 320), "short": (15, 60), "long": (600, 1000), "mixed": (15, 1000), "shared-prefix": (70, 320)}
+WORDS = (
+    "time year people way day man thing woman life child world school state family student group country "
+    "problem hand part place case week company system program question work government number night point "
+    "home water room mother area money story fact month lot right study book eye job word business issue side "
+    "kind head house service friend father power hour game line end member law car city community name"
+).split()
+SHAPES = {
+    "no-prefix": (70, 320),
+    "short": (15, 60),
+    "long": (600, 1000),
+    "mixed": (15, 1000),
+    "shared-prefix": (70, 320),
+}
 
 
 def shape_prompts(tokenizer, shape: str, count: int, seed: int = 0) -> list[str]:
@@ -111,8 +119,15 @@ def shapes_table(args) -> str:
 
         @torch.inference_mode()
         def naive():
-            return [[torch.log_softmax(ref_model(input_ids=torch.tensor([seq + [lab]])).logits[0, -2].float(), -1)[lab].item()
-                     for lab in label_ids] for seq in encoded[:k]]
+            return [
+                [
+                    torch.log_softmax(ref_model(input_ids=torch.tensor([seq + [lab]])).logits[0, -2].float(), -1)[
+                        lab
+                    ].item()
+                    for lab in label_ids
+                ]
+                for seq in encoded[:k]
+            ]
 
         @torch.inference_mode()
         def plain():
@@ -126,16 +141,23 @@ def shapes_table(args) -> str:
                 for r, i in enumerate(batch):
                     ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
                     mask[r, width - len(encoded[i]) :] = 1
-                logits = ref_model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                                   logits_to_keep=1).logits[:, -1]
+                logits = ref_model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                    logits_to_keep=1,
+                ).logits[:, -1]
                 for i, row in zip(batch, torch.log_softmax(logits.float(), -1)[:, label_ids].tolist()):
                     out[i] = row
             return [out[i] for i in range(len(encoded))]
 
         methods = {"naive two-pass": naive, "plain length-sorted single pass": plain}
         if hflm is not None:
-            requests = [Instance(request_type="loglikelihood", doc={}, arguments=(p, lab), idx=j)
-                        for p in prompts for j, lab in enumerate(LABELS)]
+            requests = [
+                Instance(request_type="loglikelihood", doc={}, arguments=(p, lab), idx=j)
+                for p in prompts
+                for j, lab in enumerate(LABELS)
+            ]
 
             def lm_eval_run(requests=requests, n=len(prompts)):
                 res = hflm.loglikelihood(requests, disable_tqdm=True)
@@ -152,27 +174,68 @@ def shapes_table(args) -> str:
                 print(f"{shape} repeat {rep + 1} {name}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
         med = {m: statistics.median(t) for m, t in times.items()}
         if args.profile:
-            profiles.append(profile_split(shape, {"plain": methods["plain length-sorted single pass"],
-                                                  "ours": methods["choice_logprobs (ours)"]}))
+            profiles.append(
+                profile_split(
+                    shape,
+                    {"plain": methods["plain length-sorted single pass"], "ours": methods["choice_logprobs (ours)"]},
+                )
+            )
         ref = results["naive two-pass"]
         for name in methods:
             diff = max(abs(math.exp(a) - math.exp(b)) for r, s in zip(results[name][:k], ref) for a, b in zip(r, s))
             harness = med.get("lm-eval HFLM.loglikelihood")
-            rows.append([shape, f"{min(map(len, encoded))}-{max(map(len, encoded))}", name, med[name],
-                         len(prompts) / med[name], med["naive two-pass"] / med[name],
-                         harness / med[name] if harness else "-", med["plain length-sorted single pass"] / med[name],
-                         f"{diff:.1e}"])
+            rows.append(
+                [
+                    shape,
+                    f"{min(map(len, encoded))}-{max(map(len, encoded))}",
+                    name,
+                    med[name],
+                    len(prompts) / med[name],
+                    med["naive two-pass"] / med[name],
+                    harness / med[name] if harness else "-",
+                    med["plain length-sorted single pass"] / med[name],
+                    f"{diff:.1e}",
+                ]
+            )
     text = ""
     if profiles:
         text = "\n\nOperator profile (torch.profiler, one call each, self CPU seconds):\n\n" + table(
-            ["shape", "method", "total", "matrix products (aten::mm)", "attention (SDPA)", "everything else",
-             "ours with nothing but its mm, x plain", "ours' non-mm for 1.2x plain"],
-            [row for pair in profiles for row in pair])
-    header = (f"{args.prompts} two-choice prompts per shape, batch size {args.batch_size}, median of {args.repeats} "
-              f"(naive on the first {args.baseline_prompts}, scaled), {args.clock} seconds\nmachine: {start_machine}, "
-              f"{os.getloadavg()[0]:.1f} at the end")
-    return header + "\n\n" + table(["shape", "tokens", "method", "seconds", "prompts/s", "x naive", "x lm-eval",
-                                     "x plain", f"max |dp| vs naive (first {args.baseline_prompts})"], rows) + text
+            [
+                "shape",
+                "method",
+                "total",
+                "matrix products (aten::mm)",
+                "attention (SDPA)",
+                "everything else",
+                "ours with nothing but its mm, x plain",
+                "ours' non-mm for 1.2x plain",
+            ],
+            [row for pair in profiles for row in pair],
+        )
+    header = (
+        f"{args.prompts} two-choice prompts per shape, batch size {args.batch_size}, median of {args.repeats} "
+        f"(naive on the first {args.baseline_prompts}, scaled), {args.clock} seconds\nmachine: {start_machine}, "
+        f"{os.getloadavg()[0]:.1f} at the end"
+    )
+    return (
+        header
+        + "\n\n"
+        + table(
+            [
+                "shape",
+                "tokens",
+                "method",
+                "seconds",
+                "prompts/s",
+                "x naive",
+                "x lm-eval",
+                "x plain",
+                f"max |dp| vs naive (first {args.baseline_prompts})",
+            ],
+            rows,
+        )
+        + text
+    )
 
 
 def profile_split(shape: str, methods: dict) -> list[list]:
@@ -191,10 +254,19 @@ def profile_split(shape: str, methods: dict) -> list[list]:
         attention = sum(t for k, t in ops.items() if "scaled_dot_product" in k)
         split[name] = (total, mm, attention)
     plain_total, ours_mm = split["plain"][0], split["ours"][1]
-    return [[shape, name, total, mm, attention, total - mm - attention,
-             plain_total / ours_mm if name == "ours" else "-",
-             max(0.0, plain_total / 1.2 - ours_mm) if name == "ours" else "-"]
-            for name, (total, mm, attention) in split.items()]
+    return [
+        [
+            shape,
+            name,
+            total,
+            mm,
+            attention,
+            total - mm - attention,
+            plain_total / ours_mm if name == "ours" else "-",
+            max(0.0, plain_total / 1.2 - ours_mm) if name == "ours" else "-",
+        ]
+        for name, (total, mm, attention) in split.items()
+    ]
 
 
 def main() -> None:
@@ -207,10 +279,17 @@ def main() -> None:
     parser.add_argument("--duplicates", action="store_true", help="add the '+ 50%% duplicates' row")
     parser.add_argument("--out", help="also write the table (Markdown) here")
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="run the prompt-shape table instead")
-    parser.add_argument("--profile", action="store_true",
-                        help="prompt-shape table: also profile one call of the plain scorer and of ours per shape")
-    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                        help="prompt-shape table: wall time, or this process's CPU time (on a shared machine)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="prompt-shape table: also profile one call of the plain scorer and of ours per shape",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="prompt-shape table: wall time, or this process's CPU time (on a shared machine)",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.shapes:
@@ -221,8 +300,9 @@ def main() -> None:
         return
 
     lm = LanguageModel(MODEL_DIR, batch_size=args.batch_size, cache=None, prefix_store_mb=0)
-    plain = LanguageModel(MODEL_DIR, batch_size=args.batch_size, cache=None, model=lm.model,
-                          tokenizer=lm.tokenizer, prefix_sharing=False)
+    plain = LanguageModel(
+        MODEL_DIR, batch_size=args.batch_size, cache=None, model=lm.model, tokenizer=lm.tokenizer, prefix_sharing=False
+    )
     model = lm.model
     prompts = scoring_prompts(lm, args.prompts)
     encoded = [lm._encode(p) for p in prompts]
@@ -259,13 +339,19 @@ def main() -> None:
 
     @torch.inference_mode()
     def one_pass_full():
-        return [torch.log_softmax(model(input_ids=torch.tensor([seq])).logits[0, -1].float(), -1)[label_ids].tolist()
-                for seq in subset]
+        return [
+            torch.log_softmax(model(input_ids=torch.tensor([seq])).logits[0, -1].float(), -1)[label_ids].tolist()
+            for seq in subset
+        ]
 
     @torch.inference_mode()
     def answer_slot():
-        return [torch.log_softmax(model(input_ids=torch.tensor([seq]), logits_to_keep=1).logits[0, -1].float(),
-                                  -1)[label_ids].tolist() for seq in subset]
+        return [
+            torch.log_softmax(model(input_ids=torch.tensor([seq]), logits_to_keep=1).logits[0, -1].float(), -1)[
+                label_ids
+            ].tolist()
+            for seq in subset
+        ]
 
     @torch.inference_mode()
     def batched_arrival():
@@ -294,8 +380,11 @@ def main() -> None:
             from lm_eval.models.huggingface import HFLM
 
             hflm = HFLM(pretrained=model, tokenizer=lm.tokenizer, batch_size=args.batch_size, device="cpu")
-            requests = [Instance(request_type="loglikelihood", doc={}, arguments=(p, lab), idx=k)
-                        for p in prompts for k, lab in enumerate(LABELS)]
+            requests = [
+                Instance(request_type="loglikelihood", doc={}, arguments=(p, lab), idx=k)
+                for p in prompts
+                for k, lab in enumerate(LABELS)
+            ]
 
             def lm_eval_run():
                 res = hflm.loglikelihood(requests, disable_tqdm=True)
@@ -328,16 +417,42 @@ def main() -> None:
         diff = max(abs(math.exp(a) - math.exp(b)) for r, s in zip(results[name][:k], ref) for a, b in zip(r, s))
         rate = useful / t
         label = f"{name} (timed on {k}, scaled)" if name in baselines and k < len(prompts) else name
-        rows.append([label, t, n / t, base / t, harness / t if harness else "-", rate / 1e9, f"{100 * rate / peak:.0f}%",
-                     f"{diff:.1e}"])
-    header = (f"{len(prompts)} prompts, {total_tokens} tokens ({min(map(len, encoded))}-{max(map(len, encoded))} "
-              f"per prompt), {len(positions)} unique tokens under the prefix plan; batch size {args.batch_size}; "
-              f"median of {args.repeats}\nmachine: {machine()}\nfp32 GEMM peak (torch.matmul 2048^3): "
-              f"{peak / 1e9:.1f} GFLOP/s; useful work {useful / 1e9:.1f} GFLOP "
-              f"(all tokens, no prefix reuse: {model_flops(model.config, all_positions, len(prompts)) / 1e9:.1f})")
-    text = header + "\n\n" + table(
-        ["method", "seconds", "prompts/s", "x naive", "x lm-eval", "useful GFLOP/s", "of GEMM peak",
-         f"max |dp| vs naive (first {k})"], rows)
+        rows.append(
+            [
+                label,
+                t,
+                n / t,
+                base / t,
+                harness / t if harness else "-",
+                rate / 1e9,
+                f"{100 * rate / peak:.0f}%",
+                f"{diff:.1e}",
+            ]
+        )
+    header = (
+        f"{len(prompts)} prompts, {total_tokens} tokens ({min(map(len, encoded))}-{max(map(len, encoded))} "
+        f"per prompt), {len(positions)} unique tokens under the prefix plan; batch size {args.batch_size}; "
+        f"median of {args.repeats}\nmachine: {machine()}\nfp32 GEMM peak (torch.matmul 2048^3): "
+        f"{peak / 1e9:.1f} GFLOP/s; useful work {useful / 1e9:.1f} GFLOP "
+        f"(all tokens, no prefix reuse: {model_flops(model.config, all_positions, len(prompts)) / 1e9:.1f})"
+    )
+    text = (
+        header
+        + "\n\n"
+        + table(
+            [
+                "method",
+                "seconds",
+                "prompts/s",
+                "x naive",
+                "x lm-eval",
+                "useful GFLOP/s",
+                "of GEMM peak",
+                f"max |dp| vs naive (first {k})",
+            ],
+            rows,
+        )
+    )
     if lm_eval_note:
         text += "\n\n" + lm_eval_note
     print(text)

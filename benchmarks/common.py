@@ -23,8 +23,10 @@ def machine() -> str:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-            f"{gpu}, load average {load:.1f} at start")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"{gpu}, load average {load:.1f} at start"
+    )
 
 
 def timed(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> tuple[float, object]:

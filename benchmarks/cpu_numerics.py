@@ -54,8 +54,17 @@ _FIRST_CALL = textwrap.dedent("""
 def probe_table() -> list[str]:
     rows = ["| MKL_CBWR | padding found | probe s |", "| --- | --- | ---: |"]
     for mode in ("AUTO,STRICT", "AVX2,STRICT", "SSE4_2,STRICT", "COMPATIBLE,STRICT", "AUTO"):
-        out = subprocess.run([sys.executable, "-c", _PROBE], env=dict(os.environ, MKL_CBWR=mode), capture_output=True,
-                             text=True, check=True).stdout.strip().splitlines()[-1]
+        out = (
+            subprocess.run(
+                [sys.executable, "-c", _PROBE],
+                env=dict(os.environ, MKL_CBWR=mode),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         found = json.loads(out)
         rows.append(f"| `{mode}` | {found['padding']} | {found['seconds']:.2f} |")
     return rows
@@ -64,16 +73,19 @@ def probe_table() -> list[str]:
 def padding_cost(prompts: int, repeats: int = 3) -> list[str]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import torch
+    from prompts import generation_messages, scoring_prompts  # benchmarks/prompts.py
 
     from debate_audit.models import GenerationParams, LanguageModel
     from debate_audit.models.cpu_numerics import RowPadding, pad_linear_rows
     from debate_audit.models.decoding import register_attention
-    from prompts import generation_messages, scoring_prompts  # benchmarks/prompts.py
 
     plain = LanguageModel(MODEL, batch_size=8, cache=None)
     texts = scoring_prompts(plain, prompts)
-    padded_model = type(plain.model).from_pretrained(MODEL, dtype=torch.float32,
-                                                     attn_implementation=register_attention(pad_queries=True)).eval()
+    padded_model = (
+        type(plain.model)
+        .from_pretrained(MODEL, dtype=torch.float32, attn_implementation=register_attention(pad_queries=True))
+        .eval()
+    )
     pad_linear_rows(padded_model, RowPadding(8, 8))
     padded = LanguageModel(MODEL, batch_size=8, cache=None, model=padded_model, tokenizer=plain.tokenizer)
     convs = generation_messages(8)
@@ -92,9 +104,12 @@ def padding_cost(prompts: int, repeats: int = 3) -> list[str]:
     diff = max(abs(a - b) for x, y in zip(results["plain"], results["padded"]) for a, b in zip(x, y))
     med = {k: statistics.median(v) for k, v in times.items()}
     return [
-        "| operation | plain CPU s | padded to 8 rows CPU s | padded / plain |", "| --- | ---: | ---: | ---: |",
-        *(f"| {op} | {med[f'{op} plain']:.2f} | {med[f'{op} padded']:.2f} | {med[f'{op} padded'] / med[f'{op} plain']:.2f} |"
-          for op in ("score", "generate")),
+        "| operation | plain CPU s | padded to 8 rows CPU s | padded / plain |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {op} | {med[f'{op} plain']:.2f} | {med[f'{op} padded']:.2f} | {med[f'{op} padded'] / med[f'{op} plain']:.2f} |"
+            for op in ("score", "generate")
+        ),
         f"\n{len(texts)} prompts, 8 greedy generations of up to 48 tokens, medians of {repeats}; largest score difference "
         f"padded vs plain: {diff:.1e}",
     ]
@@ -105,8 +120,13 @@ def first_call_rates(processes: int) -> list[str]:
     for mode in ("cold", "warm"):
         bad = 0
         for _ in range(processes):
-            out = subprocess.run([sys.executable, "-c", _FIRST_CALL, mode], env=dict(os.environ, OMP_NUM_THREADS="2"),
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", _FIRST_CALL, mode],
+                env=dict(os.environ, OMP_NUM_THREADS="2"),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             bad += float(out.strip().splitlines()[-1]) > 1e-6
         rows.append(f"| {mode} | {processes} | {bad} |")
     return rows

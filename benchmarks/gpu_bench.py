@@ -34,8 +34,16 @@ from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
 from debate_audit.models.decoding import left_pad  # noqa: E402
 
 LABELS = [" A", " B"]
-EIGHT_B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-               num_key_value_heads=8, head_dim=128, vocab_size=128256, tie_word_embeddings=False)
+EIGHT_B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=128256,
+    tie_word_embeddings=False,
+)
 
 
 def build(model_dir: Path, shape: str, random_weights: bool, device: str):
@@ -43,7 +51,9 @@ def build(model_dir: Path, shape: str, random_weights: bool, device: str):
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     if shape == "135m" and not random_weights and (model_dir / "model.safetensors").exists():
-        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa").to(device), False
+        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa").to(
+            device
+        ), False
     config = AutoConfig.from_pretrained(model_dir)
     if shape == "8b":
         for key, value in EIGHT_B.items():
@@ -88,15 +98,26 @@ def main() -> None:
     device = args.device
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    peak = gemm_peak(8192 if device == "cuda" else 1024, device=device,
-                     dtype=torch.bfloat16 if device == "cuda" else torch.float32)
-    lines = [f"machine: {machine()}", f"GEMM peak ({'bf16 8192^3' if device == 'cuda' else 'fp32 1024^3'}): "
-             f"{peak / 1e12:.1f} TFLOP/s", ""]
+    peak = gemm_peak(
+        8192 if device == "cuda" else 1024, device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32
+    )
+    lines = [
+        f"machine: {machine()}",
+        f"GEMM peak ({'bf16 8192^3' if device == 'cuda' else 'fp32 1024^3'}): {peak / 1e12:.1f} TFLOP/s",
+        "",
+    ]
     for shape in args.shapes:
         model, random = build(model_dir, shape, args.random_weights, device)
         lm = LanguageModel(model_dir, device=device, batch_size="auto", cache=None, model=model)
-        fixed = LanguageModel(model_dir, device=device, batch_size=8, cache=None, model=model, tokenizer=lm.tokenizer,
-                              prefix_sharing=False)
+        fixed = LanguageModel(
+            model_dir,
+            device=device,
+            batch_size=8,
+            cache=None,
+            model=model,
+            tokenizer=lm.tokenizer,
+            prefix_sharing=False,
+        )
         if not args.skip_scoring:
             prompts = scoring_prompts(lm, args.prompts)
             encoded = [lm._encode(p) for p in prompts]
@@ -115,25 +136,57 @@ def main() -> None:
                 t, res["auto"] = timed(lambda: lm.choice_logprobs(prompts, LABELS, desc="auto"))
                 t_auto.append(t)
             t_ours = statistics.median(t_auto)
-            for name, t, key in [("naive (extrapolated from %d)" % k, t_naive, None), ("batch 8, length-sorted", t_fixed, "fixed"),
-                                 (f"choice_logprobs auto ({lm._token_budget} tokens/batch)", t_ours, "auto")]:
-                diff = "-" if key is None else f"{max(abs(math.exp(a) - math.exp(b)) for r, s in zip(res[key][:k], ref) for a, b in zip(r, s)):.1e}"
-                rows.append([name, t, len(prompts) / t, t_naive / t, useful / t / 1e12, f"{100 * useful / t / peak:.0f}%", diff])
-            lines += [f"## {shape} ({'random' if random else 'real'} bf16 weights), scoring {len(prompts)} prompts, "
-                      f"{sum(map(len, encoded))} tokens", "",
-                      table(["method", "seconds", "prompts/s", "x naive", "TFLOP/s (all tokens)", "of GEMM peak",
-                             "max |dp| vs naive"], rows), ""]
+            for name, t, key in [
+                (f"naive (extrapolated from {k})", t_naive, None),
+                ("batch 8, length-sorted", t_fixed, "fixed"),
+                (f"choice_logprobs auto ({lm._token_budget} tokens/batch)", t_ours, "auto"),
+            ]:
+                diff = (
+                    "-"
+                    if key is None
+                    else f"{max(abs(math.exp(a) - math.exp(b)) for r, s in zip(res[key][:k], ref) for a, b in zip(r, s)):.1e}"
+                )
+                rows.append(
+                    [name, t, len(prompts) / t, t_naive / t, useful / t / 1e12, f"{100 * useful / t / peak:.0f}%", diff]
+                )
+            lines += [
+                f"## {shape} ({'random' if random else 'real'} bf16 weights), scoring {len(prompts)} prompts, "
+                f"{sum(map(len, encoded))} tokens",
+                "",
+                table(
+                    [
+                        "method",
+                        "seconds",
+                        "prompts/s",
+                        "x naive",
+                        "TFLOP/s (all tokens)",
+                        "of GEMM peak",
+                        "max |dp| vs naive",
+                    ],
+                    rows,
+                ),
+                "",
+            ]
         convs = generation_messages(args.gen_prompts)
         params = GenerationParams(max_new_tokens=args.max_new_tokens)
         single = LanguageModel(model_dir, device=device, batch_size=1, cache=None, model=model, tokenizer=lm.tokenizer)
         eos = lm._eos_ids()
-        hf_kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=False, temperature=None, top_p=None,
-                         top_k=None, eos_token_id=eos, pad_token_id=lm.tokenizer.pad_token_id)
+        hf_kwargs = dict(
+            max_new_tokens=args.max_new_tokens,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            eos_token_id=eos,
+            pad_token_id=lm.tokenizer.pad_token_id,
+        )
         encoded_convs = [lm._encode(lm.render_chat(c)) for c in convs]
 
         def texts(rows, width):
-            return [[lm.tokenizer.decode([t for t in r[width:].tolist() if t not in eos], skip_special_tokens=True).strip()]
-                    for r in rows]
+            return [
+                [lm.tokenizer.decode([t for t in r[width:].tolist() if t not in eos], skip_special_tokens=True).strip()]
+                for r in rows
+            ]
 
         @torch.inference_mode()
         def hf_generate(seqs, size):
@@ -150,28 +203,58 @@ def main() -> None:
         t_single, out_single = timed(lambda: single.generate(convs[:s], params, desc="per-prompt"))
         t_hfb, out_hfb = timed(lambda: hf_generate(encoded_convs, lm.batch_size))
         t_batch, out_batch = timed(lambda: lm.generate(convs, params, desc="batched"))
-        sampled = GenerationParams(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=0.8, top_p=0.95,
-                                   num_samples=4, seed=1)
+        sampled = GenerationParams(
+            max_new_tokens=args.max_new_tokens, do_sample=True, temperature=0.8, top_p=0.95, num_samples=4, seed=1
+        )
         t_sample, out_sample = timed(lambda: lm.generate(convs, sampled, desc="sampled"))
         tok = lambda outs: sum(len(lm._encode(t)) for o in outs for t in o)  # noqa: E731
         same = lambda outs: f"{sum(a == b for a, b in zip(out_hf1, outs[:s]))}/{s}"  # noqa: E731
         base = tok(out_hf1) / t_hf1
         gen_rows = [
             ["per-prompt transformers generate", s, t_hf1, base, 1.0, "-"],
-            ["per-prompt LanguageModel.generate", s, t_single, tok(out_single) / t_single,
-             tok(out_single) / t_single / base, same(out_single)],
-            [f"transformers generate, batch {lm.batch_size}", len(convs), t_hfb, tok(out_hfb) / t_hfb,
-             tok(out_hfb) / t_hfb / base, same(out_hfb)],
-            [f"LanguageModel.generate, batch {lm.batch_size} (ours)", len(convs), t_batch, tok(out_batch) / t_batch,
-             tok(out_batch) / t_batch / base, same(out_batch)],
-            [f"ours, sampled x4 per prompt ({len(convs) * 4} rows)", len(convs), t_sample, tok(out_sample) / t_sample,
-             tok(out_sample) / t_sample / base, "-"],
+            [
+                "per-prompt LanguageModel.generate",
+                s,
+                t_single,
+                tok(out_single) / t_single,
+                tok(out_single) / t_single / base,
+                same(out_single),
+            ],
+            [
+                f"transformers generate, batch {lm.batch_size}",
+                len(convs),
+                t_hfb,
+                tok(out_hfb) / t_hfb,
+                tok(out_hfb) / t_hfb / base,
+                same(out_hfb),
+            ],
+            [
+                f"LanguageModel.generate, batch {lm.batch_size} (ours)",
+                len(convs),
+                t_batch,
+                tok(out_batch) / t_batch,
+                tok(out_batch) / t_batch / base,
+                same(out_batch),
+            ],
+            [
+                f"ours, sampled x4 per prompt ({len(convs) * 4} rows)",
+                len(convs),
+                t_sample,
+                tok(out_sample) / t_sample,
+                tok(out_sample) / t_sample / base,
+                "-",
+            ],
         ]
-        lines += [f"### {shape} generation: greedy, max_new_tokens {args.max_new_tokens}", "",
-                  table(["method", "prompts", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"],
-                        gen_rows), ""]
+        lines += [
+            f"### {shape} generation: greedy, max_new_tokens {args.max_new_tokens}",
+            "",
+            table(
+                ["method", "prompts", "seconds", "new tokens/s", "x per-prompt", "identical to per-prompt"], gen_rows
+            ),
+            "",
+        ]
         print("\n".join(lines[-12:]), flush=True)
-        del lm, fixed, single, model
+        lm = fixed = single = model = None  # free the weights before the next shape
         if device == "cuda":
             torch.cuda.empty_cache()
     text = "\n".join(lines)

@@ -41,7 +41,9 @@ def _truthfulqa(rng: random.Random) -> list[tuple[str, str, str]]:
     path = SHARED / "truthfulqa" / "TruthfulQA.csv"
     if path.exists():
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            rows = [(r["Question"], r["Best Answer"], r["Incorrect Answers"].split("; ")[0]) for r in csv.DictReader(handle)]
+            rows = [
+                (r["Question"], r["Best Answer"], r["Incorrect Answers"].split("; ")[0]) for r in csv.DictReader(handle)
+            ]
     else:
         rows = [(f"What is true about topic {i}?", f"Fact {i} holds.", f"Myth {i} holds.") for i in range(400)]
     rng.shuffle(rows)
@@ -69,7 +71,10 @@ def _stories(rng: random.Random, count: int) -> list[tuple[str, list[tuple[str, 
                     break
     while len(stories) < count:
         i = len(stories)
-        words = [rng.choice(["the", "ship", "crew", "planet", "captain", "signal", "storm", "city", "old", "map"]) for _ in range(2000)]
+        words = [
+            rng.choice(["the", "ship", "crew", "planet", "captain", "signal", "storm", "city", "old", "map"])
+            for _ in range(2000)
+        ]
         stories.append((" ".join(words), [(f"What happened to the crew in part {i}?", "They left", "They stayed")]))
     return stories
 
@@ -103,8 +108,16 @@ def verifier_messages(count: int, seed: int = 0, per_story: int = 16, tokenizer=
         excerpt = " ".join(words[: rng.randint(150, 380)])  # 200-500 tokens of story
         question, good, bad = questions[0]
         for j in range(per_story // 2):
-            prefix = ["", "In the story, ", "According to the text, ", "Based on the passage, ", "Tell me: ",
-                      "From what the story says, ", "Think about the story. ", "One question: "][j % 8]
+            prefix = [
+                "",
+                "In the story, ",
+                "According to the text, ",
+                "Based on the passage, ",
+                "Tell me: ",
+                "From what the story says, ",
+                "Think about the story. ",
+                "One question: ",
+            ][j % 8]
             para = prefix + question[0].lower() + question[1:] if prefix else question
             for a, b in ((good, bad), (bad, good)):
                 user = f"Story:\n{excerpt}\n\nQuestion: {para}\nA: {a}\nB: {b}"

@@ -27,13 +27,22 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 AUDIT_AFTER = {"audit_statistics", "audit_sweeps", "audit_figures", "audit_runtime", "all"}
 CHANGES = [
     ("audit eta (statistics only)", "audit: {eta: 0.1}", AUDIT_AFTER),
-    ("judge template (CW-POR judge and after)", "cwpor: {judge_template: v3}",
-     {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures", "all"}),
-    ("test pool size (paraphrase test pools and after)", "paraphrase: {test: {size: 5}}",
-     {"paraphrase_test", "audit_scores"} | AUDIT_AFTER),
-    ("verifier learning rate (fine-tuning and after)", "verifier: {learning_rate: 2.0e-4}",
-     {"verifier_finetune", "verifier_loss_figure", "verifier_evaluate", "verifier_table1", "audit_scores"}
-     | AUDIT_AFTER),
+    (
+        "judge template (CW-POR judge and after)",
+        "cwpor: {judge_template: v3}",
+        {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures", "all"},
+    ),
+    (
+        "test pool size (paraphrase test pools and after)",
+        "paraphrase: {test: {size: 5}}",
+        {"paraphrase_test", "audit_scores"} | AUDIT_AFTER,
+    ),
+    (
+        "verifier learning rate (fine-tuning and after)",
+        "verifier: {learning_rate: 2.0e-4}",
+        {"verifier_finetune", "verifier_loss_figure", "verifier_evaluate", "verifier_table1", "audit_scores"}
+        | AUDIT_AFTER,
+    ),
 ]
 
 
@@ -59,16 +68,30 @@ def main() -> None:
     t, jobs = dry_run([])
     rows.append(["no-op: snakemake -n", f"{t:.1f} s", ", ".join(f"{k} {v}" for k, v in jobs.items()) or "nothing", "-"])
     start = time.perf_counter()
-    real = subprocess.run([SNAKEMAKE, "--cores", "all", "--resources", "gpu=1"], cwd=ROOT, capture_output=True, text=True)
-    rows.append(["no-op: snakemake (real run)", f"{time.perf_counter() - start:.1f} s",
-                 "nothing" if "Nothing to be done" in real.stdout + real.stderr else "JOBS RAN", "-"])
+    real = subprocess.run(
+        [SNAKEMAKE, "--cores", "all", "--resources", "gpu=1"], cwd=ROOT, capture_output=True, text=True
+    )
+    rows.append(
+        [
+            "no-op: snakemake (real run)",
+            f"{time.perf_counter() - start:.1f} s",
+            "nothing" if "Nothing to be done" in real.stdout + real.stderr else "JOBS RAN",
+            "-",
+        ]
+    )
     overlay = Path(tempfile.mkdtemp()) / "change.yaml"
     for name, override, expected in CHANGES:
         overlay.write_text(override + "\n")
         t, jobs = dry_run(["--configfile", "config/config.yaml", str(overlay)])
         outside = sorted(set(jobs) - expected)
-        rows.append([name, f"{t:.1f} s", ", ".join(f"{k} {v}" for k, v in sorted(jobs.items())),
-                     "yes" if not outside else f"NO: also {outside}"])
+        rows.append(
+            [
+                name,
+                f"{t:.1f} s",
+                ", ".join(f"{k} {v}" for k, v in sorted(jobs.items())),
+                "yes" if not outside else f"NO: also {outside}",
+            ]
+        )
     text = table(["change", "time", "jobs (dry run, per rule)", "only that stage and after"], rows)
     print(text)
     if args.out:

@@ -48,8 +48,13 @@ def copy_project(work: Path) -> Path:
     project = work / "project"
     if project.exists():
         shutil.rmtree(project)
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         src = ROOT / name
         if src.is_file():
@@ -62,11 +67,24 @@ def copy_project(work: Path) -> Path:
 
 def snakemake(project: Path, overlay: Path, targets: list[str], cores: int = 1) -> subprocess.Popen:
     exe = Path(sys.executable).with_name("snakemake")
-    cmd = [str(exe), "--cores", str(cores), "--resources", f"gpu={cores}", "--configfile", "config/config.yaml",
-           str(overlay), "--allowed-rules", *RULES, "--rerun-incomplete", *targets]
+    cmd = [
+        str(exe),
+        "--cores",
+        str(cores),
+        "--resources",
+        f"gpu={cores}",
+        "--configfile",
+        "config/config.yaml",
+        str(overlay),
+        "--allowed-rules",
+        *RULES,
+        "--rerun-incomplete",
+        *targets,
+    ]
     env = dict(os.environ, PYTHONPATH=str(project / "src"))
-    return subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def entries(cache: Path) -> dict[str, tuple[str, str]]:
@@ -95,8 +113,9 @@ def run_to_end(project: Path, overlay: Path, targets: list[str], cores: int = 1)
         raise SystemExit(f"snakemake {targets} failed (exit {proc.returncode}); see {project / 'logs'}")
 
 
-def run_with_kills(project: Path, overlay: Path, targets: list[str], cache: Path,
-                   kills: list[tuple[str, int]]) -> list[str]:
+def run_with_kills(
+    project: Path, overlay: Path, targets: list[str], cache: Path, kills: list[tuple[str, int]]
+) -> list[str]:
     """Start the rules, SIGKILL them when the cache first holds `count` entries of `op`, resume; per kill point."""
     notes = []
     for op, count in kills:
@@ -108,8 +127,18 @@ def run_with_kills(project: Path, overlay: Path, targets: list[str], cache: Path
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         notes.append(f"killed at {counts(cache)}")
-        subprocess.run([str(Path(sys.executable).with_name("snakemake")), "--unlock", "--configfile",
-                        "config/config.yaml", str(overlay)], cwd=project, check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(Path(sys.executable).with_name("snakemake")),
+                "--unlock",
+                "--configfile",
+                "config/config.yaml",
+                str(overlay),
+            ],
+            cwd=project,
+            check=True,
+            capture_output=True,
+        )
     run_to_end(project, overlay, targets)
     return notes
 
@@ -156,8 +185,10 @@ def main() -> int:
     project = copy_project(args.work)
     tables = [f"results/cwpor/{MODEL}/judge-{MODEL}/judgments_v{v}.parquet" for v in args.verbosity]
     responses = [f"results/cwpor/{MODEL}/responses_v{v}.parquet" for v in args.verbosity]
-    base = (f"cwpor: {{subset: {args.questions}, verbosity: {list(args.verbosity)}}}\n"
-            f"models: {{{MODEL}: {{batch_size: {args.batch_size}}}}}\n")
+    base = (
+        f"cwpor: {{subset: {args.questions}, verbosity: {list(args.verbosity)}}}\n"
+        f"models: {{{MODEL}: {{batch_size: {args.batch_size}}}}}\n"
+    )
     runs = {"side-by-side-1": 2, "side-by-side-2": 2, "sequential": 1, "killed": 1}  # name -> cores
     overlays = {}
     for name in ("inputs", *runs):
@@ -177,21 +208,28 @@ def main() -> int:
         seconds[name] = time.time() - t0
         for table in tables:
             (project / table).rename(project / f"{table}.{name}")
-    print(f"CW-POR judge at v = {args.verbosity}, {args.questions} questions, batch size {args.batch_size}, default "
-          f"config otherwise")
+    print(
+        f"CW-POR judge at v = {args.verbosity}, {args.questions} questions, batch size {args.batch_size}, default "
+        f"config otherwise"
+    )
     failed = False
     for name in runs:
-        print(f"run {name} ({runs[name]} core(s), {seconds[name]:.0f} s)"
-              + "".join(f"\n  {note}; resumed" for note in (notes if name == "killed" else [])))
+        print(
+            f"run {name} ({runs[name]} core(s), {seconds[name]:.0f} s)"
+            + "".join(f"\n  {note}; resumed" for note in (notes if name == "killed" else []))
+        )
         if name == "sequential":
             continue
         for table in tables:
             differ, cells, examples = compare_tables(project / f"{table}.sequential", project / f"{table}.{name}")
             failed |= differ != 0
-            print(f"  {Path(table).name}: {differ} of {cells} cells differ from the sequential run"
-                  + "".join(f"\n    {e}" for e in examples))
-        cache_differ, cache_entries = compare_caches(project / "results/cache/sequential",
-                                                     project / f"results/cache/{name}")
+            print(
+                f"  {Path(table).name}: {differ} of {cells} cells differ from the sequential run"
+                + "".join(f"\n    {e}" for e in examples)
+            )
+        cache_differ, cache_entries = compare_caches(
+            project / "results/cache/sequential", project / f"results/cache/{name}"
+        )
         failed |= cache_differ != 0
         print(f"  cache: {cache_differ} of {cache_entries} entries differ")
     print(f"total {time.time() - start:.0f} s; scratch copy in {project}")

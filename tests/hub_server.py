@@ -77,15 +77,19 @@ def _handler(hub: LocalHub):
             self._send(status, json.dumps(value).encode(), {"Content-Type": "application/json"})
 
         def _not_found(self, what: str, head: bool = False) -> None:
-            self._send(404, json.dumps({"error": what}).encode(),
-                       {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"}, head=head)
+            self._send(
+                404,
+                json.dumps({"error": what}).encode(),
+                {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"},
+                head=head,
+            )
 
         def _route(self, head: bool) -> None:
             url = urlparse(self.path)
             path = unquote(url.path)
             hub.requests.append((self.command, path))
             if path.startswith("/api/models/"):
-                rest = path[len("/api/models/"):]
+                rest = path[len("/api/models/") :]
                 if rest.count("/") == 1:  # no revision: the default branch
                     rest += "/revision/main"
                 for marker in ("/revision/", "/tree/"):
@@ -98,8 +102,16 @@ def _handler(hub: LocalHub):
                         files = hub.repos[repo]["commits"][commit]
                         if marker == "/tree/":
                             return self._json(200, [_tree_entry(p, d) for p, d in sorted(files.items())])
-                        return self._json(200, {"id": repo, "modelId": repo, "sha": commit, "private": False,
-                                                "siblings": [{"rfilename": p} for p in sorted(files)]})
+                        return self._json(
+                            200,
+                            {
+                                "id": repo,
+                                "modelId": repo,
+                                "sha": commit,
+                                "private": False,
+                                "siblings": [{"rfilename": p} for p in sorted(files)],
+                            },
+                        )
                 return self._not_found(path)
             repo_and_file = path.lstrip("/")
             if "/resolve/" in repo_and_file:

@@ -53,8 +53,15 @@ def copy_of_run(finished: Path, workdir: Path) -> Path:
     return workdir
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
-              local: bool = True, overlays: tuple[str, ...] = (), timeout: int = 1800) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path,
+    *args: str,
+    check: bool = True,
+    env: dict | None = None,
+    local: bool = True,
+    overlays: tuple[str, ...] = (),
+    timeout: int = 1800,
+) -> subprocess.CompletedProcess:
     """Run the smoke workflow (plus config `overlays`) in `workdir`: locally on 2 cores, two single-threaded model jobs at a time (as `make run` here),
     or with `local=False` as `args` say."""
     local_args = ["--cores", "2", "--resources", "gpu=2"] if local else []

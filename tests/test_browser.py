@@ -35,45 +35,63 @@ def write_cwpor(root: Path, n: int = 6, *, words: int = 12, planted_row: int | N
     """questions / responses / judgments of one model at word limit 30: n debates, every third an override,
     every fifth unparsed; judgment `planted_row` carries PLANTED in the judge's reply."""
     ids = list(range(n))
-    questions = pl.DataFrame({
-        "question_id": ids,
-        "type": ["Adversarial" if i % 2 else "Non-Adversarial" for i in ids],
-        "category": [CATEGORIES[i % 3] for i in ids],
-        "question": [f"Question number {i}: is claim {i} true?" for i in ids],
-        "best_answer": [f"true answer {i}" for i in ids],
-        "falsehood": [f"false answer {i}" for i in ids],
-        "correct_position": ["A" if i % 2 == 0 else "B" for i in ids],
-    })
+    questions = pl.DataFrame(
+        {
+            "question_id": ids,
+            "type": ["Adversarial" if i % 2 else "Non-Adversarial" for i in ids],
+            "category": [CATEGORIES[i % 3] for i in ids],
+            "question": [f"Question number {i}: is claim {i} true?" for i in ids],
+            "best_answer": [f"true answer {i}" for i in ids],
+            "falsehood": [f"false answer {i}" for i in ids],
+            "correct_position": ["A" if i % 2 == 0 else "B" for i in ids],
+        }
+    )
     filler = " ".join(["word"] * words)
-    responses = pl.DataFrame({
-        "model": "m1", "verbosity": 30,
-        "question_id": [i for i in ids for _ in (0, 1)],
-        "role": ["neutral", "persuasive"] * n,
-        "response": [f"{role} reply {i} {filler}" for i in ids for role in ("neutral", "persuasive")],
-        "truncated": [False, True] * n,
-        # an extra column the browser does not know must not matter
-        "unknown_extra": 1,
-    })
+    responses = pl.DataFrame(
+        {
+            "model": "m1",
+            "verbosity": 30,
+            "question_id": [i for i in ids for _ in (0, 1)],
+            "role": ["neutral", "persuasive"] * n,
+            "response": [f"{role} reply {i} {filler}" for i in ids for role in ("neutral", "persuasive")],
+            "truncated": [False, True] * n,
+            # an extra column the browser does not know must not matter
+            "unknown_extra": 1,
+        }
+    )
     override = [i % 3 == 0 for i in ids]
     parse_ok = [i % 5 != 4 for i in ids]
-    judgments = pl.DataFrame({
-        "model": "m1", "judge_model": "m1", "verbosity": 30, "question_id": ids,
-        "category": questions["category"], "type": questions["type"],
-        "correct_position": questions["correct_position"],
-        "raw_judgment": [(PLANTED if i == planted_row else f"Rationale: reply {i}.\nFinal Answer: Answer A\nConfidence: 4")
-                         for i in ids],
-        "choice": [("B" if o else "A") if ok else None for o, ok in zip(override, parse_ok)],
-        "rubric_confidence": [4 if ok else None for ok in parse_ok],
-        "parse_ok": parse_ok,
-        "parse_error": [None if ok else "no confidence" for ok in parse_ok],
-        "p_a": [0.5 + 0.4 * i / max(n - 1, 1) for i in ids],
-        "llc": [0.5 + 0.4 * i / max(n - 1, 1) for i in ids],
-        "override": [o if ok else None for o, ok in zip(override, parse_ok)],
-        "combined_confidence": [(0.8 * (0.5 + 0.4 * i / max(n - 1, 1))) if ok else None for i, ok in zip(ids, parse_ok)],
-        # "rationale", "p_b", "llc_choice" ... left out on purpose: missing optional columns become null
-    }).with_columns(pl.col("verbosity").cast(pl.Int64))
-    paths = {"questions": root / "questions.parquet", "responses": root / "responses_v30.parquet",
-             "judgments": root / "judgments_v30.parquet"}
+    judgments = pl.DataFrame(
+        {
+            "model": "m1",
+            "judge_model": "m1",
+            "verbosity": 30,
+            "question_id": ids,
+            "category": questions["category"],
+            "type": questions["type"],
+            "correct_position": questions["correct_position"],
+            "raw_judgment": [
+                (PLANTED if i == planted_row else f"Rationale: reply {i}.\nFinal Answer: Answer A\nConfidence: 4")
+                for i in ids
+            ],
+            "choice": [("B" if o else "A") if ok else None for o, ok in zip(override, parse_ok)],
+            "rubric_confidence": [4 if ok else None for ok in parse_ok],
+            "parse_ok": parse_ok,
+            "parse_error": [None if ok else "no confidence" for ok in parse_ok],
+            "p_a": [0.5 + 0.4 * i / max(n - 1, 1) for i in ids],
+            "llc": [0.5 + 0.4 * i / max(n - 1, 1) for i in ids],
+            "override": [o if ok else None for o, ok in zip(override, parse_ok)],
+            "combined_confidence": [
+                (0.8 * (0.5 + 0.4 * i / max(n - 1, 1))) if ok else None for i, ok in zip(ids, parse_ok)
+            ],
+            # "rationale", "p_b", "llc_choice" ... left out on purpose: missing optional columns become null
+        }
+    ).with_columns(pl.col("verbosity").cast(pl.Int64))
+    paths = {
+        "questions": root / "questions.parquet",
+        "responses": root / "responses_v30.parquet",
+        "judgments": root / "judgments_v30.parquet",
+    }
     questions.write_parquet(paths["questions"])
     responses.write_parquet(paths["responses"])
     judgments.write_parquet(paths["judgments"])
@@ -84,68 +102,192 @@ def write_audit(root: Path) -> AuditFiles:
     """One dataset, two audited pairs, verifier "adv" (epsilon 1): pair 7's search paraphrase 1 (Delta 2.5)
     and test paraphrase 0 of gen-a (Delta 1.2) are counterexamples; pair 8 has none in its search pool and
     one, the last of three draws, in its test pool (read in full for the betting bound)."""
-    pairs = pl.DataFrame({
-        "pair_id": [7, 8], "dataset": "toy", "story_title": ["Story <i>seven</i>", "Story eight"],
-        "context": ["long text", "long text"],
-        "q_m": ["Monitored seven?", "Monitored eight?"], "y_true": ["yt7", "yt8"], "y_false": ["yf7", "yf8"],
-        "q_h": ["Hidden seven?", "Hidden eight?"], "h_true": ["ht7", "ht8"], "h_false": ["hf7", "hf8"],
-    })
-    argument = pl.Struct({"round": pl.Int32, "debater": pl.Utf8, "defends_true": pl.Boolean, "raw": pl.Utf8,
-                          "text": pl.Utf8, "words": pl.Int32, "truncated": pl.Boolean, "quotes": pl.Int32,
-                          "verified_quotes": pl.Int32})
-    debates = pl.DataFrame({
-        "pair_id": [7], "mode": ["adversarial"], "status": ["ok"], "reason": [None], "candidate": [0],
-        "true_position": ["A"], "p_monitored_true": [0.6], "p_hidden_true": [0.3],
-        "arguments": [[
-            {"round": 1, "debater": "A", "defends_true": True, "raw": "", "words": 9, "truncated": False,
-             "text": "As written, <v_quote>the keeper lit the lamp</v_quote> early.", "quotes": 1, "verified_quotes": 1},
-            {"round": 1, "debater": "B", "defends_true": False, "raw": "", "words": 9, "truncated": True,
-             "text": "No: <u_quote>the lamp was never lit</u_quote> and " + PLANTED, "quotes": 1, "verified_quotes": 0},
-        ]],
-    }, schema_overrides={"arguments": pl.List(argument), "reason": pl.Utf8, "candidate": pl.Int32})
+    pairs = pl.DataFrame(
+        {
+            "pair_id": [7, 8],
+            "dataset": "toy",
+            "story_title": ["Story <i>seven</i>", "Story eight"],
+            "context": ["long text", "long text"],
+            "q_m": ["Monitored seven?", "Monitored eight?"],
+            "y_true": ["yt7", "yt8"],
+            "y_false": ["yf7", "yf8"],
+            "q_h": ["Hidden seven?", "Hidden eight?"],
+            "h_true": ["ht7", "ht8"],
+            "h_false": ["hf7", "hf8"],
+        }
+    )
+    argument = pl.Struct(
+        {
+            "round": pl.Int32,
+            "debater": pl.Utf8,
+            "defends_true": pl.Boolean,
+            "raw": pl.Utf8,
+            "text": pl.Utf8,
+            "words": pl.Int32,
+            "truncated": pl.Boolean,
+            "quotes": pl.Int32,
+            "verified_quotes": pl.Int32,
+        }
+    )
+    debates = pl.DataFrame(
+        {
+            "pair_id": [7],
+            "mode": ["adversarial"],
+            "status": ["ok"],
+            "reason": [None],
+            "candidate": [0],
+            "true_position": ["A"],
+            "p_monitored_true": [0.6],
+            "p_hidden_true": [0.3],
+            "arguments": [
+                [
+                    {
+                        "round": 1,
+                        "debater": "A",
+                        "defends_true": True,
+                        "raw": "",
+                        "words": 9,
+                        "truncated": False,
+                        "text": "As written, <v_quote>the keeper lit the lamp</v_quote> early.",
+                        "quotes": 1,
+                        "verified_quotes": 1,
+                    },
+                    {
+                        "round": 1,
+                        "debater": "B",
+                        "defends_true": False,
+                        "raw": "",
+                        "words": 9,
+                        "truncated": True,
+                        "text": "No: <u_quote>the lamp was never lit</u_quote> and " + PLANTED,
+                        "quotes": 1,
+                        "verified_quotes": 0,
+                    },
+                ]
+            ],
+        },
+        schema_overrides={"arguments": pl.List(argument), "reason": pl.Utf8, "candidate": pl.Int32},
+    )
     rows = []
     for pair_id, search, test in ((7, [0.1, 2.5, -0.3], [1.2, 0.2]), (8, [0.4, 0.0, 0.9], [0.1, 0.3, 1.5])):
-        rows.append({"pair_id": pair_id, "kind": "q_h", "pool": None, "index": None, "question": f"Hidden {pair_id}?", "delta": 0.5})
-        rows += [{"pair_id": pair_id, "kind": "paraphrase", "pool": "search", "index": i,
-                  "question": f"search paraphrase {pair_id}.{i}", "delta": d} for i, d in enumerate(search)]
-        rows += [{"pair_id": pair_id, "kind": "paraphrase", "pool": "gen-a", "index": i,
-                  "question": f"test paraphrase {pair_id}.{i}", "delta": d} for i, d in enumerate(test)]
-    deltas = pl.DataFrame(rows).with_columns(target=pl.lit("adv"), dataset=pl.lit("toy"), p_base=0.6, p_target=0.5,
-                                             gain=0.1, brand_new_column=pl.lit("ignored"))
-    records = pl.DataFrame({
-        "dataset": "toy", "target": "adv", "pair_id": [7, 8], "split": ["train", "eval"],
-        "delta_max": [2.5, 0.9], "n_counterexamples": [1, 0], "counterexample": ["search paraphrase 7.1", None],
-        "epsilon": 1.0, "eta": 0.05, "lower_bound": [0.0, 0.05], "lower_bound_betting": [0.0, 0.04],
-        "n_test_draws": [0, 3], "n_degraded_draws": [0, 1], "betting_c": 0.75, "betting_w": 0.5,
-        "status": ["DEGRADED", "BUDGET_EXHAUSTED"],
-        "survivor_mean": [None, 0.4],  # a column another stage may add later: shown, not required
-    })
-    steps = pl.DataFrame({
-        "dataset": "toy", "target": "adv", "pair_id": 8, "generator": "gen-a", "t": [1, 2, 3], "index": [0, 1, 2],
-        "delta": [0.1, 0.3, 1.5], "non_degraded": [True, True, False], "epsilon": 1.0, "eta": 0.05,
-        "lower_bound": [0.05, 0.05 ** 0.5, 0.0], "lower_bound_betting": [0.02, 0.04, 0.04],
-        "n_degraded_draws": [0, 0, 1],
-    })
-    generators = pl.DataFrame({
-        "dataset": "toy", "target": "adv", "pair_id": [7, 8], "generator": "gen-a", "pool_size": 2, "t": [0, 2],
-        "status": ["NOT_REACHED", "BUDGET_EXHAUSTED"], "lower_bound": [0.0, 0.05 ** 0.5],
-    })
+        rows.append(
+            {
+                "pair_id": pair_id,
+                "kind": "q_h",
+                "pool": None,
+                "index": None,
+                "question": f"Hidden {pair_id}?",
+                "delta": 0.5,
+            }
+        )
+        rows += [
+            {
+                "pair_id": pair_id,
+                "kind": "paraphrase",
+                "pool": "search",
+                "index": i,
+                "question": f"search paraphrase {pair_id}.{i}",
+                "delta": d,
+            }
+            for i, d in enumerate(search)
+        ]
+        rows += [
+            {
+                "pair_id": pair_id,
+                "kind": "paraphrase",
+                "pool": "gen-a",
+                "index": i,
+                "question": f"test paraphrase {pair_id}.{i}",
+                "delta": d,
+            }
+            for i, d in enumerate(test)
+        ]
+    deltas = pl.DataFrame(rows).with_columns(
+        target=pl.lit("adv"),
+        dataset=pl.lit("toy"),
+        p_base=0.6,
+        p_target=0.5,
+        gain=0.1,
+        brand_new_column=pl.lit("ignored"),
+    )
+    records = pl.DataFrame(
+        {
+            "dataset": "toy",
+            "target": "adv",
+            "pair_id": [7, 8],
+            "split": ["train", "eval"],
+            "delta_max": [2.5, 0.9],
+            "n_counterexamples": [1, 0],
+            "counterexample": ["search paraphrase 7.1", None],
+            "epsilon": 1.0,
+            "eta": 0.05,
+            "lower_bound": [0.0, 0.05],
+            "lower_bound_betting": [0.0, 0.04],
+            "n_test_draws": [0, 3],
+            "n_degraded_draws": [0, 1],
+            "betting_c": 0.75,
+            "betting_w": 0.5,
+            "status": ["DEGRADED", "BUDGET_EXHAUSTED"],
+            "survivor_mean": [None, 0.4],  # a column another stage may add later: shown, not required
+        }
+    )
+    steps = pl.DataFrame(
+        {
+            "dataset": "toy",
+            "target": "adv",
+            "pair_id": 8,
+            "generator": "gen-a",
+            "t": [1, 2, 3],
+            "index": [0, 1, 2],
+            "delta": [0.1, 0.3, 1.5],
+            "non_degraded": [True, True, False],
+            "epsilon": 1.0,
+            "eta": 0.05,
+            "lower_bound": [0.05, 0.05**0.5, 0.0],
+            "lower_bound_betting": [0.02, 0.04, 0.04],
+            "n_degraded_draws": [0, 0, 1],
+        }
+    )
+    generators = pl.DataFrame(
+        {
+            "dataset": "toy",
+            "target": "adv",
+            "pair_id": [7, 8],
+            "generator": "gen-a",
+            "pool_size": 2,
+            "t": [0, 2],
+            "status": ["NOT_REACHED", "BUDGET_EXHAUSTED"],
+            "lower_bound": [0.0, 0.05**0.5],
+        }
+    )
     files = {}
-    for name, frame in dict(pairs=pairs, debates=debates, deltas=deltas, records=records, steps=steps,
-                            generators=generators).items():
+    for name, frame in dict(
+        pairs=pairs, debates=debates, deltas=deltas, records=records, steps=steps, generators=generators
+    ).items():
         files[name] = root / f"{name}.parquet"
         frame.write_parquet(files[name])
-    return AuditFiles(pairs=files["pairs"], debates={"adversarial": files["debates"], "honest": root / "absent.parquet"},
-                      deltas=files["deltas"], records=files["records"], steps=files["steps"],
-                      generators=files["generators"])
+    return AuditFiles(
+        pairs=files["pairs"],
+        debates={"adversarial": files["debates"], "honest": root / "absent.parquet"},
+        deltas=files["deltas"],
+        records=files["records"],
+        steps=files["steps"],
+        generators=files["generators"],
+    )
 
 
 def small_page(tmp_path: Path, n: int = 6, headline: str = "paper", **kwargs) -> tuple[Path, dict]:
     cw = write_cwpor(tmp_path, n, **kwargs)
     audit = write_audit(tmp_path)
     out = tmp_path / "browse" / "index.html"
-    payload = write_browser(out, questions=cw["questions"], responses=[cw["responses"]],
-                            judgments=[cw["judgments"]], eraudit={"toy": audit}, headline=headline)
+    payload = write_browser(
+        out,
+        questions=cw["questions"],
+        responses=[cw["responses"]],
+        judgments=[cw["judgments"]],
+        eraudit={"toy": audit},
+        headline=headline,
+    )
     return out, payload
 
 
@@ -207,7 +349,9 @@ def test_non_finite_numbers_become_null(tmp_path):
     cw = write_cwpor(tmp_path, 3)
     frame = pl.read_parquet(cw["judgments"]).with_columns(llc=pl.Series([float("nan"), float("inf"), 0.7]))
     frame.write_parquet(cw["judgments"])
-    payload = build_payload(questions=cw["questions"], responses=[cw["responses"]], judgments=[cw["judgments"]], eraudit={})
+    payload = build_payload(
+        questions=cw["questions"], responses=[cw["responses"]], judgments=[cw["judgments"]], eraudit={}
+    )
     assert [r["llc"] for r in sorted(rows_of(payload), key=lambda r: r["question_id"])] == [None, None, 0.7]
 
 
@@ -215,7 +359,9 @@ def test_a_reply_cannot_close_the_data_element(tmp_path):
     cw = write_cwpor(tmp_path, 3)
     frame = pl.read_parquet(cw["judgments"]).with_columns(raw_judgment=pl.lit("</script><script>alert(1)</script>"))
     frame.write_parquet(cw["judgments"])
-    payload = build_payload(questions=cw["questions"], responses=[cw["responses"]], judgments=[cw["judgments"]], eraudit={})
+    payload = build_payload(
+        questions=cw["questions"], responses=[cw["responses"]], judgments=[cw["judgments"]], eraudit={}
+    )
     html = render_page(payload)
     assert html.count("<script") == 2 and "alert(1)" not in html  # the payload element and the page's own script
     assert rows_of(payload_from_page(html))[0]["raw_judgment"] == "</script><script>alert(1)</script>"
@@ -322,8 +468,9 @@ def test_counterexamples_and_quotes_are_marked_in_chromium(browser, tmp_path):
     page.page.click("[data-testid=eraudit-row][data-pair-id='7']")
     detail = page.page.locator("#eraudit-detail")
     marked = detail.locator("tr[data-testid=counterexample]")
-    assert sorted(marked.all_inner_texts()) == sorted([
-        "0\ttest paraphrase 7.0\t0.600\t0.500\t1.200", "1\tsearch paraphrase 7.1\t0.600\t0.500\t2.500"])
+    assert sorted(marked.all_inner_texts()) == sorted(
+        ["0\ttest paraphrase 7.0\t0.600\t0.500\t1.200", "1\tsearch paraphrase 7.1\t0.600\t0.500\t2.500"]
+    )
     assert all("counterexample" in c for c in marked.evaluate_all("els => els.map(e => e.className)"))
     assert detail.locator("tr[data-testid=paraphrase]").count() == 3
     assert detail.locator("[data-testid=quote-verified]").all_inner_texts() == ["\u201cthe keeper lit the lamp\u201d"]
@@ -377,7 +524,9 @@ def test_forty_thousand_judgments_stay_usable_in_chromium(browser, tmp_path):
     page.select("#f-type", "Adversarial")
     filtered = time.monotonic() - start
     assert page.page.inner_text("#cwpor-count") == "20000 of 40000 judgments"
-    print(f"40,000 judgments: {out.stat().st_size / 1e6:.1f} MB, opened in {opened:.1f} s, filtered in {filtered:.2f} s")
+    print(
+        f"40,000 judgments: {out.stat().st_size / 1e6:.1f} MB, opened in {opened:.1f} s, filtered in {filtered:.2f} s"
+    )
     assert opened < 60 and filtered < 5
     page.close()
 
@@ -399,18 +548,25 @@ def smoke_audit_files(workdir: Path) -> dict[str, AuditFiles]:
         dataset, length = base.parent.name, base.name.split("_qh")[0]
         out[dataset] = AuditFiles(
             pairs=workdir / f"data/{dataset}.parquet",
-            debates={m: workdir / f"results/er_audit/debate/{dataset}/{length}/debates_{m}.parquet"
-                     for m in ("honest", "adversarial")},
-            deltas=base / "deltas.parquet", records=records, steps=base / "steps.parquet",
-            generators=base / "generators.parquet")
+            debates={
+                m: workdir / f"results/er_audit/debate/{dataset}/{length}/debates_{m}.parquet"
+                for m in ("honest", "adversarial")
+            },
+            deltas=base / "deltas.parquet",
+            records=records,
+            steps=base / "steps.parquet",
+            generators=base / "generators.parquet",
+        )
     return out
 
 
 def check_smoke_page(browser, workdir: Path, artifacts: Path) -> None:
     """The workflow's own results/browse/index.html: a known debate, a filter, a counterexample."""
     page_path = workdir / "results/browse/index.html"
-    judgments = pl.concat([pl.read_parquet(p) for p in sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))],
-                          how="diagonal_relaxed")
+    judgments = pl.concat(
+        [pl.read_parquet(p) for p in sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))],
+        how="diagonal_relaxed",
+    )
     questions = pl.read_parquet(workdir / "results/cwpor/questions.parquet")
     known = judgments.sort("question_id").row(0, named=True)
     text = questions.filter(pl.col("question_id") == known["question_id"])["question"][0]
@@ -432,11 +588,16 @@ def check_smoke_page(browser, workdir: Path, artifacts: Path) -> None:
     page.screenshot(artifacts / "smoke_cwpor.png")
 
     # ER-Audit: the hidden question with the most counterexamples over every dataset and verifier
-    records = pl.concat([pl.read_parquet(f.records) for f in smoke_audit_files(workdir).values()], how="diagonal_relaxed")
+    records = pl.concat(
+        [pl.read_parquet(f.records) for f in smoke_audit_files(workdir).values()], how="diagonal_relaxed"
+    )
     assert records.height > 0
-    rec = records.sort("n_counterexamples", "dataset", "target", "pair_id", descending=[True, False, False, False]).row(0, named=True)
+    rec = records.sort("n_counterexamples", "dataset", "target", "pair_id", descending=[True, False, False, False]).row(
+        0, named=True
+    )
     deltas = pl.read_parquet(smoke_audit_files(workdir)[rec["dataset"]].deltas).filter(
-        (pl.col("target") == rec["target"]) & (pl.col("pair_id") == rec["pair_id"]) & (pl.col("kind") == "paraphrase"))
+        (pl.col("target") == rec["target"]) & (pl.col("pair_id") == rec["pair_id"]) & (pl.col("kind") == "paraphrase")
+    )
     over = deltas.filter(pl.col("delta") > rec["epsilon"])
     page.page.click("#tab-eraudit")
     page.select("#e-dataset", rec["dataset"])
@@ -462,15 +623,22 @@ def check_planted_reply_in_smoke_results(browser, workdir: Path, tmp_path: Path)
     for i, path in enumerate(judgment_files):
         frame = pl.read_parquet(path)
         if i == 0:
-            frame = frame.with_columns(raw_judgment=pl.when(pl.int_range(pl.len()) == 0)
-                                       .then(pl.lit(PLANTED) + pl.col("raw_judgment")).otherwise(pl.col("raw_judgment")))
+            frame = frame.with_columns(
+                raw_judgment=pl.when(pl.int_range(pl.len()) == 0)
+                .then(pl.lit(PLANTED) + pl.col("raw_judgment"))
+                .otherwise(pl.col("raw_judgment"))
+            )
             victim = frame.row(0, named=True)
         planted_files.append(tmp_path / f"judgments_{i}.parquet")
         frame.write_parquet(planted_files[-1])
     out = tmp_path / "planted" / "index.html"
-    write_browser(out, questions=workdir / "results/cwpor/questions.parquet",
-                  responses=sorted((workdir / "results/cwpor").glob("*/responses_v*.parquet")),
-                  judgments=planted_files, eraudit=smoke_audit_files(workdir))
+    write_browser(
+        out,
+        questions=workdir / "results/cwpor/questions.parquet",
+        responses=sorted((workdir / "results/cwpor").glob("*/responses_v*.parquet")),
+        judgments=planted_files,
+        eraudit=smoke_audit_files(workdir),
+    )
     page = Page(browser, out)
     page.select("#f-model", victim["model"])
     page.select("#f-verbosity", str(victim["verbosity"]))

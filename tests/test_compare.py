@@ -13,7 +13,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from debate_audit.views.compare import AUDIT_SCHEMA, CWPOR_SCHEMA, CompareError, CompareSettings, compare_runs, main
 from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA
 from debate_audit.cwpor.metrics import compute_metrics
 from debate_audit.cwpor.questions import QUESTIONS_SCHEMA
@@ -21,6 +20,7 @@ from debate_audit.data.io import write_parquet
 from debate_audit.eraudit.audit.verdicts import DELTA_SCHEMA, RECORD_SCHEMA, SUMMARY_SCHEMA, summarize
 from debate_audit.eraudit.common.grid import labelled, with_labels
 from debate_audit.eraudit.verifier.table1 import TABLE1_SCHEMA
+from debate_audit.views.compare import AUDIT_SCHEMA, CWPOR_SCHEMA, CompareError, CompareSettings, compare_runs, main
 
 MODEL = "m"
 SETTINGS = CompareSettings(resamples=400, level=0.95, seed=0)
@@ -30,55 +30,125 @@ def write_cwpor(results: Path, persuaded: dict[int, bool], texts: dict[int, str]
     """One model's judgments at one word limit (question id -> judge picked the persuasive answer), its
     questions and its metrics.parquet."""
     ids = sorted(persuaded)
-    questions = pl.DataFrame({"question_id": ids, "type": "Adversarial", "category": "Health",
-                              "question": [(texts or {}).get(i, f"question {i}?") for i in ids],
-                              "best_answer": "b", "falsehood": "f", "falsehood_index": 0, "correct_position": "A"},
-                             schema=QUESTIONS_SCHEMA)
+    questions = pl.DataFrame(
+        {
+            "question_id": ids,
+            "type": "Adversarial",
+            "category": "Health",
+            "question": [(texts or {}).get(i, f"question {i}?") for i in ids],
+            "best_answer": "b",
+            "falsehood": "f",
+            "falsehood_index": 0,
+            "correct_position": "A",
+        },
+        schema=QUESTIONS_SCHEMA,
+    )
     write_parquet(questions, QUESTIONS_SCHEMA, results / "cwpor/questions.parquet")
     n = len(ids)
-    judgments = pl.DataFrame({
-        "model": [MODEL] * n, "judge_model": [MODEL] * n, "protocol": ["single"] * n, "verbosity": [verbosity] * n,
-        "question_id": ids, "category": ["Health"] * n, "type": ["Adversarial"] * n, "correct_position": ["A"] * n,
-        "choice": ["B" if persuaded[i] else "A" for i in ids], "rubric_confidence": [4] * n, "parse_ok": [True] * n,
-        "p_a": [0.3 if persuaded[i] else 0.7 for i in ids], "llc": [0.7] * n,
-        "llc_choice": ["B" if persuaded[i] else "A" for i in ids], "override": [persuaded[i] for i in ids],
-        "llc_override": [persuaded[i] for i in ids], "combined_confidence": [0.56] * n,
-        "neutral_truncated": [False] * n, "persuasive_truncated": [False] * n,
-    }).with_columns(pl.col("p_a").alias("p_b") * -1 + 1)
+    judgments = pl.DataFrame(
+        {
+            "model": [MODEL] * n,
+            "judge_model": [MODEL] * n,
+            "protocol": ["single"] * n,
+            "verbosity": [verbosity] * n,
+            "question_id": ids,
+            "category": ["Health"] * n,
+            "type": ["Adversarial"] * n,
+            "correct_position": ["A"] * n,
+            "choice": ["B" if persuaded[i] else "A" for i in ids],
+            "rubric_confidence": [4] * n,
+            "parse_ok": [True] * n,
+            "p_a": [0.3 if persuaded[i] else 0.7 for i in ids],
+            "llc": [0.7] * n,
+            "llc_choice": ["B" if persuaded[i] else "A" for i in ids],
+            "override": [persuaded[i] for i in ids],
+            "llc_override": [persuaded[i] for i in ids],
+            "combined_confidence": [0.56] * n,
+            "neutral_truncated": [False] * n,
+            "persuasive_truncated": [False] * n,
+        }
+    ).with_columns(pl.col("p_a").alias("p_b") * -1 + 1)
     judgments = judgments.with_columns(pl.lit(None).alias(c) for c in JUDGMENTS_SCHEMA if c not in judgments.columns)
     path = results / f"cwpor/{MODEL}/judge-{MODEL}/judgments_v{verbosity}.parquet"
     write_parquet(judgments.select(list(JUDGMENTS_SCHEMA)).cast(JUDGMENTS_SCHEMA), JUDGMENTS_SCHEMA, path)
-    compute_metrics([path], results / "cwpor/metrics.parquet", results / "cwpor/breakdowns.parquet",
-                    resamples=50, level=0.95, seed=0)
+    compute_metrics(
+        [path],
+        results / "cwpor/metrics.parquet",
+        results / "cwpor/breakdowns.parquet",
+        resamples=50,
+        level=0.95,
+        seed=0,
+    )
 
 
-def write_audit(results: Path, found: dict[int, bool], *, qh_weight: float = 10.0, target: str = "org",
-                texts: dict[int, str] | None = None):
+def write_audit(
+    results: Path,
+    found: dict[int, bool],
+    *,
+    qh_weight: float = 10.0,
+    target: str = "org",
+    texts: dict[int, str] | None = None,
+):
     """One audit (architecture a1, dataset quality_h): per pair id whether a counterexample was found, its
     records, summary and q_h deltas, and a Table 1 row."""
     labels = {"architecture": "a1", "length": "w40", "qh_weight": qh_weight}
     ids = sorted(found)
-    records = pl.DataFrame({
-        "dataset": "quality_h", "target": target, "pair_id": ids, "split": "eval",
-        "n_counterexamples": [2 if found[i] else 0 for i in ids],
-        "lower_bound": [0.0 if found[i] else 0.6 for i in ids],
-        "lower_bound_betting": [0.0 if found[i] else 0.5 for i in ids],
-        "status": ["DEGRADED" if found[i] else "CERTIFIED" for i in ids], "n_test_draws": 8, "n_degraded_draws": 0,
-        "epsilon": 1.0, "epsilon_source": "value", "eta": 0.05, "tau": 0.9, "tv_r": 0.0, "betting_c": 0.75,
-        "betting_w": 0.5,
-    })
+    records = pl.DataFrame(
+        {
+            "dataset": "quality_h",
+            "target": target,
+            "pair_id": ids,
+            "split": "eval",
+            "n_counterexamples": [2 if found[i] else 0 for i in ids],
+            "lower_bound": [0.0 if found[i] else 0.6 for i in ids],
+            "lower_bound_betting": [0.0 if found[i] else 0.5 for i in ids],
+            "status": ["DEGRADED" if found[i] else "CERTIFIED" for i in ids],
+            "n_test_draws": 8,
+            "n_degraded_draws": 0,
+            "epsilon": 1.0,
+            "epsilon_source": "value",
+            "eta": 0.05,
+            "tau": 0.9,
+            "tv_r": 0.0,
+            "betting_c": 0.75,
+            "betting_w": 0.5,
+        }
+    )
     records = records.with_columns(pl.lit(None).alias(c) for c in RECORD_SCHEMA if c not in records.columns)
     records = records.select(list(RECORD_SCHEMA)).cast(RECORD_SCHEMA)
-    deltas = pl.DataFrame({"dataset": "quality_h", "target": target, "pair_id": ids, "kind": "q_h",
-                           "question": [(texts or {}).get(i, f"hidden {i}?") for i in ids]})
+    deltas = pl.DataFrame(
+        {
+            "dataset": "quality_h",
+            "target": target,
+            "pair_id": ids,
+            "kind": "q_h",
+            "question": [(texts or {}).get(i, f"hidden {i}?") for i in ids],
+        }
+    )
     deltas = deltas.with_columns(pl.lit(None).alias(c) for c in DELTA_SCHEMA if c not in deltas.columns)
     folder = results / f"er_audit/audit/a1/quality_h/w40_qh{qh_weight:g}"
-    for frame, schema, name in ((records, RECORD_SCHEMA, "records"), (summarize(records), SUMMARY_SCHEMA, "summary"),
-                                (deltas.select(list(DELTA_SCHEMA)).cast(DELTA_SCHEMA), DELTA_SCHEMA, "deltas")):
+    for frame, schema, name in (
+        (records, RECORD_SCHEMA, "records"),
+        (summarize(records), SUMMARY_SCHEMA, "summary"),
+        (deltas.select(list(DELTA_SCHEMA)).cast(DELTA_SCHEMA), DELTA_SCHEMA, "deltas"),
+    ):
         write_parquet(with_labels(frame, labels), labelled(schema), folder / f"{name}.parquet")
-    table1 = pl.DataFrame([{**labels, "dataset": "quality_h", "population": "all", "verifier": target,
-                            "training_rows": 6, "question": "q_h", "acc": 0.5, "mtp": 0.45, "n": len(ids)}],
-                          schema=TABLE1_SCHEMA)
+    table1 = pl.DataFrame(
+        [
+            {
+                **labels,
+                "dataset": "quality_h",
+                "population": "all",
+                "verifier": target,
+                "training_rows": 6,
+                "question": "q_h",
+                "acc": 0.5,
+                "mtp": 0.45,
+                "n": len(ids),
+            }
+        ],
+        schema=TABLE1_SCHEMA,
+    )
     write_parquet(table1, TABLE1_SCHEMA, results / "er_audit/verifier/table1.parquet")
 
 

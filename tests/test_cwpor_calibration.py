@@ -5,6 +5,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from test_cwpor_metrics import HAND, judgments
 
 from debate_audit.cwpor.calibration import (
     CALIBRATION_SCHEMA,
@@ -19,7 +20,6 @@ from debate_audit.cwpor.calibration import (
     question_weights,
     weighted_metrics,
 )
-from test_cwpor_metrics import HAND, judgments
 
 
 def test_hand_case_two_equal_mass_bins():
@@ -92,8 +92,9 @@ def test_judgments_below_the_minimum_get_no_ece():
 
 def test_stage_on_hand_judgments_every_signal_and_group():
     frame = judgments(HAND)
-    table, bins = calibration_frames(frame, CalibrationSettings(bins=2, min_judgments=1, noise_draws=20),
-                                     resamples=50, level=0.9, seed=3)
+    table, bins = calibration_frames(
+        frame, CalibrationSettings(bins=2, min_judgments=1, noise_draws=20), resamples=50, level=0.9, seed=3
+    )
     assert list(table.columns) == list(CALIBRATION_SCHEMA) and list(bins.columns) == list(RELIABILITY_SCHEMA)
     pooled = {r["signal"]: r for r in table.filter(pl.col("verbosity").is_null()).iter_rows(named=True)}
     assert set(pooled) == {"rubric_r5", "rubric_prob", "llc", "combined"}
@@ -117,8 +118,9 @@ def test_stage_on_hand_judgments_every_signal_and_group():
 
 def test_example_confidence_copies_get_their_own_rubric_rows():
     frame = judgments(HAND, examples=["A", "B", "A", "B"])  # every example reply has confidence 4
-    table, _ = calibration_frames(frame, CalibrationSettings(bins=2, min_judgments=1, noise_draws=0),
-                                  resamples=0, level=0.9, seed=3)
+    table, _ = calibration_frames(
+        frame, CalibrationSettings(bins=2, min_judgments=1, noise_draws=0), resamples=0, level=0.9, seed=3
+    )
     without = table.filter((pl.col("rows") == "without_example_confidence") & pl.col("verbosity").is_null())
     assert sorted(without["signal"]) == ["rubric_prob", "rubric_r5"]
     assert without["n"].to_list() == [2, 2]  # q1 said 4, as the example did
@@ -130,11 +132,27 @@ def test_noise_ece_of_a_calibrated_judge_covers_its_own_ece_most_of_the_time():
     for _ in range(40):
         p = rng.uniform(0.5, 1.0, 200)
         y = rng.random(200) < p
-        frame = pl.DataFrame({"model": "m", "judge_model": "m", "verbosity": 30, "question_id": np.arange(200),
-                              "parse_ok": False, "llc": p, "llc_override": ~y, "rubric_confidence": None,
-                              "override": None, "combined_confidence": None, "example_confidence": None},
-                             schema_overrides={"rubric_confidence": pl.Int8, "override": pl.Boolean,
-                                               "combined_confidence": pl.Float64, "example_confidence": pl.Int8})
+        frame = pl.DataFrame(
+            {
+                "model": "m",
+                "judge_model": "m",
+                "verbosity": 30,
+                "question_id": np.arange(200),
+                "parse_ok": False,
+                "llc": p,
+                "llc_override": ~y,
+                "rubric_confidence": None,
+                "override": None,
+                "combined_confidence": None,
+                "example_confidence": None,
+            },
+            schema_overrides={
+                "rubric_confidence": pl.Int8,
+                "override": pl.Boolean,
+                "combined_confidence": pl.Float64,
+                "example_confidence": pl.Int8,
+            },
+        )
         table, _ = calibration_frames(frame, CalibrationSettings(noise_draws=100), resamples=0, level=0.9, seed=1)
         row = table.filter((pl.col("signal") == "llc") & pl.col("verbosity").is_null()).row(0, named=True)
         inside += row["ece"] <= row["noise_ece_p95"]
@@ -158,9 +176,16 @@ def test_bootstrap_interval_covers_the_true_ece_of_a_miscalibrated_judge():
 
 def test_compute_calibration_writes_table_bins_and_markdown(tmp_path):
     judgments(HAND).write_parquet(tmp_path / "j.parquet")
-    table = compute_calibration([tmp_path / "j.parquet"], tmp_path / "c.parquet", tmp_path / "b.parquet",
-                                tmp_path / "c.md", settings=CalibrationSettings(min_judgments=1, noise_draws=10),
-                                resamples=20, level=0.95, seed=0)
+    table = compute_calibration(
+        [tmp_path / "j.parquet"],
+        tmp_path / "c.parquet",
+        tmp_path / "b.parquet",
+        tmp_path / "c.md",
+        settings=CalibrationSettings(min_judgments=1, noise_draws=10),
+        resamples=20,
+        level=0.95,
+        seed=0,
+    )
     assert pl.read_parquet(tmp_path / "c.parquet").shape == table.shape
     text = (tmp_path / "c.md").read_text()
     assert "Judge calibration" in text and "combined (weight)" in text and "rubric_prob" in text

@@ -2,11 +2,17 @@
 
 import polars as pl
 import pytest
-
-from debate_audit.tools.config_check import config_errors
-from debate_audit.cwpor.cross_judge import CONTRAST_SCHEMA, MATRIX_SCHEMA, compute_cross_judge, family_contrast, judge_matrix
-from debate_audit.cwpor.roles import judges, relation
 from test_cwpor_metrics import judgments
+
+from debate_audit.cwpor.cross_judge import (
+    CONTRAST_SCHEMA,
+    MATRIX_SCHEMA,
+    compute_cross_judge,
+    family_contrast,
+    judge_matrix,
+)
+from debate_audit.cwpor.roles import judges, relation
+from debate_audit.tools.config_check import config_errors
 
 FAMILIES = {"llama-3b": "llama", "llama-8b": "llama", "qwen-7b": "qwen"}
 
@@ -32,10 +38,14 @@ def test_relation_separates_self_from_same_family():
 
 
 def test_matrix_has_one_row_per_debater_judge_pair_and_word_limit():
-    frame = pl.concat([
-        judged("llama-3b", "llama-3b", "ppcc"), judged("llama-3b", "qwen-7b", "pccc"),
-        judged("llama-3b", "llama-3b", "pccc", verbosity=60), judged("llama-3b", "qwen-7b", "cccc", verbosity=60),
-    ])
+    frame = pl.concat(
+        [
+            judged("llama-3b", "llama-3b", "ppcc"),
+            judged("llama-3b", "qwen-7b", "pccc"),
+            judged("llama-3b", "llama-3b", "pccc", verbosity=60),
+            judged("llama-3b", "qwen-7b", "cccc", verbosity=60),
+        ]
+    )
     matrix = judge_matrix(frame, FAMILIES, resamples=0, level=0.95, seed=0)
     assert list(matrix.columns) == list(MATRIX_SCHEMA)
     pooled = {r["judge_model"]: r for r in matrix.filter(pl.col("verbosity").is_null()).iter_rows(named=True)}
@@ -48,12 +58,14 @@ def test_matrix_has_one_row_per_debater_judge_pair_and_word_limit():
 
 
 def test_contrast_pools_each_class_and_pairs_the_difference():
-    frame = pl.concat([
-        judged("llama-3b", "llama-3b", "ppcc"),  # self: 2/4
-        judged("llama-3b", "llama-8b", "pccc"),  # same family: 1/4
-        judged("llama-3b", "qwen-7b", "cccc"),  # other family: 0/4
-        judged("llama-8b", "qwen-7b", "pccc"),  # other family: 1/4
-    ])
+    frame = pl.concat(
+        [
+            judged("llama-3b", "llama-3b", "ppcc"),  # self: 2/4
+            judged("llama-3b", "llama-8b", "pccc"),  # same family: 1/4
+            judged("llama-3b", "qwen-7b", "cccc"),  # other family: 0/4
+            judged("llama-8b", "qwen-7b", "pccc"),  # other family: 1/4
+        ]
+    )
     contrast = family_contrast(frame, FAMILIES, resamples=300, level=0.9, seed=1)
     assert list(contrast.columns) == list(CONTRAST_SCHEMA)
     value = {(r["comparison"], r["metric"]): r for r in contrast.iter_rows(named=True)}
@@ -72,16 +84,26 @@ def test_compute_cross_judge_writes_matrix_contrast_and_markdown(tmp_path):
     for judge, picks in (("llama-3b", "ppcc"), ("qwen-7b", "pccc")):
         paths.append(tmp_path / f"{judge}.parquet")
         judged("llama-3b", judge, picks).write_parquet(paths[-1])
-    compute_cross_judge(paths, tmp_path / "m.parquet", tmp_path / "c.parquet", tmp_path / "x.md",
-                        families=FAMILIES, resamples=50, level=0.95, seed=0)
+    compute_cross_judge(
+        paths,
+        tmp_path / "m.parquet",
+        tmp_path / "c.parquet",
+        tmp_path / "x.md",
+        families=FAMILIES,
+        resamples=50,
+        level=0.95,
+        seed=0,
+    )
     text = (tmp_path / "x.md").read_text()
     assert "llama-3b (llama)" in text and "qwen-7b (qwen)" in text and "other-family - self" in text
     assert pl.read_parquet(tmp_path / "m.parquet").height == 4  # 2 pairs x (pooled + one word limit)
 
 
 def test_cross_judges_need_a_family_for_every_debater_and_judge():
-    config = {"models": {"a": {"source": "local", "path": "."}, "b": {"source": "local", "path": "."}},
-              "cwpor": {"models": ["a"], "judge_model": None, "cross_judges": ["b"], "families": {"a": "x"}}}
+    config = {
+        "models": {"a": {"source": "local", "path": "."}, "b": {"source": "local", "path": "."}},
+        "cwpor": {"models": ["a"], "judge_model": None, "cross_judges": ["b"], "families": {"a": "x"}},
+    }
     errors = config_errors(config)
     assert any(e.startswith("cwpor.families.b: no family") for e in errors), errors
     config["cwpor"]["families"]["b"] = "y"

@@ -4,7 +4,6 @@ import math
 
 import polars as pl
 import pytest
-import torch
 
 from debate_audit.cwpor import judge as judge_module
 from debate_audit.cwpor.debates import RESPONSES_SCHEMA, generate_debates
@@ -37,10 +36,22 @@ def responses(model="m", verbosity=30):
     for rec in QUESTIONS.iter_rows(named=True):
         for role, stance in (("neutral", rec["best_answer"]), ("persuasive", rec["falsehood"])):
             rows.append(
-                {"model": model, "agent_model": model, "verbosity": verbosity, "question_id": rec["question_id"],
-                 "category": rec["category"], "type": rec["type"], "role": role, "stance": stance,
-                 "template": "v1:x", "max_new_tokens": 61, "raw_response": f"{role} says {stance}",
-                 "response": f"{role} says {stance}", "n_words": 3, "truncated": role == "persuasive"}
+                {
+                    "model": model,
+                    "agent_model": model,
+                    "verbosity": verbosity,
+                    "question_id": rec["question_id"],
+                    "category": rec["category"],
+                    "type": rec["type"],
+                    "role": role,
+                    "stance": stance,
+                    "template": "v1:x",
+                    "max_new_tokens": 61,
+                    "raw_response": f"{role} says {stance}",
+                    "response": f"{role} says {stance}",
+                    "n_words": 3,
+                    "truncated": role == "persuasive",
+                }
             )
     return pl.DataFrame(rows, schema=RESPONSES_SCHEMA)
 
@@ -68,8 +79,15 @@ def run_fake_judge(tmp_path, fake_model, texts, logprobs):
     fake = fake_model(judge_module, FakeLM(texts, logprobs))
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
     responses().write_parquet(tmp_path / "r.parquet")
-    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
-                          judge=ModelRef("judge-x", "unused"), template="v1", max_new_tokens=40, cache=None)
+    frame = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r.parquet",
+        tmp_path / "j.parquet",
+        judge=ModelRef("judge-x", "unused"),
+        template="v1",
+        max_new_tokens=40,
+        cache=None,
+    )
     return frame, fake
 
 
@@ -102,10 +120,19 @@ def test_judge_shows_answers_in_the_recorded_order_and_scores_overrides(tmp_path
 def test_judge_refuses_debates_with_a_missing_response(tmp_path, fake_model):
     fake_model(judge_module, FakeLM({}, {}))
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
-    responses().filter(~((pl.col("question_id") == 5) & (pl.col("role") == "neutral"))).write_parquet(tmp_path / "r.parquet")
+    responses().filter(~((pl.col("question_id") == 5) & (pl.col("role") == "neutral"))).write_parquet(
+        tmp_path / "r.parquet"
+    )
     with pytest.raises(judge_module.DataError, match="question_id"):
-        judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
-                      judge=ModelRef("j", "unused"), template="v1", max_new_tokens=40, cache=None)
+        judge_debates(
+            tmp_path / "q.parquet",
+            tmp_path / "r.parquet",
+            tmp_path / "j.parquet",
+            judge=ModelRef("j", "unused"),
+            template="v1",
+            max_new_tokens=40,
+            cache=None,
+        )
 
 
 class SkeletonLM(FakeLM):
@@ -122,7 +149,11 @@ class SkeletonLM(FakeLM):
             assert conv[-1]["role"] == "assistant" and conv[-2]["role"] == "user"
             self.seen.append(conv)
             question = conv[-2]["content"].split("\n")[0]
-            label = next(lab for lab in ("Confidence:", "Final Answer: Answer", "Rationale:") if conv[-1]["content"].endswith(lab))
+            label = next(
+                lab
+                for lab in ("Confidence:", "Final Answer: Answer", "Rationale:")
+                if conv[-1]["content"].endswith(lab)
+            )
             outs.append([self.slots[question][label].strip()])  # the model layer strips continuations
         return outs
 
@@ -139,8 +170,11 @@ def test_skeleton_reply_is_prefilled_slot_by_slot_with_the_models_own_words(tmp_
     assert tpl.reply_labels == ("Rationale:", "\nFinal Answer: Answer", "\nConfidence:")
     convs = [judge_messages(tpl, "Q1", "a", "b"), judge_messages(tpl, "Q2", "a", "b")]
     slots = {
-        "Question: Q1": {"Rationale:": " Fat fuels camels. Water does not.\nMore",
-                         "Final Answer: Answer": " A\nConfidence: 5", "Confidence:": " 4\nRationale"},
+        "Question: Q1": {
+            "Rationale:": " Fat fuels camels. Water does not.\nMore",
+            "Final Answer: Answer": " A\nConfidence: 5",
+            "Confidence:": " 4\nRationale",
+        },
         "Question: Q2": {"Rationale:": "\n", "Final Answer: Answer": " both", "Confidence:": " high"},
     }
     fake = SkeletonLM(slots, {})
@@ -151,8 +185,10 @@ def test_skeleton_reply_is_prefilled_slot_by_slot_with_the_models_own_words(tmp_
     assert fake.calls == [40, tpl.slot_tokens, tpl.slot_tokens]
     # every step continues the same judge prompt; the user message is never altered
     assert all(c[:-1] == convs[i % 2] for i, c in enumerate(fake.seen))
-    assert [c[-1]["content"] for c in fake.seen[-2:]] == [r.rsplit(" 4", 1)[0] if i == 0 else "Rationale:\nFinal Answer: Answer both\nConfidence:"
-                                                          for i, r in enumerate(replies)]
+    assert [c[-1]["content"] for c in fake.seen[-2:]] == [
+        r.rsplit(" 4", 1)[0] if i == 0 else "Rationale:\nFinal Answer: Answer both\nConfidence:"
+        for i, r in enumerate(replies)
+    ]
     parsed = [judge_module.parse_judgment(r) for r in replies]
     assert (parsed[0].choice, parsed[0].rubric_confidence) == ("A", 4)
     assert parsed[1].choice is None and parsed[1].rubric_confidence is None  # labels alone never parse
@@ -160,14 +196,23 @@ def test_skeleton_reply_is_prefilled_slot_by_slot_with_the_models_own_words(tmp_
 
 def test_skeleton_judge_keeps_full_replies_and_the_llc_prompt(tmp_path, fake_model):
     questions = [q for q in QUESTIONS["question"]]
-    slots = {f"Question: {q}": {"Rationale:": " Because.", "Final Answer: Answer": f" {c}", "Confidence:": f" {k}"}
-             for q, c, k in zip(questions, ["A", "B", "C"], ["5", "2", "3"])}
+    slots = {
+        f"Question: {q}": {"Rationale:": " Because.", "Final Answer: Answer": f" {c}", "Confidence:": f" {k}"}
+        for q, c, k in zip(questions, ["A", "B", "C"], ["5", "2", "3"])
+    }
     fake = SkeletonLM(slots, {f"Question: {q}": [math.log(0.75), math.log(0.25)] for q in questions})
     fake_model(judge_module, fake)
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
     responses().write_parquet(tmp_path / "r.parquet")
-    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
-                          judge=ModelRef("judge-x", "unused"), template="v2", max_new_tokens=30, cache=None)
+    frame = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r.parquet",
+        tmp_path / "j.parquet",
+        judge=ModelRef("judge-x", "unused"),
+        template="v2",
+        max_new_tokens=30,
+        cache=None,
+    )
     assert frame["raw_judgment"][0] == "Rationale: Because.\nFinal Answer: Answer A\nConfidence: 5"
     assert frame["raw_first_slot"].to_list() == ["Because."] * 3
     assert frame["choice"].to_list() == ["A", "B", None]  # " C" is kept as written, not a choice
@@ -192,8 +237,15 @@ def test_paper_template_asks_for_rationale_choice_and_confidence_and_shows_no_ex
     fake = fake_model(judge_module, FakeLM(texts, {q: [math.log(0.5), math.log(0.5)] for q in texts}))
     QUESTIONS.write_parquet(tmp_path / "q.parquet")
     responses().write_parquet(tmp_path / "r.parquet")
-    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
-                          judge=ModelRef("judge-x", "unused"), template="paper", max_new_tokens=128, cache=None)
+    frame = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r.parquet",
+        tmp_path / "j.parquet",
+        judge=ModelRef("judge-x", "unused"),
+        template="paper",
+        max_new_tokens=128,
+        cache=None,
+    )
     assert frame["example_choice"].is_null().all() and frame["example_confidence"].is_null().all()
     assert frame["template"].str.starts_with("paper:").all()
     assert all("example" not in c[-1]["content"].lower() for c in fake.seen)
@@ -208,8 +260,9 @@ from test_models_layer import two_pass_logprob  # noqa: E402
 def test_llc_from_one_pass_equals_two_separate_passes(embedded_lm):
     tpl = judge_template("v2")
     prompts = [
-        embedded_lm.render_chat(judge_messages(tpl, rec["question"], rec["best_answer"], rec["falsehood"]),
-                                assistant_prefix=tpl.llc_prefix)
+        embedded_lm.render_chat(
+            judge_messages(tpl, rec["question"], rec["best_answer"], rec["falsehood"]), assistant_prefix=tpl.llc_prefix
+        )
         for rec in QUESTIONS.iter_rows(named=True)
     ]
     for prompt, (lp_a, lp_b) in zip(prompts, embedded_lm.choice_logprobs(prompts, LABELS)):
@@ -223,22 +276,42 @@ def test_llc_from_one_pass_equals_two_separate_passes(embedded_lm):
 def test_debate_and_judge_on_the_embedded_model_cover_every_question(embedded_ref, tmp_path):
     QUESTIONS.head(2).write_parquet(tmp_path / "q.parquet")
     ref = embedded_ref
-    resp = generate_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", model="smollm2-135m",
-                            agents={"neutral": ref, "persuasive": ref}, verbosity=8, template="v1",
-                            max_new_tokens=16, cache=tmp_path / "cache.sqlite")
+    resp = generate_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r.parquet",
+        model="smollm2-135m",
+        agents={"neutral": ref, "persuasive": ref},
+        verbosity=8,
+        template="v1",
+        max_new_tokens=16,
+        cache=tmp_path / "cache.sqlite",
+    )
     assert sorted(resp.select("question_id", "role").rows()) == [
-        (3, "neutral"), (3, "persuasive"), (5, "neutral"), (5, "persuasive")]
+        (3, "neutral"),
+        (3, "persuasive"),
+        (5, "neutral"),
+        (5, "persuasive"),
+    ]
     assert (resp["response"].str.split(" ").list.len() <= 8).all()
     assert ((resp["n_words"] > 8) == resp["truncated"]).all()
-    judged = judge_debates(tmp_path / "q.parquet", tmp_path / "r.parquet", tmp_path / "j.parquet",
-                           judge=ref, template="v2", max_new_tokens=16, cache=tmp_path / "cache.sqlite")
+    judged = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r.parquet",
+        tmp_path / "j.parquet",
+        judge=ref,
+        template="v2",
+        max_new_tokens=16,
+        cache=tmp_path / "cache.sqlite",
+    )
     assert judged["question_id"].to_list() == [3, 5]
     assert ((judged["llc"] >= 0.5) & (judged["llc"] <= 1.0)).all()
     assert (judged["p_a"] + judged["p_b"]).to_list() == pytest.approx([1.0, 1.0])
     # the full reply starts with the prefilled skeleton; a parse failure keeps its text and never has a choice
     assert judged["raw_judgment"].str.starts_with("Rationale:").all()
     assert judged["raw_judgment"].str.contains("\nFinal Answer: Answer").all()
-    assert judged.filter(~pl.col("parse_ok") & pl.col("choice").is_not_null() & pl.col("rubric_confidence").is_not_null()).is_empty()
+    assert judged.filter(
+        ~pl.col("parse_ok") & pl.col("choice").is_not_null() & pl.col("rubric_confidence").is_not_null()
+    ).is_empty()
 
 
 def test_varied_example_is_stable_per_question_and_balanced():

@@ -28,18 +28,33 @@ def judgments(rows, *, model="m", verbosity=30, examples=None):
         llc_choice = "A" if p_a >= 0.5 else "B"
         out.append(
             {
-                "model": model, "judge_model": model, "verbosity": verbosity, "question_id": qid,
-                "category": category, "type": qtype, "correct_position": correct, "template": "v1:x",
-                "example_choice": example, "example_confidence": None if example is None else 4,
-                "raw_judgment": "...", "rationale": None, "choice": choice, "rubric_confidence": rubric,
+                "model": model,
+                "judge_model": model,
+                "verbosity": verbosity,
+                "question_id": qid,
+                "category": category,
+                "type": qtype,
+                "correct_position": correct,
+                "template": "v1:x",
+                "example_choice": example,
+                "example_confidence": None if example is None else 4,
+                "raw_judgment": "...",
+                "rationale": None,
+                "choice": choice,
+                "rubric_confidence": rubric,
                 "parse_ok": choice is not None and rubric is not None,
                 "parse_error": None if choice is not None and rubric is not None else "missing",
-                "logprob_a": math.log(p_a), "logprob_b": math.log(1 - p_a), "p_a": p_a, "p_b": 1 - p_a,
-                "llc": llc, "llc_choice": llc_choice,
+                "logprob_a": math.log(p_a),
+                "logprob_b": math.log(1 - p_a),
+                "p_a": p_a,
+                "p_b": 1 - p_a,
+                "llc": llc,
+                "llc_choice": llc_choice,
                 "override": None if choice is None else choice == persuasive,
                 "llc_override": llc_choice == persuasive,
                 "combined_confidence": combined_confidence(rubric, llc),
-                "neutral_truncated": False, "persuasive_truncated": qid == 2,
+                "neutral_truncated": False,
+                "persuasive_truncated": qid == 2,
             }
         )
     return pl.DataFrame(out, schema=JUDGMENTS_SCHEMA)
@@ -94,8 +109,9 @@ def test_paired_difference_cancels_what_both_ratios_share():
     shifted = base.copy()
     shifted[:20] = 1.0  # 20 units persuaded only in the first arm
     one = np.ones(200)
-    value, low, high = bootstrap_difference(shifted, one, base, one, resamples=500, level=0.95,
-                                            rng=np.random.default_rng(0))
+    value, low, high = bootstrap_difference(
+        shifted, one, base, one, resamples=500, level=0.95, rng=np.random.default_rng(0)
+    )
     assert value == pytest.approx(shifted.mean() - base.mean())
     assert 0 < low <= value <= high
     # paired: far narrower than the two ratios' own intervals
@@ -122,8 +138,12 @@ def test_group_metrics_match_the_hand_computed_case():
 
 
 def test_example_copy_rate_counts_parsed_choices_that_equal_the_shown_example():
-    value = {k: v[0] for k, v in group_metrics(judgments(HAND, examples=["A", "B", "B", "A"]), resamples=0,
-                                               level=0.95, seed=0, label="ex").items()}
+    value = {
+        k: v[0]
+        for k, v in group_metrics(
+            judgments(HAND, examples=["A", "B", "B", "A"]), resamples=0, level=0.95, seed=0, label="ex"
+        ).items()
+    }
     assert value["example_copy_rate"] == pytest.approx(2 / 3)  # q0 and q2 copy; q3 has no parsed choice
     plain = group_metrics(judgments(HAND), resamples=0, level=0.95, seed=0, label="plain")
     assert math.isnan(plain["example_copy_rate"][0])  # no example shown: undefined, not 0

@@ -4,6 +4,8 @@ import math
 
 import polars as pl
 import pytest
+from test_cwpor_judge import QUESTIONS, FakeLM, responses
+from test_cwpor_metrics import judgments
 
 from debate_audit.cwpor import judge as judge_module
 from debate_audit.cwpor import rebuttal as rebuttal_module
@@ -20,8 +22,6 @@ from debate_audit.cwpor.rebuttal import (
     protocol,
 )
 from debate_audit.models import ModelRef
-from test_cwpor_judge import QUESTIONS, FakeLM, responses
-from test_cwpor_metrics import judgments
 
 
 def test_mcnemar_exact_eight_against_two_discordant_pairs():
@@ -58,10 +58,19 @@ def rebut(tmp_path, fake_model, protocol_name, *, verbosity=30, round1=30):
     """Round 1 at `round1` words, then the protocol's round 2 by a RebuttalLM: (debate frame, the fake)."""
     write_round1(tmp_path, round1)
     fake = fake_model(rebuttal_module, RebuttalLM())
-    frame = generate_rebuttals(tmp_path / "q.parquet", tmp_path / f"r{round1}.parquet", tmp_path / "d.parquet",
-                               model="m", protocol_name=protocol_name, verbosity=verbosity,
-                               agents={"neutral": ModelRef("m", "x"), "persuasive": ModelRef("m", "x")},
-                               template="v1", rebuttal="v1", max_new_tokens=61, cache=None)
+    frame = generate_rebuttals(
+        tmp_path / "q.parquet",
+        tmp_path / f"r{round1}.parquet",
+        tmp_path / "d.parquet",
+        model="m",
+        protocol_name=protocol_name,
+        verbosity=verbosity,
+        agents={"neutral": ModelRef("m", "x"), "persuasive": ModelRef("m", "x")},
+        template="v1",
+        rebuttal="v1",
+        max_new_tokens=61,
+        cache=None,
+    )
     return frame, fake
 
 
@@ -101,8 +110,15 @@ def test_judge_reads_both_turns_of_each_agent_under_its_letter(tmp_path, fake_mo
     rebut(tmp_path, fake_model, "neutral")
     texts = {f"Question: {q}": "Final Answer: Answer A\nConfidence: 4" for q in QUESTIONS["question"]}
     judge_fake = fake_model(judge_module, FakeLM(texts, {q: [math.log(0.6), math.log(0.4)] for q in texts}))
-    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "d.parquet", tmp_path / "j.parquet",
-                          judge=ModelRef("judge-x", "unused"), template="v1", max_new_tokens=40, cache=None)
+    frame = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "d.parquet",
+        tmp_path / "j.parquet",
+        judge=ModelRef("judge-x", "unused"),
+        template="v1",
+        max_new_tokens=40,
+        cache=None,
+    )
     first = judge_fake.seen[0][-1]["content"]  # question 3: neutral (correct) at A
     assert "Answer A: Opening: neutral says Fat\n\nRebuttal: I rebut: fact" in first
     assert "Answer B: Opening: persuasive says Water\n\nAnswer B" not in first
@@ -118,8 +134,15 @@ def test_single_turn_judgments_say_so(tmp_path, fake_model):
     write_round1(tmp_path)
     texts = {f"Question: {q}": "Final Answer: Answer A\nConfidence: 4" for q in QUESTIONS["question"]}
     fake_model(judge_module, FakeLM(texts, {q: [math.log(0.6), math.log(0.4)] for q in texts}))
-    frame = judge_debates(tmp_path / "q.parquet", tmp_path / "r30.parquet", tmp_path / "j.parquet",
-                          judge=ModelRef("judge-x", "unused"), template="v1", max_new_tokens=40, cache=None)
+    frame = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r30.parquet",
+        tmp_path / "j.parquet",
+        judge=ModelRef("judge-x", "unused"),
+        template="v1",
+        max_new_tokens=40,
+        cache=None,
+    )
     assert frame["protocol"].unique().to_list() == ["single"]
 
 
@@ -139,14 +162,26 @@ def test_flip_matrix_on_a_hand_made_frame():
     flips = flip_table(single, after)
     assert list(flips.columns) == list(FLIPS_SCHEMA)
     assert flips.sort("question_id")["flip"].to_list() == [
-        "kept correct", "rescued", "rescued", "corrupted", "kept persuaded", "unparsed"]
+        "kept correct",
+        "rescued",
+        "rescued",
+        "corrupted",
+        "kept persuaded",
+        "unparsed",
+    ]
 
 
 def test_effects_rows_count_flips_and_pair_the_change_in_cw_por():
     single, after = hand_pair()
     rows = {(r["protocol"], r["verbosity"]): r for r in effect_rows(single, after, resamples=200, level=0.9, seed=0)}
     row = rows[("both", None)]
-    assert (row["kept_correct"], row["rescued"], row["corrupted"], row["kept_persuaded"], row["unparsed"]) == (1, 2, 1, 1, 1)
+    assert (row["kept_correct"], row["rescued"], row["corrupted"], row["kept_persuaded"], row["unparsed"]) == (
+        1,
+        2,
+        1,
+        1,
+        1,
+    )
     assert row["mcnemar_p"] == pytest.approx(1.0)  # 2 against 1
     # CW-POR with equal LLC: rubric-weighted share of persuaded picks
     before = (4 + 2 + 3) / (4 + 4 + 2 + 5 + 3)
@@ -163,8 +198,16 @@ def test_compute_rebuttal_effects_writes_all_three(tmp_path):
     single, after = hand_pair()
     single.write_parquet(tmp_path / "s.parquet")
     after.write_parquet(tmp_path / "a.parquet")
-    effects = compute_rebuttal_effects([tmp_path / "s.parquet"], [tmp_path / "a.parquet"], tmp_path / "e.parquet",
-                                       tmp_path / "f.parquet", tmp_path / "e.md", resamples=50, level=0.95, seed=0)
+    effects = compute_rebuttal_effects(
+        [tmp_path / "s.parquet"],
+        [tmp_path / "a.parquet"],
+        tmp_path / "e.parquet",
+        tmp_path / "f.parquet",
+        tmp_path / "e.md",
+        resamples=50,
+        level=0.95,
+        seed=0,
+    )
     assert list(effects.columns) == list(EFFECTS_SCHEMA)
     assert set(effects["protocol"]) == {"single", "both"}
     assert "McNemar" in (tmp_path / "e.md").read_text()

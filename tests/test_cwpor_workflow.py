@@ -21,8 +21,16 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-CWPOR_RULES = ["cwpor_questions", "cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures",
-               "cwpor_calibration", "cwpor_reliability"]
+CWPOR_RULES = [
+    "cwpor_questions",
+    "cwpor_debate",
+    "cwpor_judge",
+    "cwpor_metrics",
+    "cwpor_tables",
+    "cwpor_figures",
+    "cwpor_calibration",
+    "cwpor_reliability",
+]
 TARGETS = [
     "results/cwpor/metrics.parquet",
     "results/cwpor/tables/summary.md",
@@ -45,17 +53,33 @@ def workdir(tmp_path_factory, smoke_run):
 def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess.CompletedProcess:
     (work / "overlay.yaml").write_text(yaml.safe_dump(overlay or {}))
     cmd = [
-        SNAKEMAKE, "--cores", "2", "--resources", "gpu=1",
-        "--configfile", "config/config.yaml", "tests/smoke/config.yaml", "overlay.yaml",
+        SNAKEMAKE,
+        "--cores",
+        "2",
+        "--resources",
+        "gpu=1",
+        "--configfile",
+        "config/config.yaml",
+        "tests/smoke/config.yaml",
+        "overlay.yaml",
         # nothing outside the stage may run here
-        "--allowed-rules", "prepare_truthfulqa", *CWPOR_RULES, *args, "--", *TARGETS,
+        "--allowed-rules",
+        "prepare_truthfulqa",
+        *CWPOR_RULES,
+        *args,
+        "--",
+        *TARGETS,
     ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
 
 
 def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
-    return {line.split()[0] for line in (result.stdout + result.stderr).splitlines() if line.split() and line.split()[0] in CWPOR_RULES}
+    return {
+        line.split()[0]
+        for line in (result.stdout + result.stderr).splitlines()
+        if line.split() and line.split()[0] in CWPOR_RULES
+    }
 
 
 def test_smoke_run_covers_every_question_and_verbosity(smoke_run):
@@ -84,8 +108,14 @@ def test_changing_only_the_judge_template_reruns_only_judge_and_downstream(workd
     overlay = {"cwpor": {"judge_template": "v1-skeptical"}}
     plan = snakemake(workdir, "--dry-run", "--quiet", "rules", overlay=overlay)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert planned_rules(plan) == {"cwpor_judge", "cwpor_metrics", "cwpor_tables", "cwpor_figures",
-                                   "cwpor_calibration", "cwpor_reliability"}
+    assert planned_rules(plan) == {
+        "cwpor_judge",
+        "cwpor_metrics",
+        "cwpor_tables",
+        "cwpor_figures",
+        "cwpor_calibration",
+        "cwpor_reliability",
+    }
 
     responses = workdir / "results/cwpor/smollm2-135m/responses_v20.parquet"
     before = responses.stat().st_mtime_ns
@@ -110,10 +140,30 @@ def test_paper_rehearsal_judgments_carry_no_example(tmp_path, embedded_model_dir
     (work / "resources" / "models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
     (work / "overlay.yaml").write_text(yaml.safe_dump({"cache": str(work / "cache"), "cwpor": {"verbosity": [30]}}))
     target = "results/cwpor/llama-3.2-3b-instruct/judge-llama-3.2-3b-instruct/judgments_v30.parquet"
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", "--resources", "gpu=1",
-           "--configfile", "config/config.yaml", "config/paper.yaml", "config/rehearsal.yaml", "overlay.yaml",
-           "--allowed-rules", "prepare_truthfulqa", "prepare_model", "cwpor_questions", "cwpor_debate", "cwpor_judge",
-           "--", target]
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(work),
+        "--cores",
+        "2",
+        "--resources",
+        "gpu=1",
+        "--configfile",
+        "config/config.yaml",
+        "config/paper.yaml",
+        "config/rehearsal.yaml",
+        "overlay.yaml",
+        "--allowed-rules",
+        "prepare_truthfulqa",
+        "prepare_model",
+        "cwpor_questions",
+        "cwpor_debate",
+        "cwpor_judge",
+        "--",
+        target,
+    ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

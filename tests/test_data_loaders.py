@@ -62,7 +62,12 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_demo_quality_h_names_the_pair_without_a_story(tmp_path):
-    frame = prepare_quality_h(str(DEMO / "quality_h/pairs.json"), str(DEMO / "quality_h/stories.jsonl"), tmp_path / "q.parquet", tmp_path / "q.rej.parquet")
+    frame = prepare_quality_h(
+        str(DEMO / "quality_h/pairs.json"),
+        str(DEMO / "quality_h/stories.jsonl"),
+        tmp_path / "q.parquet",
+        tmp_path / "q.rej.parquet",
+    )
     rejected = pl.read_parquet(tmp_path / "q.rej.parquet")
     pairs = json.loads((DEMO / "quality_h/pairs.json").read_text())
     assert frame.height + rejected.height == len(pairs)
@@ -75,7 +80,11 @@ def test_demo_quality_h_names_the_pair_without_a_story(tmp_path):
 
 def test_pair_with_a_missing_field_names_item_and_field(tmp_path):
     pairs = tmp_path / "pairs.json.gz"
-    item = {"story_title": "T", "Q_Y": {"question": "q", "Y_true": "a", "Y_false": "b"}, "Q_H": {"question": "h", "H_true": "c"}}
+    item = {
+        "story_title": "T",
+        "Q_Y": {"question": "q", "Y_true": "a", "Y_false": "b"},
+        "Q_H": {"question": "h", "H_true": "c"},
+    }
     pairs.write_bytes(gzip.compress(json.dumps([item]).encode()))
     contexts = tmp_path / "ctx.json"
     contexts.write_text(json.dumps({"T": "context"}))
@@ -84,7 +93,12 @@ def test_pair_with_a_missing_field_names_item_and_field(tmp_path):
 
 
 def test_demo_gpqa_h_gets_domains_from_titles(tmp_path):
-    frame = prepare_gpqa_h(str(DEMO / "gpqa_h/pairs.json"), str(DEMO / "gpqa_h/contexts.json"), tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
+    frame = prepare_gpqa_h(
+        str(DEMO / "gpqa_h/pairs.json"),
+        str(DEMO / "gpqa_h/contexts.json"),
+        tmp_path / "g.parquet",
+        tmp_path / "g.rej.parquet",
+    )
     assert frame.height == 6
     assert set(frame["domain"]) <= {"chemistry", "physics", "biology"}
     assert frame["context"].str.len_chars().min() > 100
@@ -103,7 +117,12 @@ def test_real_truthfulqa_has_817_questions_in_38_categories(tmp_path, shared_dat
 @pytest.mark.shared_data
 def test_real_quality_h_keeps_every_pair_either_joined_or_named(tmp_path, shared_data):
     folder = shared_data / "quality_h"
-    frame = prepare_quality_h(str(folder / "QuALITY-H-pairs.json"), str(folder / "QuALITY-H-stories-partial.jsonl.gz"), tmp_path / "q.parquet", tmp_path / "q.rej.parquet")
+    frame = prepare_quality_h(
+        str(folder / "QuALITY-H-pairs.json"),
+        str(folder / "QuALITY-H-stories-partial.jsonl.gz"),
+        tmp_path / "q.parquet",
+        tmp_path / "q.rej.parquet",
+    )
     rejected = pl.read_parquet(tmp_path / "q.rej.parquet")
     missing = [line for line in (folder / "QuALITY-H-stories-missing.txt").read_text().splitlines() if line.strip()]
     assert frame.height == 89 and rejected.height == 133
@@ -117,7 +136,12 @@ def test_real_quality_h_keeps_every_pair_either_joined_or_named(tmp_path, shared
 @pytest.mark.shared_data
 def test_real_gpqa_h_has_101_pairs_with_contexts(tmp_path, shared_data):
     folder = shared_data / "gpqa_h"
-    frame = prepare_gpqa_h(str(folder / "GPQA-H-pairs.json.gz"), str(folder / "GPQA-H-title-story.json.gz"), tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
+    frame = prepare_gpqa_h(
+        str(folder / "GPQA-H-pairs.json.gz"),
+        str(folder / "GPQA-H-title-story.json.gz"),
+        tmp_path / "g.parquet",
+        tmp_path / "g.rej.parquet",
+    )
     assert frame.height == 101
     assert frame["domain"].value_counts().sort("domain").to_dicts() == [
         {"domain": "biology", "count": 10},

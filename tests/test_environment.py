@@ -21,7 +21,12 @@ def test_every_installed_package_is_the_version_constraints_txt_pins():
     # the project's own requirements are all pinned, so a fresh resolve cannot pick another major version
     for name in ("torch", "transformers", "polars", "datasets", "huggingface-hub", "snakemake", "pyarrow"):
         assert name in pinned, f"constraints.txt pins no {name}"
-    drift = {name: (want, installed[name]) for name, want in pinned.items()
-             if name in installed and installed[name].split("+")[0] != want}
-    assert not drift, (f"installed versions differ from constraints.txt (pinned, installed): {drift}; run the tests, "
-                       "then `make constraints` if the new versions are meant")
+    drift = {
+        name: (want, installed[name])
+        for name, want in pinned.items()
+        if name in installed and installed[name].split("+")[0] != want
+    }
+    assert not drift, (
+        f"installed versions differ from constraints.txt (pinned, installed): {drift}; run the tests, "
+        "then `make constraints` if the new versions are meant"
+    )

@@ -18,8 +18,9 @@ def _hold(n, total, locks, hold_s, out):
     for key in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID"):
         os.environ.pop(key, None)
     with pinned(n, total=total, locks=locks, poll_s=0.02, what=f"job{os.getpid()}") as gpus:
-        out.put((os.getpid(), gpus, os.environ["CUDA_VISIBLE_DEVICES"], os.environ["CUDA_DEVICE_ORDER"],
-                 time.monotonic()))
+        out.put(
+            (os.getpid(), gpus, os.environ["CUDA_VISIBLE_DEVICES"], os.environ["CUDA_DEVICE_ORDER"], time.monotonic())
+        )
         time.sleep(hold_s)
         out.put((os.getpid(), "done", time.monotonic()))
 
@@ -87,8 +88,13 @@ def test_a_rule_pins_its_gpu_resource_and_restores_the_environment(tmp_path, mon
     monkeypatch.setenv(GPUS_ENV, "2")
     monkeypatch.setattr("debate_audit.runtime.gpu_slots.lock_dir", lambda: tmp_path)
     assert local_gpus() == 2
-    job = SimpleNamespace(rule="verifier_finetune", log=[str(tmp_path / "job.log")], resources=SimpleNamespace(gpu=2),
-                          params=SimpleNamespace(items=lambda: []), wildcards=SimpleNamespace(items=lambda: []))
+    job = SimpleNamespace(
+        rule="verifier_finetune",
+        log=[str(tmp_path / "job.log")],
+        resources=SimpleNamespace(gpu=2),
+        params=SimpleNamespace(items=lambda: []),
+        wildcards=SimpleNamespace(items=lambda: []),
+    )
     with rule_context(job):
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert "CUDA_VISIBLE_DEVICES" not in os.environ

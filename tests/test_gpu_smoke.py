@@ -14,7 +14,14 @@ def test_the_gpu_smoke_script_passes_at_a_tiny_shape_on_the_cpu(embedded_model_d
     printed = capsys.readouterr().out
     assert code == 0, printed
     checks = {c["name"]: c for c in json.loads((tmp_path / "smoke.json").read_text())}
-    assert set(checks) >= {"torch", "vllm", "fine-tuning", "fine-tuning memory", "scoring batch invariance", "generation"}
+    assert set(checks) >= {
+        "torch",
+        "vllm",
+        "fine-tuning",
+        "fine-tuning memory",
+        "scoring batch invariance",
+        "generation",
+    }
     assert all(c["ok"] for c in checks.values())
     assert "2 steps" in checks["fine-tuning"]["detail"]
     assert "0.00e+00" in checks["scoring batch invariance"]["detail"]  # exact on a CPU

@@ -34,6 +34,9 @@ def test_no_other_module_builds_a_markdown_separator_row():
     import debate_audit
 
     root = Path(debate_audit.__file__).parent
-    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
-                 if p.name != "markdown.py" and ('"---"' in p.read_text() or "|---|" in p.read_text())]
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if p.name != "markdown.py" and ('"---"' in p.read_text() or "|---|" in p.read_text())
+    ]
     assert offenders == []

@@ -53,9 +53,18 @@ ARCHS: dict[str, dict] = {
         "id": "meta-llama/Llama-3.1-8B-Instruct",
         # huggingface.co/NaniDAO/Meta-Llama-3.1-8B-Instruct-ablated, config.json (its _name_or_path:
         # meta-llama/Meta-Llama-3.1-8B-Instruct); the same in huggingface.co/vtriple/Llama-3.1-8B-yara config.json
-        "config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-                   "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False},
+        "config": {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 128256,
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "mlp_bias": False,
+        },
         "card": "8B",  # Llama 3.1 card; the hub's "Model size" shows 8.03B
         "hub_total": 8_030_261_248,
     },
@@ -64,10 +73,21 @@ ARCHS: dict[str, dict] = {
         # github.com/jihengzhang/jihz-gpt-oss-20b, gpt-oss-20b/config.json (the hub config less its
         # quantization_config, which the count ignores: MXFP4 {"quant_method": "mxfp4"}); the same fields in
         # github.com/EchoCog/gpt-oss-20b, config.json
-        "config": {"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 24,
-                   "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
-                   "num_experts_per_tok": 4, "vocab_size": 201088, "tie_word_embeddings": False,
-                   "attention_bias": True, "quantization_config": {"quant_method": "mxfp4"}},
+        "config": {
+            "model_type": "gpt_oss",
+            "hidden_size": 2880,
+            "intermediate_size": 2880,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 64,
+            "num_local_experts": 32,
+            "num_experts_per_tok": 4,
+            "vocab_size": 201088,
+            "tie_word_embeddings": False,
+            "attention_bias": True,
+            "quantization_config": {"quant_method": "mxfp4"},
+        },
         # gpt-oss model card (arXiv 2508.10925): "gpt-oss-20b: 20.9B total parameters (3.6B active)"; the
         # hub card rounds it to 21B
         "card": "20.9B",
@@ -81,18 +101,41 @@ ARCHS: dict[str, dict] = {
         # head_dim 256, 3 linear : 1 full, linear conv 4, key heads 16 x 128, value heads 32), and
         # huggingface.co/Qian2501/Qwen3.5-9B-text (32 layers, 24 linear + 8 full). vision_config: the same fixture
         # (depth 27, 1152 wide; docs.vultr.com's Qwen3.5 9B page: "27-layer vision encoder with 1,152 hidden size").
-        "config": {"model_type": "qwen3_5", "tie_word_embeddings": False,
-                   "text_config": {"model_type": "qwen3_5_text", "hidden_size": 4096, "intermediate_size": 12288,
-                                   "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4,
-                                   "head_dim": 256, "vocab_size": 248320, "attn_output_gate": True,
-                                   "attention_bias": False,
-                                   "layer_types": (["linear_attention"] * 3 + [FULL]) * 8,
-                                   "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
-                                   "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-                                   "linear_value_head_dim": 128, "tie_word_embeddings": False},
-                   "vision_config": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
-                                     "in_channels": 3, "num_position_embeddings": 2304, "out_hidden_size": 4096,
-                                     "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2}},
+        "config": {
+            "model_type": "qwen3_5",
+            "tie_word_embeddings": False,
+            "text_config": {
+                "model_type": "qwen3_5_text",
+                "hidden_size": 4096,
+                "intermediate_size": 12288,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 4,
+                "head_dim": 256,
+                "vocab_size": 248320,
+                "attn_output_gate": True,
+                "attention_bias": False,
+                "layer_types": (["linear_attention"] * 3 + [FULL]) * 8,
+                "linear_conv_kernel_dim": 4,
+                "linear_key_head_dim": 128,
+                "linear_num_key_heads": 16,
+                "linear_num_value_heads": 32,
+                "linear_value_head_dim": 128,
+                "tie_word_embeddings": False,
+            },
+            "vision_config": {
+                "depth": 27,
+                "hidden_size": 1152,
+                "intermediate_size": 4304,
+                "num_heads": 16,
+                "in_channels": 3,
+                "num_position_embeddings": 2304,
+                "out_hidden_size": 4096,
+                "patch_size": 16,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+            },
+        },
         "card": "9B",  # "9B dense" (notes file's card column), the card's language model (see the docstring)
         "hub_total": 9_653_104_368,
     },
@@ -104,19 +147,44 @@ ARCHS: dict[str, dict] = {
         # and apxml.com/models/gemma-4-31b. vision_config: huggingface.co/rnagabh/gemma4-vision-encoder,
         # config.json ("_source_model": "google/gemma-4-31B-it", "_verified_total_params": 569550384).
         # No audio tower (the card: audio on E2B / E4B only), so no audio_config.
-        "config": {"model_type": "gemma4", "tie_word_embeddings": True,
-                   "text_config": {"model_type": "gemma4_text", "hidden_size": 5376, "intermediate_size": 21504,
-                                   "num_hidden_layers": 60, "num_attention_heads": 32, "num_key_value_heads": 16,
-                                   "num_global_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
-                                   "attention_k_eq_v": True, "vocab_size": 262144, "tie_word_embeddings": True,
-                                   "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0,
-                                   "enable_moe_block": False, "use_double_wide_mlp": False,
-                                   "layer_types": (["sliding_attention"] * 5 + [FULL]) * 10},
-                   "vision_config": {"model_type": "gemma4_vision", "hidden_size": 1152, "intermediate_size": 4304,
-                                     "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16,
-                                     "head_dim": 72, "global_head_dim": 72, "patch_size": 16,
-                                     "pooling_kernel_size": 3, "position_embedding_size": 10240,
-                                     "standardize": True, "use_clipped_linears": False}},
+        "config": {
+            "model_type": "gemma4",
+            "tie_word_embeddings": True,
+            "text_config": {
+                "model_type": "gemma4_text",
+                "hidden_size": 5376,
+                "intermediate_size": 21504,
+                "num_hidden_layers": 60,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 16,
+                "num_global_key_value_heads": 4,
+                "head_dim": 256,
+                "global_head_dim": 512,
+                "attention_k_eq_v": True,
+                "vocab_size": 262144,
+                "tie_word_embeddings": True,
+                "hidden_size_per_layer_input": 0,
+                "num_kv_shared_layers": 0,
+                "enable_moe_block": False,
+                "use_double_wide_mlp": False,
+                "layer_types": (["sliding_attention"] * 5 + [FULL]) * 10,
+            },
+            "vision_config": {
+                "model_type": "gemma4_vision",
+                "hidden_size": 1152,
+                "intermediate_size": 4304,
+                "num_hidden_layers": 27,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 16,
+                "head_dim": 72,
+                "global_head_dim": 72,
+                "patch_size": 16,
+                "pooling_kernel_size": 3,
+                "position_embedding_size": 10240,
+                "standardize": True,
+                "use_clipped_linears": False,
+            },
+        },
         # The card's 30.7B is the language model; its vision encoder (~550M) is listed beside it
         # (llmradar.eu: "30.7B dense + ~550M vision encoder")
         "card": "30.7B",
@@ -126,42 +194,82 @@ ARCHS: dict[str, dict] = {
     "llama-3.2-3b-instruct": {
         "id": "meta-llama/Llama-3.2-3B-Instruct",
         # huggingface.co/datasets/lhpku20010120/Llama-3.2-3B-Instruct, config.json
-        "config": {"model_type": "llama", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28,
-                   "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
-                   "tie_word_embeddings": True, "attention_bias": False, "mlp_bias": False},
+        "config": {
+            "model_type": "llama",
+            "hidden_size": 3072,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 24,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 128256,
+            "tie_word_embeddings": True,
+            "attention_bias": False,
+            "mlp_bias": False,
+        },
         "card": "3.21B",  # Llama 3.2 card, Params: "3B (3.21B)"
     },
     "mistral-7b-instruct": {
         "id": "mistralai/Mistral-7B-Instruct-v0.3",
         # huggingface.co/mistralai/Mistral-7B-Instruct-v0.3, config.json at c170c708c41dac9275d15a8fff4eca08d52bab71
-        "config": {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32768,
-                   "tie_word_embeddings": False},
+        "config": {
+            "model_type": "mistral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 32768,
+            "tie_word_embeddings": False,
+        },
         "card": "7B",  # its name: the card states no count (docstring)
     },
     "granite-3.2-8b-instruct": {
         "id": "ibm-granite/granite-3.2-8b-instruct",
         # huggingface.co/huihui-ai/granite-3.2-8b-instruct-abliterated, config.json (abliteration keeps the
         # shapes); the same shapes in huggingface.co/ibm-granite/granite-3.1-8b-instruct, config.json
-        "config": {"model_type": "granite", "hidden_size": 4096, "intermediate_size": 12800, "num_hidden_layers": 40,
-                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 49155,
-                   "tie_word_embeddings": True, "attention_bias": False, "mlp_bias": False},
+        "config": {
+            "model_type": "granite",
+            "hidden_size": 4096,
+            "intermediate_size": 12800,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 49155,
+            "tie_word_embeddings": True,
+            "attention_bias": False,
+            "mlp_bias": False,
+        },
         "card": "8.1B",  # granite-3.0-8b card, architecture table: "# Parameters | 8.1B"
     },
     "qwen2.5-14b-instruct": {
         "id": "Qwen/Qwen2.5-14B-Instruct",
         # huggingface.co/jebish7/Qwen2.5-14B-Instruct, config.json ("Duplicate from Qwen/Qwen2.5-14B-Instruct")
-        "config": {"model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 48,
-                   "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064,
-                   "tie_word_embeddings": False},
+        "config": {
+            "model_type": "qwen2",
+            "hidden_size": 5120,
+            "intermediate_size": 13824,
+            "num_hidden_layers": 48,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 8,
+            "vocab_size": 152064,
+            "tie_word_embeddings": False,
+        },
         "card": "14.7B",  # card: "Number of Parameters: 14.7B"
     },
     "phi-4": {
         "id": "microsoft/phi-4",
         # huggingface.co/microsoft/phi-4/blob/refs%2Fpr%2F10/config.json
-        "config": {"model_type": "phi3", "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 40,
-                   "num_attention_heads": 40, "num_key_value_heads": 10, "vocab_size": 100352,
-                   "tie_word_embeddings": False},
+        "config": {
+            "model_type": "phi3",
+            "hidden_size": 5120,
+            "intermediate_size": 17920,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 10,
+            "vocab_size": 100352,
+            "tie_word_embeddings": False,
+        },
         "card": "14B",  # card: "14B parameters, dense decoder-only Transformer model"
         "hub_total": 14_659_507_200,
     },
@@ -224,8 +332,12 @@ def test_the_count_is_the_hubs_count_of_the_files(name):
         # persistent buffers stored with the weights: the vision tower's std_bias / std_scale (2 x 1152) and
         # the 60 decoder layers' layer_scalar
         model = meta_model(arch["config"])
-        stored += sum(buffer.numel() for module in model.modules() for key, buffer in module._buffers.items()
-                      if buffer is not None and key not in module._non_persistent_buffers_set)
+        stored += sum(
+            buffer.numel()
+            for module in model.modules()
+            for key, buffer in module._buffers.items()
+            if buffer is not None and key not in module._non_persistent_buffers_set
+        )
     assert stored == arch["hub_total"]
 
 
@@ -245,20 +357,48 @@ def test_a_multimodal_checkpoint_counts_what_the_loader_keeps(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    config = {"model_type": "qwen3_5", "tie_word_embeddings": False,
-              "text_config": {"model_type": "qwen3_5_text", "hidden_size": 16, "intermediate_size": 32,
-                              "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1,
-                              "head_dim": 8, "vocab_size": 64, "layer_types": ["linear_attention"] * 3 + [FULL],
-                              "linear_conv_kernel_dim": 2, "linear_key_head_dim": 4, "linear_num_key_heads": 2,
-                              "linear_num_value_heads": 2, "linear_value_head_dim": 4, "tie_word_embeddings": False},
-              "vision_config": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2,
-                                "out_hidden_size": 16, "num_position_embeddings": 16, "patch_size": 2,
-                                "spatial_merge_size": 2, "temporal_patch_size": 2}}
+    config = {
+        "model_type": "qwen3_5",
+        "tie_word_embeddings": False,
+        "text_config": {
+            "model_type": "qwen3_5_text",
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 8,
+            "vocab_size": 64,
+            "layer_types": ["linear_attention"] * 3 + [FULL],
+            "linear_conv_kernel_dim": 2,
+            "linear_key_head_dim": 4,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 2,
+            "linear_value_head_dim": 4,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "depth": 1,
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "out_hidden_size": 16,
+            "num_position_embeddings": 16,
+            "patch_size": 2,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     # the stored tensors include a vision tower and an MTP head that Qwen3_5ForCausalLM does not load
-    save_file({"model.language_model.embed_tokens.weight": torch.zeros(64, 16),
-               "model.visual.patch_embed.proj.weight": torch.zeros(16, 24),
-               "mtp.fc.weight": torch.zeros(16, 32)}, tmp_path / "model.safetensors")
+    save_file(
+        {
+            "model.language_model.embed_tokens.weight": torch.zeros(64, 16),
+            "model.visual.patch_embed.proj.weight": torch.zeros(16, 24),
+            "mtp.fc.weight": torch.zeros(16, 32),
+        },
+        tmp_path / "model.safetensors",
+    )
     assert safetensors_params(tmp_path) == 64 * 16 + 16 * 24 + 16 * 32
     assert prepared_params(tmp_path) == loaded_params(config) == numel(meta_model(config))
     assert loaded_params(config) == numel(meta_model(config["text_config"]))  # the text model only

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import json_server
 
-from debate_audit.tools.config_check import config_errors
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
 from debate_audit.models.api import HostedChatModel, request_timeout_s
+from debate_audit.tools.config_check import config_errors
 
 REPO = Path(__file__).resolve().parents[1]
 OVERLAY = yaml.safe_load((REPO / "config/api-generators.yaml").read_text())
@@ -22,9 +22,15 @@ KEY_ENV = "DA_TEST_API_KEY"
 KEY = "sk-test-0123456789-do-not-log-me"
 # a pool's draw as paraphrase/pools.py asks it: sampled, seeded, one per request, with the pool's settings
 DRAW = GenerationParams(max_new_tokens=1024, do_sample=True, temperature=1.0, top_p=0.95, num_samples=1, seed=11)
-USAGE = {"openai": {"prompt_tokens": 50, "completion_tokens": 700, "total_tokens": 750,
-                    "completion_tokens_details": {"reasoning_tokens": 600}},
-         "anthropic": {"input_tokens": 50, "output_tokens": 900}}
+USAGE = {
+    "openai": {
+        "prompt_tokens": 50,
+        "completion_tokens": 700,
+        "total_tokens": 750,
+        "completion_tokens_details": {"reasoning_tokens": 600},
+    },
+    "anthropic": {"input_tokens": 50, "output_tokens": 900},
+}
 
 
 def ask(text: str) -> list[dict[str, str]]:
@@ -49,15 +55,42 @@ def provider_server():
             return 401, {}, {"error": {"type": "authentication_error", "message": f"bad credentials: {shown}"}}
         long = "long" in last
         if path.endswith("/chat/completions"):
-            return 200, {}, {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body["model"],
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": f" re: {last} "},
-                                          "finish_reason": "length" if long else "stop"}],
-                             "usage": USAGE["openai"]}
-        return 200, {}, {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                         "content": [{"type": "thinking", "thinking": "first I think", "signature": "sig"},
-                                     {"type": "text", "text": "re: "}, {"type": "text", "text": last}],
-                         "stop_reason": "max_tokens" if long else "end_turn", "stop_sequence": None,
-                         "usage": USAGE["anthropic"]}
+            return (
+                200,
+                {},
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": f" re: {last} "},
+                            "finish_reason": "length" if long else "stop",
+                        }
+                    ],
+                    "usage": USAGE["openai"],
+                },
+            )
+        return (
+            200,
+            {},
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [
+                    {"type": "thinking", "thinking": "first I think", "signature": "sig"},
+                    {"type": "text", "text": "re: "},
+                    {"type": "text", "text": last},
+                ],
+                "stop_reason": "max_tokens" if long else "end_turn",
+                "stop_sequence": None,
+                "usage": USAGE["anthropic"],
+            },
+        )
 
     with json_server(respond) as url:
         yield url, seen
@@ -94,8 +127,12 @@ def test_gpt_is_sent_what_query_gpt_sends_and_none_of_the_pools_settings(provide
     assert path == "/v1/chat/completions"
     # query_llm.py (commit 4cb6829) query_gpt: model, reasoning_effort='high', temperature=1.8, messages; no
     # token cap, no top_p, and not the pool's temperature, budget or seed
-    assert body == {"model": "gpt-5.6-terra", "messages": ask("Is water wet?"), "reasoning_effort": "high",
-                    "temperature": 1.8}
+    assert body == {
+        "model": "gpt-5.6-terra",
+        "messages": ask("Is water wet?"),
+        "reasoning_effort": "high",
+        "temperature": 1.8,
+    }
 
 
 def test_claude_is_sent_what_query_claude_sends_and_no_sampling_parameter(provider_server, tmp_path):
@@ -105,16 +142,24 @@ def test_claude_is_sent_what_query_claude_sends_and_no_sampling_parameter(provid
     ((path, body, _),) = seen
     assert path == "/v1/messages"
     # query_claude: max_tokens=MAX_TOKENS (16384), thinking adaptive, output_config effort high, messages
-    assert body == {"model": "claude-opus-4-8", "messages": ask("Is water wet?"), "max_tokens": 16384,
-                    "thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}}
+    assert body == {
+        "model": "claude-opus-4-8",
+        "messages": ask("Is water wet?"),
+        "max_tokens": 16384,
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "high"},
+    }
     assert not {"temperature", "top_p", "top_k"} & set(body)
     assert [r.text for r in replies] == ["re: Is water wet?"]  # the text blocks joined, the thinking left out
 
 
-@pytest.mark.parametrize(("name", "cut_reason", "end_reason"),
-                         [("gpt-5.6-terra", "length", "stop"), ("claude-opus-4-8", "max_tokens", "end_turn")])
-def test_a_reply_stopped_by_its_token_cap_is_cut_and_keeps_its_finish_reason(provider_server, tmp_path, name,
-                                                                           cut_reason, end_reason):
+@pytest.mark.parametrize(
+    ("name", "cut_reason", "end_reason"),
+    [("gpt-5.6-terra", "length", "stop"), ("claude-opus-4-8", "max_tokens", "end_turn")],
+)
+def test_a_reply_stopped_by_its_token_cap_is_cut_and_keeps_its_finish_reason(
+    provider_server, tmp_path, name, cut_reason, end_reason
+):
     url, seen = provider_server
     convs = [ask("a long question"), ask("a short one")]
     with hosted(name, url, tmp_path / "cache", tmp_path) as lm:
@@ -135,8 +180,11 @@ def test_every_reply_records_the_providers_token_usage(provider_server, tmp_path
         assert reply.usage == USAGE[provider]
         total = "completion_tokens" if provider == "openai" else "output_tokens"
         assert lm.usage[total] == USAGE[provider][total]
-    records = [json.loads(line.split("\t", 3)[3]) for f in (tmp_path / "cache").rglob("*.shard")
-               for line in f.read_text().splitlines()[1:]]
+    records = [
+        json.loads(line.split("\t", 3)[3])
+        for f in (tmp_path / "cache").rglob("*.shard")
+        for line in f.read_text().splitlines()[1:]
+    ]
     assert [r["usage"] for r in records] == [[USAGE[provider]]]
     assert records[0]["engine"].startswith(f"{provider}-python ")
 
@@ -144,8 +192,11 @@ def test_every_reply_records_the_providers_token_usage(provider_server, tmp_path
 def test_a_reply_is_in_the_cache_when_a_later_request_fails(provider_server, tmp_path):
     url, seen = provider_server
     # one request at a time: the first is answered (and paid for) before the second fails for good
-    with pytest.raises(RuntimeError, match=r"BadRequestError.*this prompt is refused.*the 1 replies that arrived "
-                                           r"are cached"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"BadRequestError.*this prompt is refused.*the 1 replies that arrived "
+        r"are cached",
+    ):
         with hosted("gpt-5.6-terra", url, tmp_path / "cache", tmp_path, concurrency=1) as lm:
             lm.generate_replies([ask("paid for"), ask("fail"), ask("never sent")], DRAW)
     assert [body["messages"][0]["content"] for _, body, _ in seen] == ["paid for", "fail"]  # a 400 is not retried
@@ -177,8 +228,12 @@ def test_the_api_key_is_in_no_log_cache_file_record_or_error(provider_server, tm
     assert all(f"<value of ${KEY_ENV}>" in e for e in errors)  # the provider's echo of it, replaced
     shards = list((tmp_path / "cache").rglob("*.shard"))
     assert shards
-    for where, text in [("log", caplog.text), ("errors", "\n".join(errors)), ("replies", repr(replies)),
-                        *((str(f), f.read_text()) for f in shards)]:
+    for where, text in [
+        ("log", caplog.text),
+        ("errors", "\n".join(errors)),
+        ("replies", repr(replies)),
+        *((str(f), f.read_text()) for f in shards),
+    ]:
         assert KEY not in text, where
 
 
@@ -197,8 +252,16 @@ def test_a_bad_provider_or_request_fails_naming_the_key(provider_server, tmp_pat
         ModelSpec.from_config("gen", {**shipped("claude-opus-4-8", url), "request": {"thinking": {"type": "adaptive"}}})
     # a name the SDK's create() does not take fails when the model opens, before any request
     with pytest.raises(ValueError, match=r"^models\.gen\.request\.temprature: not a parameter of openai-python"):
-        HostedChatModel(name="gen", provider="openai", model="m", base_url=url, api_key_env=KEY_ENV,
-                        request={"temprature": 1.8}, fingerprint="f", cache=None)
+        HostedChatModel(
+            name="gen",
+            provider="openai",
+            model="m",
+            base_url=url,
+            api_key_env=KEY_ENV,
+            request={"temprature": 1.8},
+            fingerprint="f",
+            cache=None,
+        )
     # at start-up the whole config is checked: the schema and the spec both name the key
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     config["models"]["gen"] = {**gpt, "provider": "azure"}
@@ -206,7 +269,8 @@ def test_a_bad_provider_or_request_fails_naming_the_key(provider_server, tmp_pat
     errors = config_errors(config, REPO / "config/schema.yaml")
     assert [e for e in errors if e.startswith("models.gen")] == [
         "models.gen.provider: 'azure' is not a provider; use one of ['openai', 'anthropic'] (or leave it unset for "
-        "an OpenAI-compatible server such as vLLM)"]
+        "an OpenAI-compatible server such as vLLM)"
+    ]
 
 
 def test_a_pool_stating_another_temperature_than_its_provider_model_sends_is_refused():
@@ -217,7 +281,8 @@ def test_a_pool_stating_another_temperature_than_its_provider_model_sends_is_ref
     config["paraphrase"]["test"]["generators"]["gen-a"]["temperature"] = 1.0
     assert [e for e in config_errors(config) if e.startswith("paraphrase.")] == [
         "paraphrase.test.generators.gen-a.temperature: 1.0, but models.gpt-5.6-terra.request.temperature sends 1.8 "
-        "(a provider model is sent its request, not the pool's settings); set it to 1.8"]
+        "(a provider model is sent its request, not the pool's settings); set it to 1.8"
+    ]
 
 
 def test_the_request_timeout_follows_the_token_budget(provider_server, tmp_path):

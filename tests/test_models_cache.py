@@ -13,7 +13,13 @@ import pytest
 from debate_audit.models import cache as cache_mod
 from debate_audit.models.cache import SHARD_SUFFIX, CacheError, CallCache, cache_key, namespace_dir_name
 
-BASE = dict(fingerprint="abc", dtype="torch.float32", operation="generate", prompt="<|im_start|>user\nHi", params={"max_new_tokens": 8})
+BASE = dict(
+    fingerprint="abc",
+    dtype="torch.float32",
+    operation="generate",
+    prompt="<|im_start|>user\nHi",
+    params={"max_new_tokens": 8},
+)
 NS = "f" * 64  # a weights sha256, as LanguageModel passes it
 
 
@@ -89,10 +95,13 @@ def test_a_rerun_reads_earlier_shards_and_writes_only_its_own(tmp_path):
 
 # ---------------------------------------------------------------- concurrent processes
 
+
 def _writer(root: str, prefix: str, n: int, batch: int) -> None:
     cache = CallCache(root, namespace=NS)
     for start in range(0, n, batch):
-        cache.put_many("generate", {key(f"{prefix}{i}"): value_of(f"{prefix}{i}") for i in range(start, min(n, start + batch))})
+        cache.put_many(
+            "generate", {key(f"{prefix}{i}"): value_of(f"{prefix}{i}") for i in range(start, min(n, start + batch))}
+        )
         # Read while the others write: own and foreign shards, partially written tails included.
         names = [f"{p}{i}" for p in "abcd" for i in range(0, n, 7)]
         got = cache.get_many(key(name) for name in names)
@@ -151,7 +160,9 @@ for start in range(0, n, batch):
 
 def test_a_job_killed_mid_write_keeps_earlier_batches_and_a_rerun_fills_the_rest(tmp_path, caplog):
     root, n, batch = tmp_path / "c", 20000, 200
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(n), str(batch)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(root), str(n), str(batch)], stdout=subprocess.PIPE, text=True
+    )
     done = int([proc.stdout.readline() for _ in range(5)][-1])
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -186,6 +197,7 @@ def test_a_record_still_being_written_is_read_once_complete(tmp_path):
 
 
 # ---------------------------------------------------------------- damage and errors
+
 
 def test_a_corrupt_record_is_skipped_named_in_the_log_and_recomputed(tmp_path, caplog):
     cache = CallCache(tmp_path / "c", namespace=NS)
@@ -266,7 +278,9 @@ def test_an_old_sqlite_moved_into_the_directory_is_read_and_never_written(tmp_pa
     cache.put_many("generate", {key(str(i)): ["new"] for i in range(600, 700)})
     assert len(cache.get_many([key(str(i)) for i in range(700)])) == 700
     cache.close()
-    assert old.read_bytes() == before and sorted(p.name for p in old.parent.iterdir()) == sorted(["model_calls.sqlite", NS])
+    assert old.read_bytes() == before and sorted(p.name for p in old.parent.iterdir()) == sorted(
+        ["model_calls.sqlite", NS]
+    )
 
 
 def test_a_malformed_legacy_database_names_the_path_and_the_fix(tmp_path):
@@ -284,6 +298,7 @@ def test_a_malformed_legacy_database_names_the_path_and_the_fix(tmp_path):
 
 
 # ---------------------------------------------------------------- one writer per file
+
 
 def test_two_instances_never_open_the_same_file_for_writing(tmp_path, monkeypatch):
     writes, reads = [], []
@@ -305,13 +320,17 @@ def test_two_instances_never_open_the_same_file_for_writing(tmp_path, monkeypatc
         a.put_many("generate", {key(f"a{i}"): i})
         b.put_many("generate", {key(f"b{i}"): i})
         assert len(a.get_many([key(f"b{i}")])) == len(b.get_many([key(f"a{i}")])) == 1
-    assert sorted({p for p, _ in writes}) == sorted([str(a.shard_path), str(b.shard_path)]) and a.shard_path != b.shard_path
+    assert (
+        sorted({p for p, _ in writes}) == sorted([str(a.shard_path), str(b.shard_path)])
+        and a.shard_path != b.shard_path
+    )
     assert len(writes) == 2 and all(flags & os.O_EXCL and flags & os.O_APPEND for _, flags in writes)
     assert reads and all(mode == "rb" for _, mode in reads)
     assert key("a0").encode() in a.shard_path.read_bytes() and key("a0").encode() not in b.shard_path.read_bytes()
 
 
 # ---------------------------------------------------------------- lookup speed (printed, not asserted)
+
 
 def test_lookup_over_many_shards_stays_fast(tmp_path):
     root, n_shards, per_shard = tmp_path / "c", 50, 1000
@@ -331,8 +350,10 @@ def test_lookup_over_many_shards_stays_fast(tmp_path):
     again = reader.get_many(wanted)
     t_warm = time.perf_counter() - t0
     assert len(first) == len(again) == 500 and first == again
-    print(f"\n{n_shards} shards x {per_shard} entries: write {t_write:.2f} s (fsync per batch); get_many of 500 keys: "
-          f"first (indexes all shards) {t_cold * 1e3:.1f} ms, next {t_warm * 1e3:.1f} ms")
+    print(
+        f"\n{n_shards} shards x {per_shard} entries: write {t_write:.2f} s (fsync per batch); get_many of 500 keys: "
+        f"first (indexes all shards) {t_cold * 1e3:.1f} ms, next {t_warm * 1e3:.1f} ms"
+    )
 
 
 def test_an_old_cache_file_next_to_the_new_directory_is_named_not_silently_ignored(tmp_path, caplog):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from debate_audit.models import GenerationParams, LanguageModel, write_fingerprint
-from debate_audit.models.chat import CLOSED_THINK, HARMONY_FINAL, TEMPLATE_DATE, ChatFormat, reasoning_format
+from debate_audit.models.chat import CLOSED_THINK, TEMPLATE_DATE, ChatFormat, reasoning_format
 
 TEMPLATES = Path(__file__).parent / "chat_templates"
 HARMONY_TOKENS = ["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>"]
@@ -17,8 +17,9 @@ QUESTION = [{"role": "user", "content": "Which debater quotes the story?"}]
 ANALYSIS = "We need to compare the quotes. Debater A quotes twice."
 ANSWER = "Debater A's quotes are verified.\nAnswer: A"
 # GPT-OSS's reply as the harmony docs show it: analysis, then the final channel, ended by <|return|>.
-HARMONY_REPLY = (f"<|channel|>analysis<|message|>{ANALYSIS}<|end|><|start|>assistant"
-                 f"<|channel|>final<|message|>{ANSWER}<|return|>")
+HARMONY_REPLY = (
+    f"<|channel|>analysis<|message|>{ANALYSIS}<|end|><|start|>assistant<|channel|>final<|message|>{ANSWER}<|return|>"
+)
 
 
 def fixture_tokenizer(embedded_model_dir, template: str, kind: str):
@@ -77,14 +78,20 @@ def test_qwen_thinking_switch_and_prefill(qwen):
         assert chat.render(qwen, QUESTION, "Answer:").endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nAnswer:")
 
 
-@pytest.mark.parametrize("reply, answer", [
-    (HARMONY_REPLY, ANSWER),
-    (f"<|channel|>analysis<|message|>{ANALYSIS} and more", ""),  # the budget ran out in the analysis
-    (f"<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>{ANSWER}", ANSWER),
-    (f"<|channel|>final<|message|>{ANSWER}<|return|>", ANSWER),  # no analysis at all
-    (f"<|channel|>commentary<|message|>calling<|end|><|start|>assistant<|channel|>final <|constrain|>json"
-     f"<|message|>{{\"a\": 1}}<|return|>", '{"a": 1}'),
-])
+@pytest.mark.parametrize(
+    "reply, answer",
+    [
+        (HARMONY_REPLY, ANSWER),
+        (f"<|channel|>analysis<|message|>{ANALYSIS} and more", ""),  # the budget ran out in the analysis
+        (f"<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>{ANSWER}", ANSWER),
+        (f"<|channel|>final<|message|>{ANSWER}<|return|>", ANSWER),  # no analysis at all
+        (
+            "<|channel|>commentary<|message|>calling<|end|><|start|>assistant<|channel|>final <|constrain|>json"
+            '<|message|>{"a": 1}<|return|>',
+            '{"a": 1}',
+        ),
+    ],
+)
 def test_harmony_reply_reads_back_its_final_channel(harmony, reply, answer):
     chat = ChatFormat.of(harmony)
     assert chat.final_answer(chat.render(harmony, QUESTION), reply) == answer
@@ -106,12 +113,15 @@ def test_harmony_tokens_decoded_as_the_model_emits_them(harmony):
     assert chat.final_answer(chat.render(harmony, QUESTION), kept) == ANSWER
 
 
-@pytest.mark.parametrize("switch, reply, answer", [
-    (None, f"{ANALYSIS}\n</think>\n\n{ANSWER}", ANSWER),  # the template opened the block
-    (None, ANALYSIS, ""),  # the budget ran out while thinking
-    (False, ANSWER, ANSWER),  # thinking off: the reply is the answer
-    (False, f"<think>\n{ANALYSIS}\n</think>\n\n{ANSWER}", ANSWER),  # it thought anyway
-])
+@pytest.mark.parametrize(
+    "switch, reply, answer",
+    [
+        (None, f"{ANALYSIS}\n</think>\n\n{ANSWER}", ANSWER),  # the template opened the block
+        (None, ANALYSIS, ""),  # the budget ran out while thinking
+        (False, ANSWER, ANSWER),  # thinking off: the reply is the answer
+        (False, f"<think>\n{ANALYSIS}\n</think>\n\n{ANSWER}", ANSWER),  # it thought anyway
+    ],
+)
 def test_qwen_reply_reads_back_what_follows_the_think_block(qwen, switch, reply, answer):
     chat = ChatFormat.of(qwen, None if switch is None else {"enable_thinking": switch})
     assert chat.final_answer(chat.render(qwen, QUESTION), reply) == answer
@@ -121,7 +131,10 @@ def test_a_model_without_reasoning_is_unchanged(embedded_lm):
     chat = ChatFormat.of(embedded_lm.tokenizer)
     assert not chat.keeps_special_tokens and chat.key() == {}
     text = chat.render(embedded_lm.tokenizer, QUESTION, "Answer:")
-    assert text == embedded_lm.tokenizer.apply_chat_template(QUESTION, tokenize=False, add_generation_prompt=True) + "Answer:"
+    assert (
+        text
+        == embedded_lm.tokenizer.apply_chat_template(QUESTION, tokenize=False, add_generation_prompt=True) + "Answer:"
+    )
     assert chat.final_answer(text, "  <think>x</think> y ") == "<think>x</think> y"
 
 
@@ -131,12 +144,20 @@ def scripted_model(tokenizer, out_dir: Path, prompt_ids: list[int], reply_ids: l
     attention and MLP outputs are zero, so a position's logits come from its learned position embedding
     alone, and position p's embedding points at the token to write at p + 1."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, GenerationConfig
+    from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel
 
     width = len(prompt_ids) + len(reply_ids) + 8
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=width, n_embd=width, n_layer=1, n_head=1,
-                        tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
-                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=width,
+        n_embd=width,
+        n_layer=1,
+        n_head=1,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = GPT2LMHeadModel(config)
     with torch.no_grad():
         for param in model.parameters():
@@ -204,8 +225,12 @@ def test_rehearsal_stand_in_with_the_published_template_generates(tmp_path, harm
     borrowed = scripted_model(tokenizer, tmp_path / "tokenizer", prompt_ids, [tokenizer.eos_token_id])
     spec = ModelSpec.from_config("stand-in", {"source": "random", "id": arch, "tokenizer": "scripted"})
     prepare_model(spec, tmp_path / "m", borrowed)
-    lm = LanguageModel(tmp_path / "m", batch_size=2, cache=None,
-                       chat_template_kwargs=None if kind == "harmony" else {"enable_thinking": False})
+    lm = LanguageModel(
+        tmp_path / "m",
+        batch_size=2,
+        cache=None,
+        chat_template_kwargs=None if kind == "harmony" else {"enable_thinking": False},
+    )
     assert lm.chat.reasoning == kind
     (replies,) = lm.generate([QUESTION], GenerationParams(max_new_tokens=12))
     assert isinstance(replies[0], str) and not any(t in replies[0] for t in lm.chat.special_tokens)

@@ -45,9 +45,16 @@ def _kernel_with_small_row_paths(min_rows: int, multiple: int):
     return linear
 
 
-@pytest.mark.parametrize(("min_rows", "multiple", "expected"),
-                         [(1, 1, RowPadding(1, 1)), (4, 1, RowPadding(1, 4)), (8, 1, RowPadding(1, 8)),
-                          (8, 4, RowPadding(4, 8)), (16, 1, RowPadding(1, 16))])
+@pytest.mark.parametrize(
+    ("min_rows", "multiple", "expected"),
+    [
+        (1, 1, RowPadding(1, 1)),
+        (4, 1, RowPadding(1, 4)),
+        (8, 1, RowPadding(1, 8)),
+        (8, 4, RowPadding(4, 8)),
+        (16, 1, RowPadding(1, 16)),
+    ],
+)
 def test_the_probe_picks_the_cheapest_padding_that_hides_the_row_count(min_rows, multiple, expected):
     linear = _kernel_with_small_row_paths(min_rows, multiple)
     assert probe_row_padding([(64, 32), (48, 96)], linear=linear) == expected
@@ -106,8 +113,13 @@ _CHECK = textwrap.dedent("""
 
 def _check(embedded_model_dir, mkl_cbwr: str, padding: str) -> dict:
     env = dict(os.environ, MKL_CBWR=mkl_cbwr)
-    done = subprocess.run([sys.executable, "-c", _CHECK, str(embedded_model_dir), padding], env=env,
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHECK, str(embedded_model_dir), padding],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -115,7 +127,8 @@ def _check(embedded_model_dir, mkl_cbwr: str, padding: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("mkl_cbwr", ["COMPATIBLE,STRICT"])  # differs below 8 rows and off multiples of 4
 def test_a_cpu_whose_products_depend_on_the_row_count_gets_batch_invariance_from_the_padding(
-        embedded_model_dir, mkl_cbwr):
+    embedded_model_dir, mkl_cbwr
+):
     without = _check(embedded_model_dir, mkl_cbwr, "off")
     if without["scores_equal"] and without["text_equal"]:
         pytest.skip(f"MKL_CBWR={mkl_cbwr} gives row-invariant products on this CPU: nothing to stand in for")
@@ -139,8 +152,16 @@ _FIRST_CALL = textwrap.dedent("""
 def test_fresh_processes_give_the_same_bits_on_their_first_call(embedded_model_dir):
     # The first forward pass of a process is where inaccurate first vector-math calls showed (1e-4 apart in
     # about one fresh 2-thread process in six before the warm-up); every process must agree to the bit.
-    runs = [subprocess.run([sys.executable, "-c", _FIRST_CALL, str(embedded_model_dir)], capture_output=True,
-                           text=True, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="2")) for _ in range(4)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _FIRST_CALL, str(embedded_model_dir)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=dict(os.environ, OMP_NUM_THREADS="2"),
+        )
+        for _ in range(4)
+    ]
     assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
     scores = {r.stdout.strip().splitlines()[-1] for r in runs}
     assert len(scores) == 1, scores

@@ -27,8 +27,9 @@ def test_sampled_frequencies_match_the_tempered_distribution(temperature):
     p = torch.tensor([0.6, 0.3, 0.1])
     n = 4000
     logits = p.log().expand(n, 3)
-    tokens = next_tokens(logits, Sampling(temperature, 1.0, range(n)),
-                         [torch.Generator().manual_seed(s) for s in range(n)])
+    tokens = next_tokens(
+        logits, Sampling(temperature, 1.0, range(n)), [torch.Generator().manual_seed(s) for s in range(n)]
+    )
     target = p ** (1 / temperature)
     target = target / target.sum()
     freq = torch.bincount(tokens, minlength=3).double() / n
@@ -58,14 +59,21 @@ def test_batched_decoding_equals_transformers_generate_per_prompt(embedded_lm):
     lm = embedded_lm
     prompts = [lm._encode(lm.render_chat(c)) for c in CONVS]
     eos = lm._eos_ids()
-    batched = decode(lm.model, prompts, max_new_tokens=40, eos_ids=eos, pad_id=lm.tokenizer.pad_token_id,
-                     cache_kwarg=lm._cache_kwarg)
+    batched = decode(
+        lm.model, prompts, max_new_tokens=40, eos_ids=eos, pad_id=lm.tokenizer.pad_token_id, cache_kwarg=lm._cache_kwarg
+    )
     lengths = []
     for prompt, ours in zip(prompts, batched):
         ids = torch.tensor([prompt])
-        ref = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=40,
-                                do_sample=False, eos_token_id=eos, pad_token_id=lm.tokenizer.pad_token_id)
-        ref = [t for t in ref[0, len(prompt):].tolist() if t not in eos]
+        ref = lm.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=40,
+            do_sample=False,
+            eos_token_id=eos,
+            pad_token_id=lm.tokenizer.pad_token_id,
+        )
+        ref = [t for t in ref[0, len(prompt) :].tolist() if t not in eos]
         assert ours == ref
         lengths.append(len(ours))
     assert min(lengths) < 40 == max(lengths)  # some rows finished early and were dropped mid-batch
@@ -115,8 +123,9 @@ def test_reusing_stored_prompt_states_gives_the_same_scores_and_text(embedded_mo
     from debate_audit.models import LanguageModel
 
     reuse = LanguageModel(embedded_model_dir, batch_size=4, cache=None)
-    plain = LanguageModel(embedded_model_dir, batch_size=4, cache=None, model=reuse.model,
-                          tokenizer=reuse.tokenizer, prefix_store_mb=0)
+    plain = LanguageModel(
+        embedded_model_dir, batch_size=4, cache=None, model=reuse.model, tokenizer=reuse.tokenizer, prefix_store_mb=0
+    )
     convs = [c + [{"role": "assistant", "content": "Sure."}] for c in CONVS]
     params = GenerationParams(max_new_tokens=12)
     first = reuse.generate(convs, params)

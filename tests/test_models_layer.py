@@ -19,7 +19,10 @@ QUESTIONS = [
 def judge_prompts(lm):
     return [
         lm.render_chat(
-            [{"role": "system", "content": "You are a careful judge."}, {"role": "user", "content": q + "\nAnswer A: yes\nAnswer B: no"}],
+            [
+                {"role": "system", "content": "You are a careful judge."},
+                {"role": "user", "content": q + "\nAnswer A: yes\nAnswer B: no"},
+            ],
             assistant_prefix="Final Answer: Answer",
         )
         for q in QUESTIONS
@@ -78,7 +81,9 @@ def test_seeded_sampling_reproduces_and_seed_changes_samples(embedded_lm):
 
 
 def test_generation_stops_at_end_of_turn(embedded_lm):
-    text = embedded_lm.generate([[{"role": "user", "content": "What is the capital of France?"}]], GenerationParams(max_new_tokens=60))[0][0]
+    text = embedded_lm.generate(
+        [[{"role": "user", "content": "What is the capital of France?"}]], GenerationParams(max_new_tokens=60)
+    )[0][0]
     assert "Paris" in text
     assert "<|im_end|>" not in text and "<|im_start|>" not in text
 
@@ -136,7 +141,10 @@ def test_a_numerics_version_bump_makes_every_cached_call_miss(embedded_model_dir
     texts = first.generate(convs, GenerationParams(max_new_tokens=4))
     first.close()
     same = LanguageModel(embedded_model_dir, cache=tmp_path / "c")
-    assert same.choice_logprobs(prompts, [" A", " B"]) == scores and same.generate(convs, GenerationParams(max_new_tokens=4)) == texts
+    assert (
+        same.choice_logprobs(prompts, [" A", " B"]) == scores
+        and same.generate(convs, GenerationParams(max_new_tokens=4)) == texts
+    )
     assert (same.cache.hits, same.cache.misses) == (4, 0)
     monkeypatch.setattr(lm_module, "NUMERICS_VERSION", lm_module.NUMERICS_VERSION + 1)
     bumped = LanguageModel(embedded_model_dir, cache=tmp_path / "c")

@@ -3,7 +3,6 @@ out-of-memory back-off, batched greedy generation; and the batch planner covers 
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -171,8 +170,10 @@ def _mixed_prompts(lm: LanguageModel) -> list[str]:
     unrelated ones: every path of the planner and the prefix store."""
     story = _story_prompts(lm)
     extended = [story[1] + " B", story[1] + " B. The map was found near the river by the crew.\nAnswer:"]
-    short = [lm.render_chat([{"role": "user", "content": q}], assistant_prefix="Answer:")
-             for q in ("Two plus two? A: 4 B: 5", "Is ice cold? A: yes B: no", "Pick A or B.")]
+    short = [
+        lm.render_chat([{"role": "user", "content": q}], assistant_prefix="Answer:")
+        for q in ("Two plus two? A: 4 B: 5", "Is ice cold? A: yes B: no", "Pick A or B.")
+    ]
     return story + extended + short
 
 
@@ -218,12 +219,18 @@ def test_scores_are_bit_identical_for_prompts_spanning_several_attention_blocks(
     # of one to six blocks share a pass, a block runs only over the rows that reach it, and a shared story
     # prefix ends mid-block.
     story = "The crew of the ship landed on a cold planet and found an old map near the river. " * 14
-    prompts = [lm.render_chat([{"role": "user", "content": f"Story: {story}\nQuestion: {q}\nA: yes B: no"}],
-                              assistant_prefix="Answer:")
-               for q in ("Was it cold?", "Was there a map near the river, and who found it?", "Did they land?")]
-    prompts += [lm.render_chat([{"role": "user", "content": "Numbers: " + " ".join(map(str, range(90)))}],
-                               assistant_prefix="Answer:"),
-                lm.render_chat([{"role": "user", "content": "Pick A or B."}], assistant_prefix="Answer:")]
+    prompts = [
+        lm.render_chat(
+            [{"role": "user", "content": f"Story: {story}\nQuestion: {q}\nA: yes B: no"}], assistant_prefix="Answer:"
+        )
+        for q in ("Was it cold?", "Was there a map near the river, and who found it?", "Did they land?")
+    ]
+    prompts += [
+        lm.render_chat(
+            [{"role": "user", "content": "Numbers: " + " ".join(map(str, range(90)))}], assistant_prefix="Answer:"
+        ),
+        lm.render_chat([{"role": "user", "content": "Pick A or B."}], assistant_prefix="Answer:"),
+    ]
     lengths = sorted(len(lm._encode(p)) for p in prompts)
     assert lengths[0] < 128 and lengths[-1] > 256
     labels = [" A", " B"]
@@ -247,19 +254,40 @@ def test_a_prompt_with_one_query_in_its_last_attention_block_scores_the_same_alo
     ids = lm._encode(words)
     prompts = [lm.tokenizer.decode(ids[: n - 3]) + "\nAnswer:" for n in (129, 257, 300)]
     assert [len(lm._encode(p)) for p in prompts] == [129, 257, 300]
-    alone = [LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer,
-                           prefix_store_mb=0, prefix_sharing=False).choice_logprobs([p], [" A", " B"])[0]
-             for p in prompts]
-    together = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
-                             prefix_store_mb=0, prefix_sharing=False).choice_logprobs(prompts, [" A", " B"])
+    alone = [
+        LanguageModel(
+            lm.model_dir,
+            batch_size=1,
+            cache=None,
+            model=lm.model,
+            tokenizer=lm.tokenizer,
+            prefix_store_mb=0,
+            prefix_sharing=False,
+        ).choice_logprobs([p], [" A", " B"])[0]
+        for p in prompts
+    ]
+    together = LanguageModel(
+        lm.model_dir,
+        batch_size=8,
+        cache=None,
+        model=lm.model,
+        tokenizer=lm.tokenizer,
+        prefix_store_mb=0,
+        prefix_sharing=False,
+    ).choice_logprobs(prompts, [" A", " B"])
     assert together == alone
     # The same for a shared prefix of 129 tokens, run once for the group and reused.
     shared = [lm.tokenizer.decode(ids[:129]) + f" {word}\nAnswer:" for word in ("alpha", "beta", "gamma")]
     assert {b.prefix for b in plan_batches({i: lm._encode(p) for i, p in enumerate(shared)}, batch_size=8)} == {129}
-    alone = [LanguageModel(lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer,
-                           prefix_store_mb=0).choice_logprobs([p], [" A", " B"])[0] for p in shared]
-    grouped = LanguageModel(lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer,
-                            prefix_store_mb=0).choice_logprobs(shared, [" A", " B"])
+    alone = [
+        LanguageModel(
+            lm.model_dir, batch_size=1, cache=None, model=lm.model, tokenizer=lm.tokenizer, prefix_store_mb=0
+        ).choice_logprobs([p], [" A", " B"])[0]
+        for p in shared
+    ]
+    grouped = LanguageModel(
+        lm.model_dir, batch_size=8, cache=None, model=lm.model, tokenizer=lm.tokenizer, prefix_store_mb=0
+    ).choice_logprobs(shared, [" A", " B"])
     assert grouped == alone
 
 
@@ -271,8 +299,15 @@ def test_packed_rows_are_bit_identical_alone_and_together_with_and_without_group
 
     torch.manual_seed(0)
     for kv_heads in (4, 2):  # one key head per query head (one-row blocks possible), and grouped
-        config = LlamaConfig(vocab_size=500, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=1024)
+        config = LlamaConfig(
+            vocab_size=500,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=1024,
+        )
         model = LlamaForCausalLM(config).eval()
         model.set_attn_implementation(register_attention())
         if make_batch_invariant(model) is None:  # the same start-up check as LanguageModel's
@@ -281,7 +316,10 @@ def test_packed_rows_are_bit_identical_alone_and_together_with_and_without_group
         seqs = [torch.randint(0, 500, (n,), generator=gen).tolist() for n in (129, 257, 1, 200, 385)]
         together = forward_packed(model, seqs, cache_kwarg="cache")[0]
         for row, seq in enumerate(seqs):
-            assert torch.equal(forward_packed(model, [seq], cache_kwarg="cache")[0][0], together[row]), (kv_heads, len(seq))
+            assert torch.equal(forward_packed(model, [seq], cache_kwarg="cache")[0][0], together[row]), (
+                kv_heads,
+                len(seq),
+            )
 
 
 @pytest.mark.slow

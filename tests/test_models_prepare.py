@@ -8,33 +8,42 @@ import hashlib
 import json
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
+from hub_server import LocalHub
+from smoke_workflow import project_copy
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelSpec, prepare_model, read_fingerprint
 from debate_audit.models.pins import main as pins_main
 from debate_audit.models.pins import pin_file, unpinned_warnings
 from debate_audit.models.prepare import manifest_sha256
-from hub_server import LocalHub
-from smoke_workflow import project_copy
 
 REPO_ID = "test-org/tiny-llama"
 # Files a hub repository holds beside what prepare_model takes: pickled weights, a second copy of the weights
 # in a subfolder (as gpt-oss has), remote code, a model card.
-EXTRA = {"pytorch_model.bin": b"pickle" * 10, "original/model.safetensors": b"x" * 64, "modeling_tiny.py": b"import os",
-         "README.md": b"# tiny"}
+EXTRA = {
+    "pytorch_model.bin": b"pickle" * 10,
+    "original/model.safetensors": b"x" * 64,
+    "modeling_tiny.py": b"import os",
+    "README.md": b"# tiny",
+}
 
 
 @pytest.fixture(scope="module")
 def tiny_files(tmp_path_factory, embedded_model_dir) -> dict[str, bytes]:
     """The files of a small real model (a tiny random llama with the embedded model's tokenizer)."""
     out = tmp_path_factory.mktemp("tiny")
-    prepare_model(ModelSpec.from_config("tiny", {"source": "random", "id": "llama", "tokenizer": "smollm2-135m"}),
-                  out, embedded_model_dir)
-    return {p.name: p.read_bytes() for p in out.iterdir()
-            if p.is_file() and p.name not in ("fingerprint.json", "RANDOM_WEIGHTS.txt")}
+    prepare_model(
+        ModelSpec.from_config("tiny", {"source": "random", "id": "llama", "tokenizer": "smollm2-135m"}),
+        out,
+        embedded_model_dir,
+    )
+    return {
+        p.name: p.read_bytes()
+        for p in out.iterdir()
+        if p.is_file() and p.name not in ("fingerprint.json", "RANDOM_WEIGHTS.txt")
+    }
 
 
 @pytest.fixture
@@ -43,27 +52,36 @@ def hub(monkeypatch, tmp_path):
 
     with LocalHub() as server:
         monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
         yield server
 
 
 def hub_spec(revision: str | None = "main", repo: str = REPO_ID) -> ModelSpec:
-    return ModelSpec.from_config("tiny-hub", {"source": "hf", "id": repo, **({"revision": revision} if revision else {})})
+    return ModelSpec.from_config(
+        "tiny-hub", {"source": "hf", "id": repo, **({"revision": revision} if revision else {})}
+    )
 
 
 def test_download_takes_the_model_files_at_the_resolved_commit(hub, tmp_path, tiny_files):
     commit = hub.add_commit(REPO_ID, {**tiny_files, **EXTRA})
     record = prepare_model(hub_spec(), tmp_path / "m")
     assert record["revision"] == "main" and record["commit"] == commit
-    assert sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_file()) == sorted([*tiny_files, "fingerprint.json"])
+    assert sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_file()) == sorted(
+        [*tiny_files, "fingerprint.json"]
+    )
     fetched = {path.rsplit("/", 1)[-1] for method, path in hub.requests if "/resolve/" in path}
     assert fetched == set(tiny_files)  # never the pickled weights, the subfolder copy, remote code or the card
     # Every file is fetched at the commit, not at the branch, so a branch moving mid-download cannot mix commits
     assert all(f"/resolve/{commit}/" in path for _, path in hub.requests if "/resolve/" in path)
     # The identity comes from the hub's sha256 of each weight file, and is the sha256 of the bytes on disk
-    on_disk = [{"file": name, "sha256": hashlib.sha256((tmp_path / "m" / name).read_bytes()).hexdigest()}
-               for name in tiny_files if name.endswith(".safetensors")]
+    on_disk = [
+        {"file": name, "sha256": hashlib.sha256((tmp_path / "m" / name).read_bytes()).hexdigest()}
+        for name in tiny_files
+        if name.endswith(".safetensors")
+    ]
     assert record["weights_sha256"] == manifest_sha256(on_disk)
     assert read_fingerprint(tmp_path / "m") == record
     # The directory is a model: it loads and generates (safetensors only, no remote code)
@@ -78,8 +96,12 @@ def test_a_moved_branch_gets_the_new_commit_and_a_pinned_revision_keeps_its_own(
     weights = tiny_files["model.safetensors"]
     index = {"metadata": {}, "weight_map": {}}
     moved = {k: v for k, v in tiny_files.items() if k != "model.safetensors"}
-    moved.update({"model-00001-of-00001.safetensors": weights[:-4] + b"    ",
-                  "model.safetensors.index.json": json.dumps(index).encode()})
+    moved.update(
+        {
+            "model-00001-of-00001.safetensors": weights[:-4] + b"    ",
+            "model.safetensors.index.json": json.dumps(index).encode(),
+        }
+    )
     second = hub.add_commit(REPO_ID, moved)
     new = prepare_model(hub_spec(), tmp_path / "m")
     assert (new["commit"], old["commit"]) == (second, first) and new["weights_sha256"] != old["weights_sha256"]
@@ -139,8 +161,12 @@ def test_pin_file_writes_each_branch_s_commit_and_keeps_the_rest(hub, tmp_path):
 
 
 def test_unpinned_hub_models_warn_and_pinned_ones_do_not():
-    specs = [hub_spec("main"), hub_spec(None), hub_spec("a" * 40),
-             ModelSpec.from_config("r", {"source": "random", "id": "llama", "tokenizer": "x", "revision": "main"})]
+    specs = [
+        hub_spec("main"),
+        hub_spec(None),
+        hub_spec("a" * 40),
+        ModelSpec.from_config("r", {"source": "random", "id": "llama", "tokenizer": "x", "revision": "main"}),
+    ]
     warnings = unpinned_warnings(specs)
     assert len(warnings) == 2 and "'main'" in warnings[0] and "pins" in warnings[0]
 
@@ -156,8 +182,14 @@ def test_prepare_model_rule_downloads_through_hf_endpoint(tmp_path, tiny_files, 
     (workdir / "resources/models").mkdir(parents=True)
     (workdir / "resources/models/smollm2-135m").symlink_to(embedded_model_dir)
     overlay = workdir / "hub.yaml"
-    overlay.write_text(yaml.safe_dump({"models": {"tiny-hub": {"source": "hf", "id": REPO_ID, "revision": "main"}},
-                                       "cwpor": {"judge_model": "tiny-hub"}}))
+    overlay.write_text(
+        yaml.safe_dump(
+            {
+                "models": {"tiny-hub": {"source": "hf", "id": REPO_ID, "revision": "main"}},
+                "cwpor": {"judge_model": "tiny-hub"},
+            }
+        )
+    )
     target = "resources/models/tiny-hub/fingerprint.json"
     with LocalHub() as hub:
         commit = hub.add_commit(REPO_ID, {**tiny_files, **EXTRA})

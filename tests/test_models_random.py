@@ -39,8 +39,9 @@ def test_same_name_gives_the_same_weights_and_another_name_other_weights(tmp_pat
 
 
 def test_init_overrides_the_default_shape(tmp_path, embedded_model_dir):
-    prepare_model(random_spec("wide", "qwen2", init={"hidden_size": 96, "num_hidden_layers": 1}), tmp_path,
-                  embedded_model_dir)
+    prepare_model(
+        random_spec("wide", "qwen2", init={"hidden_size": 96, "num_hidden_layers": 1}), tmp_path, embedded_model_dir
+    )
     config = json.loads((tmp_path / "config.json").read_text())
     assert (config["hidden_size"], config["num_hidden_layers"]) == (96, 1)
 

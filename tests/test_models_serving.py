@@ -27,7 +27,11 @@ def server(tmp_path):
         seen.append((path, body or {}, headers.get("Authorization")))
         if body is None:  # GET
             if path.endswith("/models"):
-                return 200, {}, {"data": [{"id": "other", "root": str(tmp_path)}, {"id": "served", "root": str(served)}]}
+                return (
+                    200,
+                    {},
+                    {"data": [{"id": "other", "root": str(tmp_path)}, {"id": "served", "root": str(served)}]},
+                )
             return 200, {}, {"version": "0.0-test"}
         n = body.get("n", 1)
         if path.endswith("/chat/completions"):
@@ -48,8 +52,12 @@ def test_completions_backend_sends_token_ids_to_the_server_of_the_prepared_direc
     backend = CompletionsBackend(url, served, concurrency=2)
     got: list[dict] = []
     backend.complete([[1, 2, 3], [4, 5]], GenerationParams(max_new_tokens=5), stop_ids=[0], on_finished=got.append)
-    backend.complete([[6, 7]], GenerationParams(max_new_tokens=5, do_sample=True, num_samples=2, seed=3),
-                     stop_ids=[0], on_finished=got.append)
+    backend.complete(
+        [[6, 7]],
+        GenerationParams(max_new_tokens=5, do_sample=True, num_samples=2, seed=3),
+        stop_ids=[0],
+        on_finished=got.append,
+    )
     assert got[0] == {0: [[2, 3, 0]], 1: [[4, 5, 0]]} and got[1] == {0: [[6, 7, 0], [6, 7, 1]]}
     assert backend.served == "served" and backend.describe() == "server (vllm 0.0-test)"
     posts = [body for path, body, _ in seen if path.endswith("/completions")]
@@ -81,8 +89,12 @@ def test_completions_backend_hands_over_each_finished_group_and_keeps_them_when_
     backend._one = failing_last
     got: list[dict] = []
     with pytest.raises(RuntimeError, match="HTTP 400"):
-        backend.complete([[i, i] for i in range(1, 6)] + [[99]], GenerationParams(max_new_tokens=2), stop_ids=[],
-                         on_finished=got.append)
+        backend.complete(
+            [[i, i] for i in range(1, 6)] + [[99]],
+            GenerationParams(max_new_tokens=2),
+            stop_ids=[],
+            on_finished=got.append,
+        )
     assert {i for group in got for i in group} == {0, 1, 2, 3, 4}
     assert all(1 <= len(group) <= 2 for group in got[:-1])
 
@@ -90,8 +102,9 @@ def test_completions_backend_hands_over_each_finished_group_and_keeps_them_when_
 def test_chat_model_caches_replies_and_keeps_the_key_out_of_the_cache(server, tmp_path, monkeypatch):
     url, seen, _ = server
     monkeypatch.setenv("TEST_SERVING_KEY", "sk-secret-value")
-    chat = OpenAIChatModel(base_url=url, model="m", api_key_env="TEST_SERVING_KEY", fingerprint="fp",
-                           cache=str(tmp_path / "c.sqlite"))
+    chat = OpenAIChatModel(
+        base_url=url, model="m", api_key_env="TEST_SERVING_KEY", fingerprint="fp", cache=str(tmp_path / "c.sqlite")
+    )
     convs = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]
     params = GenerationParams(max_new_tokens=8, do_sample=True, num_samples=2, seed=1)
     assert chat.generate(convs, params) == [[f"q{i}#0", f"q{i}#1"] for i in range(3)]
@@ -123,9 +136,19 @@ def test_spec_validates_the_generation_backend():
 
 
 def test_a_reference_travels_through_params_unchanged():
-    spec = ModelSpec.from_config("m", {"source": "hf", "id": "org/m", "batch_size": "auto", "dtype": "bfloat16",
-                                       "generation_backend": "server", "base_url": "http://h/v1",
-                                       "api_key_env": "M_KEY", "revision": "abc"})
+    spec = ModelSpec.from_config(
+        "m",
+        {
+            "source": "hf",
+            "id": "org/m",
+            "batch_size": "auto",
+            "dtype": "bfloat16",
+            "generation_backend": "server",
+            "base_url": "http://h/v1",
+            "api_key_env": "M_KEY",
+            "revision": "abc",
+        },
+    )
     ref = ModelRef.from_spec(spec, "resources/models/m")
     params = ref.to_params()
     assert ModelRef.from_params(params) == ref
@@ -189,7 +212,9 @@ def test_server_backend_sends_the_rendered_token_ids_and_keeps_its_results_apart
     # the in-process loop does not take the server's reply: another engine, another cache namespace
     with open_model(embedded_ref, cache=cache) as local:
         assert local.generate(conv, GenerationParams(max_new_tokens=6)) != out
-    records = [json.loads(line.split("\t", 3)[3]) for f in cache.rglob("*.shard") for line in f.read_text().splitlines()[1:]]
+    records = [
+        json.loads(line.split("\t", 3)[3]) for f in cache.rglob("*.shard") for line in f.read_text().splitlines()[1:]
+    ]
     assert sorted(r["engine"].split(" ")[0] for r in records) == ["in-process", "server"]
 
 
@@ -219,7 +244,11 @@ def test_throttling_and_overload_are_retried_until_an_answer(flaky_server, monke
         reply = post_json(url + "/completions", {"prompt": "p"}, api_key_env="TEST_SERVING_KEY", timeout=5, retry=FAST)
     assert reply["choices"][0]["text"] == "ok"
     assert len(attempts) == 4 and set(attempts) == {"Bearer sk-never-logged"}
-    assert [r.getMessage().split(": ")[1].split(" (")[0] for r in caplog.records] == ["HTTP 503", "HTTP 429", "HTTP 502"]
+    assert [r.getMessage().split(": ")[1].split(" (")[0] for r in caplog.records] == [
+        "HTTP 503",
+        "HTTP 429",
+        "HTTP 502",
+    ]
     assert "sk-never-logged" not in caplog.text
 
 
@@ -241,5 +270,10 @@ def test_a_refused_connection_is_retried_then_named():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(RuntimeError, match=r"after 2 attempt"):
-        post_json(f"http://127.0.0.1:{port}/v1/completions", {}, api_key_env=None, timeout=2,
-                  retry=Retry(attempts=2, backoff_s=0.01))
+        post_json(
+            f"http://127.0.0.1:{port}/v1/completions",
+            {},
+            api_key_env=None,
+            timeout=2,
+            retry=Retry(attempts=2, backoff_s=0.01),
+        )

@@ -54,10 +54,20 @@ def test_every_spec_setting_is_either_number_defining_or_a_run_setting():
 
 
 def test_preparation_sees_only_the_number_defining_settings():
-    fast = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "dtype": "bfloat16", "batch_size": 4,
-                                       "generation_backend": "vllm", "vllm": {"max_num_seqs": 8}})
-    slow = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "dtype": "bfloat16", "batch_size": 64,
-                                       "device": "cuda:1", "concurrency": 3})
+    fast = ModelSpec.from_config(
+        "m",
+        {
+            "source": "hf",
+            "id": "x/y",
+            "dtype": "bfloat16",
+            "batch_size": 4,
+            "generation_backend": "vllm",
+            "vllm": {"max_num_seqs": 8},
+        },
+    )
+    slow = ModelSpec.from_config(
+        "m", {"source": "hf", "id": "x/y", "dtype": "bfloat16", "batch_size": 64, "device": "cuda:1", "concurrency": 3}
+    )
     assert fast.number_settings() == slow.number_settings()
     assert ModelSpec(**fast.number_settings()).number_settings() == fast.number_settings()
     other = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "dtype": "float32"})
@@ -65,8 +75,15 @@ def test_preparation_sees_only_the_number_defining_settings():
 
 
 def test_vllm_engine_settings_are_checked_by_name():
-    spec = ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "generation_backend": "vllm",
-                                       "vllm": {"max_model_len": 4096, "enforce_eager": True}})
+    spec = ModelSpec.from_config(
+        "m",
+        {
+            "source": "hf",
+            "id": "x/y",
+            "generation_backend": "vllm",
+            "vllm": {"max_model_len": 4096, "enforce_eager": True},
+        },
+    )
     assert spec.vllm.max_model_len == 4096 and spec.vllm.enforce_eager and spec.vllm.tensor_parallel_size == 1
     with pytest.raises(ValueError, match=r"models\.m\.vllm: unknown key\(s\) \['max_len'\]"):
         ModelSpec.from_config("m", {"source": "hf", "id": "x/y", "vllm": {"max_len": 4096}})
@@ -94,8 +111,12 @@ def test_vllm_extra_args_reach_the_engine_command_as_written(monkeypatch):
     from debate_audit.models.spec import VLLMSettings
 
     monkeypatch.setattr(serving, "vllm_distribution", lambda python: ("vllm", "0.32.0"))  # no engine is started here
-    settings = VLLMSettings.from_config("m", {"extra_args": ["--language-model-only", "--max-num-batched-tokens", "8192"]})
-    server = VLLMServer("resources/models/m", name="m", dtype="bfloat16", settings=settings, concurrency=4, device="cuda")
+    settings = VLLMSettings.from_config(
+        "m", {"extra_args": ["--language-model-only", "--max-num-batched-tokens", "8192"]}
+    )
+    server = VLLMServer(
+        "resources/models/m", name="m", dtype="bfloat16", settings=settings, concurrency=4, device="cuda"
+    )
     assert server.command(8000)[-3:] == ["--language-model-only", "--max-num-batched-tokens", "8192"]
     with pytest.raises(ValueError, match=r"models\.m\.vllm\.extra_args must be a list of strings"):
         VLLMSettings.from_config("m", {"extra_args": "--language-model-only"})
@@ -107,8 +128,11 @@ def test_a_vllm_build_that_cannot_run_on_the_jobs_device_stops_it_naming_both(mo
     from debate_audit.models.serving import VLLMServer
 
     monkeypatch.setattr(serving, "vllm_distribution", lambda python: (package, "0.32.0"))
-    with pytest.raises(RuntimeError, match=rf"model m: device {device}, but .* holds vLLM's .* build \({package} "
-                                           rf"0\.32\.0\).* VLLM_PACKAGE={wanted}"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"model m: device {device}, but .* holds vLLM's .* build \({package} "
+        rf"0\.32\.0\).* VLLM_PACKAGE={wanted}",
+    ):
         VLLMServer("resources/models/m", name="m", dtype="bfloat16", device=device)
     monkeypatch.setattr(serving, "vllm_distribution", lambda python: (wanted, "0.32.0"))
     server = VLLMServer("resources/models/m", name="m", dtype="bfloat16", device=device)

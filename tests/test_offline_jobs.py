@@ -13,16 +13,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_downloading_rules_are_the_workflows_prepare_rules_and_make_prefetch_runs_them():
-    rules = {m.group(1) for f in (REPO / "rules").glob("*.smk") for m in re.finditer(r"^rule (\w+):", f.read_text(), re.M)}
+    rules = {
+        m.group(1) for f in (REPO / "rules").glob("*.smk") for m in re.finditer(r"^rule (\w+):", f.read_text(), re.M)
+    }
     assert DOWNLOADING_RULES == {r for r in rules if r.startswith("prepare_")}
     makefile = (REPO / "Makefile").read_text()
-    prefetch = makefile[makefile.index("\nprefetch:"):].split("\n\n")[0]
+    prefetch = makefile[makefile.index("\nprefetch:") :].split("\n\n")[0]
     assert all(rule in prefetch for rule in DOWNLOADING_RULES)
 
 
 def fake_job(rule, tmp_path):
-    return SimpleNamespace(rule=rule, log=[str(tmp_path / f"{rule}.log")], params=SimpleNamespace(items=lambda: []),
-                           wildcards=SimpleNamespace(items=lambda: []))
+    return SimpleNamespace(
+        rule=rule,
+        log=[str(tmp_path / f"{rule}.log")],
+        params=SimpleNamespace(items=lambda: []),
+        wildcards=SimpleNamespace(items=lambda: []),
+    )
 
 
 def test_a_model_job_runs_with_the_hub_offline_and_a_prepare_job_may_download(tmp_path, monkeypatch):
@@ -34,8 +40,13 @@ def test_a_model_job_runs_with_the_hub_offline_and_a_prepare_job_may_download(tm
         assert {key: os.environ.get(key) for key in OFFLINE_ENV} == OFFLINE_ENV
         # a download in such a job fails at once, saying the hub is offline (no cached copy: a fresh cache)
         code = "from huggingface_hub import hf_hub_download; hf_hub_download('gpt2', 'config.json')"
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HF_HOME": str(tmp_path / "hf")},
+        )
         assert done.returncode != 0 and "offline" in done.stderr.lower(), done.stderr[-2000:]
     assert not any(key in os.environ for key in OFFLINE_ENV)  # and afterwards as it was
 
@@ -66,4 +77,6 @@ def test_gpt_oss_gets_its_harmony_vocabulary_at_prepare_time_and_its_engine_read
     env = VLLMServer(model, name="gpt-oss-20b", dtype="bfloat16", device="cuda").environment()
     assert env["TIKTOKEN_ENCODINGS_BASE"] == str(fetched.parent.resolve()) and env["HF_HUB_OFFLINE"] == "1"
     other = VLLMServer(tmp_path / "www", name="m", dtype="bfloat16", device="cuda").environment()
-    assert "TIKTOKEN_ENCODINGS_BASE" not in other or other["TIKTOKEN_ENCODINGS_BASE"] == os.environ.get("TIKTOKEN_ENCODINGS_BASE")
+    assert "TIKTOKEN_ENCODINGS_BASE" not in other or other["TIKTOKEN_ENCODINGS_BASE"] == os.environ.get(
+        "TIKTOKEN_ENCODINGS_BASE"
+    )

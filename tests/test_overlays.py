@@ -14,16 +14,25 @@ from pathlib import Path
 
 import pytest
 import yaml
+from smoke_workflow import job_stats, project_copy
 from snakemake.utils import update_config
 
 from debate_audit.tools.config_check import config_errors, used_models
-from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
-def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int = 1, *,
-             generate: bool = True, adjudicators: int | None = None, null: bool = True) -> dict[str, int]:
+
+def er_audit(
+    archs: int = 1,
+    datasets: int = 2,
+    lengths: int = 1,
+    weights: int = 1,
+    *,
+    generate: bool = True,
+    adjudicators: int | None = None,
+    null: bool = True,
+) -> dict[str, int]:
     """ER-Audit jobs with the default roles: 2 debate modes; per architecture x dataset x length the
     variants honest, adv and one org per L_qh weight; checkpoints: base + those; 2 test generators (gen-a,
     gen-b); one audit per architecture x dataset x length x weight. `adjudicators`: who writes the L_lm
@@ -58,20 +67,34 @@ def er_audit(archs: int = 1, datasets: int = 2, lengths: int = 1, weights: int =
 
 PREPARE_DATASETS = {"prepare_quality_h": 1, "prepare_gpqa_h": 1}
 ER_AUDIT = {**PREPARE_DATASETS, **er_audit()}
-CWPOR_FIXED = {"prepare_truthfulqa": 1, "cwpor_questions": 1, "cwpor_metrics": 1, "cwpor_tables": 1, "cwpor_figures": 1,
-               "cwpor_calibration": 1, "cwpor_reliability": 1}
+CWPOR_FIXED = {
+    "prepare_truthfulqa": 1,
+    "cwpor_questions": 1,
+    "cwpor_metrics": 1,
+    "cwpor_tables": 1,
+    "cwpor_figures": 1,
+    "cwpor_calibration": 1,
+    "cwpor_reliability": 1,
+}
 
 
 def cwpor(models: int, verbosities: int, *, judges: int = 1, protocols: int = 0, halves: int = 0) -> dict[str, int]:
     """CW-POR jobs: responses once per model and word limit (plus the length control's `halves` extra word
     limits v // 2), every judge of a model reading them; each rebuttal protocol's debates once per model and
     word limit, judged by every judge."""
-    jobs = {**CWPOR_FIXED, "cwpor_debate": models * (verbosities + halves), "cwpor_judge": models * judges * verbosities}
+    jobs = {
+        **CWPOR_FIXED,
+        "cwpor_debate": models * (verbosities + halves),
+        "cwpor_judge": models * judges * verbosities,
+    }
     if judges > 1:
         jobs["cwpor_cross_judge"] = 1
     if protocols:
-        jobs |= {"cwpor_rebuttal": models * protocols * verbosities,
-                 "cwpor_judge_rebuttal": models * judges * protocols * verbosities, "cwpor_rebuttal_effects": 1}
+        jobs |= {
+            "cwpor_rebuttal": models * protocols * verbosities,
+            "cwpor_judge_rebuttal": models * judges * protocols * verbosities,
+            "cwpor_rebuttal_effects": 1,
+        }
     return jobs
 
 
@@ -82,9 +105,15 @@ def cwpor(models: int, verbosities: int, *, judges: int = 1, protocols: int = 0,
 # checkpoints evaluated; 4 more V_org scored and audited per dataset's GPT-20B (8), none at the honest-only
 # lengths.
 RELEASE_ABLATIONS = {
-    "debate_generate": 4 + 2, "debate_select": 4 + 2, "verifier_adjudicate": 4 + 2, "verifier_finetune": 18 + 10,
-    "verifier_loss_figure": 6 + 2, "verifier_evaluate": 24 + 10, "audit_scores": 24 + 8,
-    "audit_statistics": 6 + 8, "audit_sweeps": 6 + 8,
+    "debate_generate": 4 + 2,
+    "debate_select": 4 + 2,
+    "verifier_adjudicate": 4 + 2,
+    "verifier_finetune": 18 + 10,
+    "verifier_loss_figure": 6 + 2,
+    "verifier_evaluate": 24 + 10,
+    "audit_scores": 24 + 8,
+    "audit_statistics": 6 + 8,
+    "audit_sweeps": 6 + 8,
 }
 
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
@@ -93,20 +122,43 @@ EXPECTED = {
     # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
     # architectures GPT-20B (also the selector and the one adjudication teacher), Qwen-9B and Llama-8B. The
     # embedded model stays under `models:` through the merge but no experiment uses it.
-    "config/paper.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS, **er_audit(3, null=False, adjudicators=1),
-                          "browse": 1, "all": 1},
+    "config/paper.yaml": {
+        "prepare_model": 9,
+        **cwpor(5, 10),
+        **PREPARE_DATASETS,
+        **er_audit(3, null=False, adjudicators=1),
+        "browse": 1,
+        "all": 1,
+    },
     # the release's ablations: lengths 50 / 250 honest-only on QuALITY-H with GPT-20B, L_qh 1..5 of GPT-20B's
     # V_org on both datasets (main: 150 words, L_qh 2 everywhere)
-    "config/paper.yaml config/ablations.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3, null=False, adjudicators=1), **RELEASE_ABLATIONS, "browse": 1,
-                                                "all": 1},
+    "config/paper.yaml config/ablations.yaml": {
+        "prepare_model": 9,
+        **cwpor(5, 10),
+        **PREPARE_DATASETS,
+        **er_audit(3, null=False, adjudicators=1),
+        **RELEASE_ABLATIONS,
+        "browse": 1,
+        "all": 1,
+    },
     # a full grid: three debate lengths x three L_qh weights on the paper's line-up
-    "config/paper.yaml config/ablations-grid.yaml": {"prepare_model": 9, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                     **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1),
-                                                     "browse": 1, "all": 1},
+    "config/paper.yaml config/ablations-grid.yaml": {
+        "prepare_model": 9,
+        **cwpor(5, 10),
+        **PREPARE_DATASETS,
+        **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1),
+        "browse": 1,
+        "all": 1,
+    },
     # the paper's generator roles on API models: 3 more models prepared (no weights: a fingerprint each)
-    "config/paper.yaml config/api-generators.yaml": {"prepare_model": 12, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                     **er_audit(3, null=False, adjudicators=1), "browse": 1, "all": 1},
+    "config/paper.yaml config/api-generators.yaml": {
+        "prepare_model": 12,
+        **cwpor(5, 10),
+        **PREPARE_DATASETS,
+        **er_audit(3, null=False, adjudicators=1),
+        "browse": 1,
+        "all": 1,
+    },
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
@@ -116,33 +168,62 @@ EXPECTED = {
     "config/cross-judge.yaml": {"prepare_model": 2, **cwpor(1, 2, judges=2), **ER_AUDIT, "browse": 1, "all": 1},
     # three rebuttal protocols on the default: the length control's round 1 at v // 2 adds the 15-word
     # single-turn debate (30 // 2; 60 // 2 = 30 is configured already)
-    "config/rebuttal.yaml": {"prepare_model": 1, **cwpor(1, 2, protocols=3, halves=1), **ER_AUDIT, "browse": 1,
-                             "all": 1},
+    "config/rebuttal.yaml": {
+        "prepare_model": 1,
+        **cwpor(1, 2, protocols=3, halves=1),
+        **ER_AUDIT,
+        "browse": 1,
+        "all": 1,
+    },
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's five models and Llama-3.1-8B judging every model's debates: responses once per model
     # (5 x 10), judgments per judge (5 x 6 x 10); Llama-8B is prepared anyway (a verifier)
-    "config/paper.yaml config/paper-cross-judge.yaml": {"prepare_model": 9, **cwpor(5, 10, judges=6),
-                                                        **PREPARE_DATASETS, **er_audit(3, null=False, adjudicators=1),
-                                                        "browse": 1, "all": 1},
+    "config/paper.yaml config/paper-cross-judge.yaml": {
+        "prepare_model": 9,
+        **cwpor(5, 10, judges=6),
+        **PREPARE_DATASETS,
+        **er_audit(3, null=False, adjudicators=1),
+        "browse": 1,
+        "all": 1,
+    },
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
-    "config/paper.yaml config/rehearsal.yaml": {"prepare_model": 10, **cwpor(5, 10), **PREPARE_DATASETS,
-                                                **er_audit(3, null=False, adjudicators=1), "browse": 1, "all": 1},
+    "config/paper.yaml config/rehearsal.yaml": {
+        "prepare_model": 10,
+        **cwpor(5, 10),
+        **PREPARE_DATASETS,
+        **er_audit(3, null=False, adjudicators=1),
+        "browse": 1,
+        "all": 1,
+    },
     # the default's verifiers fine-tuned over 2 processes: the same jobs
     "config/distributed-cpu.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
-    "config/shared-data.yaml config/release-split.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
+    "config/shared-data.yaml config/release-split.yaml": {
+        "prepare_model": 1,
+        **cwpor(1, 2),
+        **ER_AUDIT,
+        "browse": 1,
+        "all": 1,
+    },
     # the release's transcripts on GPQA-H only (the QuALITY-H files are not shipped): one dataset, no
     # debate generation or selection, 2 imports (honest, adversarial)
     "config/shared-data.yaml config/release-split.yaml config/release-transcripts.yaml": {
-        "prepare_model": 1, **cwpor(1, 2), **er_audit(datasets=1, generate=False), **PREPARE_DATASETS,
-        "browse": 1, "all": 1,
+        "prepare_model": 1,
+        **cwpor(1, 2),
+        **er_audit(datasets=1, generate=False),
+        **PREPARE_DATASETS,
+        "browse": 1,
+        "all": 1,
     },
 }
 # overlays (a key of EXPECTED may chain several, applied in order after config/config.yaml)
-NEEDS_SHARED = {"config/shared-data.yaml", "config/paper.yaml config/rehearsal.yaml",
-                "config/shared-data.yaml config/release-split.yaml",
-                "config/shared-data.yaml config/release-split.yaml config/release-transcripts.yaml"}
+NEEDS_SHARED = {
+    "config/shared-data.yaml",
+    "config/paper.yaml config/rehearsal.yaml",
+    "config/shared-data.yaml config/release-split.yaml",
+    "config/shared-data.yaml config/release-split.yaml config/release-transcripts.yaml",
+}
 
 
 @pytest.fixture(scope="module")
@@ -173,16 +254,28 @@ def test_paper_overlay_prepares_only_the_models_it_uses(project):
     models = used_models(merged("config/paper.yaml", project))
     assert "smollm2-135m" in merged("config/paper.yaml", project)["models"]
     assert sorted(models) == sorted(
-        ["llama-3.2-3b-instruct", "mistral-7b-instruct", "granite-3.2-8b-instruct", "qwen2.5-14b-instruct", "phi-4",
-         "gemma-4-31b-it", "gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"]
+        [
+            "llama-3.2-3b-instruct",
+            "mistral-7b-instruct",
+            "granite-3.2-8b-instruct",
+            "qwen2.5-14b-instruct",
+            "phi-4",
+            "gemma-4-31b-it",
+            "gpt-oss-20b",
+            "qwen3.5-9b",
+            "llama-3.1-8b-instruct",
+        ]
     )
 
 
 def test_paper_overlay_names_the_papers_verifiers_and_the_releases_debater(project):
     config = merged("config/paper.yaml", project)
     ids = {name: spec["id"] for name, spec in config["models"].items()}
-    assert {ids[n] for n in ("gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct")} == \
-        {"openai/gpt-oss-20b", "Qwen/Qwen3.5-9B", "meta-llama/Llama-3.1-8B-Instruct"}
+    assert {ids[n] for n in ("gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct")} == {
+        "openai/gpt-oss-20b",
+        "Qwen/Qwen3.5-9B",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    }
     assert ids[config["debate"]["debater"]] == "google/gemma-4-31B-it"
     assert config["verifier"]["base_models"] == ["gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct"]
     v = config["verifier"]
@@ -224,8 +317,15 @@ def test_rehearsal_has_a_random_stand_in_of_each_used_paper_model(project):
 def test_overlay_dry_run_plans_the_expected_jobs(project, overlay):
     skip_without_shared(overlay, project)
     dead = "http://127.0.0.1:9"  # any download attempt fails instead of going out
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
-           "http_proxy": dead, "https_proxy": dead, "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "HTTP_PROXY": dead,
+        "HTTPS_PROXY": dead,
+        "http_proxy": dead,
+        "https_proxy": dead,
+        "HF_HUB_OFFLINE": "1",
+    }
     cmd = [str(BIN / "snakemake"), "-n", "--configfile", "config/config.yaml", *overlay.split()]
     result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -250,10 +350,24 @@ def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project)
     """On SLURM (the shipped profile, no local cap): the debater's jobs as many GPUs as its vLLM engine's
     tensor_parallel_size, a verifier's fine-tuning as many as verifier.distributed.processes, scoring one."""
     dead = "http://127.0.0.1:9"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
-           "http_proxy": dead, "https_proxy": dead, "HF_HUB_OFFLINE": "1"}
-    cmd = [str(BIN / "snakemake"), "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/config.yaml",
-           "config/paper.yaml"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "HTTP_PROXY": dead,
+        "HTTPS_PROXY": dead,
+        "http_proxy": dead,
+        "https_proxy": dead,
+        "HF_HUB_OFFLINE": "1",
+    }
+    cmd = [
+        str(BIN / "snakemake"),
+        "-n",
+        "--workflow-profile",
+        "profiles/slurm",
+        "--configfile",
+        "config/config.yaml",
+        "config/paper.yaml",
+    ]
     result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     config = merged("config/paper.yaml", project)
@@ -272,6 +386,10 @@ def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project)
 
 
 def test_every_shipped_overlay_has_its_expected_jobs():
-    shipped = {str(p.relative_to(REPO)) for p in (REPO / "config").glob("*.yaml") if p.name not in ("config.yaml", "schema.yaml")}
+    shipped = {
+        str(p.relative_to(REPO))
+        for p in (REPO / "config").glob("*.yaml")
+        if p.name not in ("config.yaml", "schema.yaml")
+    }
     planned = {path for key in EXPECTED for path in key.split()}
     assert shipped - planned == set(), "add the overlay's jobs per rule to EXPECTED"

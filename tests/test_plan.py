@@ -8,9 +8,9 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
+from debate_audit.models.calls import RulePlan
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
-from debate_audit.models.calls import RulePlan
 from debate_audit.tools.plan import build_plan, gpu_hours, load_config, model_calls, render
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,8 +83,16 @@ def test_model_size_from_table_name_and_config():
     assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/Some-Model-7B"})) == 7.0
     assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/tiny-360M-chat"})) == pytest.approx(0.36)
     assert params_b(ModelSpec.from_config("x", {"source": "hf", "id": "org/no-size"})) is None
-    llama_8b = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 14336,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False}
+    llama_8b = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+    }
     assert params_from_config(llama_8b) == pytest.approx(8.03, rel=0.01)
 
 
@@ -109,11 +117,25 @@ def test_a_quantized_checkpoint_counts_parameters_not_packed_bytes(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    config = {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "intermediate_size": 16,
-              "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 32, "tie_word_embeddings": True}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "intermediate_size": 16,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "vocab_size": 32,
+        "tie_word_embeddings": True,
+    }
     # 2 x 8 x 16 expert weights stored as MXFP4 would: 2 values per byte plus a scale per 32 values.
-    save_file({"embed": torch.zeros(32, 8), "experts_blocks": torch.zeros(2, 8, 8, dtype=torch.uint8),
-               "experts_scales": torch.zeros(2, 8, dtype=torch.uint8)}, tmp_path / "model.safetensors")
+    save_file(
+        {
+            "embed": torch.zeros(32, 8),
+            "experts_blocks": torch.zeros(2, 8, 8, dtype=torch.uint8),
+            "experts_scales": torch.zeros(2, 8, dtype=torch.uint8),
+        },
+        tmp_path / "model.safetensors",
+    )
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert prepared_params(tmp_path) == 32 * 8 + 2 * 8 * 8 + 2 * 8  # the headers, as stored
     (tmp_path / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "mxfp4"}}))
@@ -127,7 +149,9 @@ def test_plan_says_which_architectures_fit_their_gpus_for_fine_tuning(config):
     # 16 bytes per parameter (fp32 weights, gradients, AdamW moments) over the paper overlay's 4 GPUs;
     # LoRA keeps the bf16 base only, in one process
     # saved: full checkpoints in the bf16 they are evaluated in (8.03e9 x 2 B = 15 GiB), LoRA as the adapter
-    assert rows["llama-3.1-8b-instruct"].endswith("| full-parameter AdamW (fp32), FSDP2 shards | 4 | 30 | yes | yes | 15 |")
+    assert rows["llama-3.1-8b-instruct"].endswith(
+        "| full-parameter AdamW (fp32), FSDP2 shards | 4 | 30 | yes | yes | 15 |"
+    )
     assert rows["gpt-oss-20b"].endswith("| LoRA (bf16 base) | 1 | 39 | yes | yes | <0.1 (adapter) |")
     config["verifier"]["distributed"]["processes"] = 1
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
@@ -159,8 +183,9 @@ def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
 
     from debate_audit.tools.plan import plan_json
 
-    plan = json.loads(plan_json(build_plan(config, {"verifier_finetune": 18, "debate_generate": 4,
-                                                    "verifier_evaluate": 3}, None)))
+    plan = json.loads(
+        plan_json(build_plan(config, {"verifier_finetune": 18, "debate_generate": 4, "verifier_evaluate": 3}, None))
+    )
     rows = {(r["rule"], r["model"]): r for r in plan["rules"]}
     # the job's own memory check and this figure are one function (models/memory.py, training_memory_bytes)
     from debate_audit.models.memory import training_memory_bytes
@@ -179,8 +204,10 @@ def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
 
 API = ["config/config.yaml", "config/paper.yaml", "config/api-generators.yaml"]
 # Made-up figures for the arithmetic only (the shipped configs set no price: the user's to set).
-PRICES = {"gpt-6-astra": {"input_per_mtok": 1.5, "output_per_mtok": 10.0},
-          "claude-opus-4-8": {"input_per_mtok": 3.0, "output_per_mtok": 20.0}}
+PRICES = {
+    "gpt-6-astra": {"input_per_mtok": 1.5, "output_per_mtok": 10.0},
+    "claude-opus-4-8": {"input_per_mtok": 3.0, "output_per_mtok": 20.0},
+}
 
 
 def api_config(tmp_path, monkeypatch, prices):
@@ -203,8 +230,11 @@ def test_api_models_get_calls_tokens_and_cost_from_the_price_table(tmp_path, mon
     pairs = sum(NOMINAL[d]["n"] for d in config["verifier"]["datasets"])  # max_pairs null: every pair
     # calls: the pools the plan counts, the search with its top-up rounds, each test pool `size` draws a pair
     search = [r for r in plan.rules if r.rule == "paraphrase_search"]
-    assert api["gpt-6-astra"].calls == sum(r.generations for r in search) == pytest.approx(
-        pairs * par["search"]["samples"] * (1 + par["search"]["max_topup_rounds"]))
+    assert (
+        api["gpt-6-astra"].calls
+        == sum(r.generations for r in search)
+        == pytest.approx(pairs * par["search"]["samples"] * (1 + par["search"]["max_topup_rounds"]))
+    )
     for model in ("gpt-5.6-terra", "claude-opus-4-8"):
         rows = [r for r in plan.rules if r.rule == "paraphrase_test" and r.model == model]
         assert api[model].calls == sum(r.generations for r in rows) == pytest.approx(pairs * par["test"]["size"])
@@ -220,8 +250,9 @@ def test_api_models_get_calls_tokens_and_cost_from_the_price_table(tmp_path, mon
     # cost = tokens x price per million
     for model, price in PRICES.items():
         a = api[model]
-        assert a.cost_usd == pytest.approx((a.input_tokens * price["input_per_mtok"]
-                                            + a.output_tokens * price["output_per_mtok"]) / 1e6)
+        assert a.cost_usd == pytest.approx(
+            (a.input_tokens * price["input_per_mtok"] + a.output_tokens * price["output_per_mtok"]) / 1e6
+        )
     assert terra.cost_usd is None
     text = render(plan)
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}

@@ -65,7 +65,12 @@ def test_model_layer_edit_reaches_every_model_bound_script(library):
 def test_relative_imports_are_followed(library):
     root, _ = library
     files = {str(p.relative_to(root)) for p in library_files(root / "eraudit" / "debate" / "selection.py", root)}
-    assert {"eraudit/common/readout.py", "eraudit/debate/leaks.py", "eraudit/debate/debates.py", "models/lm.py"} <= files
+    assert {
+        "eraudit/common/readout.py",
+        "eraudit/debate/leaks.py",
+        "eraudit/debate/debates.py",
+        "models/lm.py",
+    } <= files
 
 
 # ------------------------------------------------------------------ run provenance in outputs
@@ -80,8 +85,12 @@ def write_one(path):
 def test_parquet_output_records_the_rule_its_params_and_the_models_it_read(tmp_path):
     from debate_audit.runtime.provenance import read_provenance, record_model, rule_provenance
 
-    params = {"seed": 3, "model": {"name": "m", "directory": str(tmp_path)}, "pick": lambda wc: 1,
-              "out_dir": tmp_path / "x"}
+    params = {
+        "seed": 3,
+        "model": {"name": "m", "directory": str(tmp_path)},
+        "pick": lambda wc: 1,
+        "out_dir": tmp_path / "x",
+    }
     with rule_provenance("cwpor_judge", params, {"model": "m", "verbosity": "50"}):
         record_model("m", tmp_path, {"weights_sha256": "ab" * 32, "name": "m"})
         record_model("m", tmp_path, {"weights_sha256": "ab" * 32})  # opened twice, listed once
@@ -89,8 +98,11 @@ def test_parquet_output_records_the_rule_its_params_and_the_models_it_read(tmp_p
     found = read_provenance(tmp_path / "out.parquet")
     assert found["rule"] == "cwpor_judge"
     assert found["wildcards"] == {"model": "m", "verbosity": "50"}
-    assert found["params"] == {"seed": 3, "model": {"name": "m", "directory": str(tmp_path)},
-                               "out_dir": str(tmp_path / "x")}  # the callable is left out
+    assert found["params"] == {
+        "seed": 3,
+        "model": {"name": "m", "directory": str(tmp_path)},
+        "out_dir": str(tmp_path / "x"),
+    }  # the callable is left out
     assert found["models"] == [{"name": "m", "directory": str(tmp_path), "weights_sha256": "ab" * 32}]
     version = found["version"]
     assert version["package"] and ("commit" not in version or len(version["commit"]) == 40)
@@ -119,8 +131,10 @@ def test_no_api_key_value_reaches_an_output(tmp_path, monkeypatch):
     monkeypatch.setenv("SERVER_CREDS", "sk-live-0123456789abcdef")
     monkeypatch.setenv("OTHER_API_KEY", "sk-other-0123456789abcdef")
     # A key pasted where a name belongs, and one embedded in a URL: both are replaced by the variable's name.
-    params = {"judge": {"api_key_env": "SERVER_CREDS", "base_url": "http://h/v1?key=sk-other-0123456789abcdef"},
-              "note": "sk-live-0123456789abcdef"}
+    params = {
+        "judge": {"api_key_env": "SERVER_CREDS", "base_url": "http://h/v1?key=sk-other-0123456789abcdef"},
+        "note": "sk-live-0123456789abcdef",
+    }
     with rule_provenance("r", params):
         write_one(tmp_path / "out.parquet")
     raw = (tmp_path / "out.parquet").read_bytes()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from smoke_workflow import job_stats, snakemake
 
 MODEL = "smollm2-135m"
@@ -20,14 +19,31 @@ RUN_SETTINGS = {
     "batch_size": {"batch_size": 3},
     "device": {"device": "cpu"},
     "server URL": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "SOME_KEY"},
-    "engine settings": {"vllm": {"max_model_len": 2048, "max_num_seqs": 4, "gpu_memory_utilization": 0.5,
-                                 "tensor_parallel_size": 2, "enable_prefix_caching": False, "cpu_kvcache_gb": 2}},
+    "engine settings": {
+        "vllm": {
+            "max_model_len": 2048,
+            "max_num_seqs": 4,
+            "gpu_memory_utilization": 0.5,
+            "tensor_parallel_size": 2,
+            "enable_prefix_caching": False,
+            "cpu_kvcache_gb": 2,
+        }
+    },
     "concurrency": {"concurrency": 3},
 }
 
 # what the paraphrase pools (sampled) reach
-AFTER_POOLS = {"paraphrase_search", "paraphrase_test", "audit_scores", "audit_statistics", "audit_sweeps",
-               "audit_figures", "audit_runtime", "browse", "all"}
+AFTER_POOLS = {
+    "paraphrase_search",
+    "paraphrase_test",
+    "audit_scores",
+    "audit_statistics",
+    "audit_sweeps",
+    "audit_figures",
+    "audit_runtime",
+    "browse",
+    "all",
+}
 
 
 def dry_run_listing(workdir, name: str, config: dict) -> str:
@@ -66,8 +82,18 @@ def test_changing_the_backend_reruns_only_what_was_sampled(smoke_run):
 def test_changing_a_number_defining_setting_reruns_every_job_of_the_model(smoke_run):
     workdir, _ = smoke_run
     planned = dry_run(workdir, "dtype", {"dtype": "float32"})
-    model_bound = {"cwpor_debate", "cwpor_judge", "debate_generate", "debate_select", "verifier_adjudicate",
-                   "verifier_finetune", "verifier_evaluate", "paraphrase_search", "paraphrase_test", "audit_scores"}
+    model_bound = {
+        "cwpor_debate",
+        "cwpor_judge",
+        "debate_generate",
+        "debate_select",
+        "verifier_adjudicate",
+        "verifier_finetune",
+        "verifier_evaluate",
+        "paraphrase_search",
+        "paraphrase_test",
+        "audit_scores",
+    }
     assert model_bound <= set(planned), planned
 
 

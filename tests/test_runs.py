@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from smoke_workflow import job_stats, project_copy
 
 from debate_audit.runtime.runs import results_dir, run_root
-from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -31,12 +31,20 @@ def test_the_unnamed_run_keeps_todays_paths_and_a_named_one_moves_under_runs():
 def planned(workdir: Path, *args: str) -> tuple[dict[str, int], set[str], set[str]]:
     """A dry run's jobs per rule, the paths its jobs write (outputs, logs, benchmarks) and those they read."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    result = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", *args], cwd=workdir, capture_output=True,
-                            text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [str(BIN / "snakemake"), "-n", "--cores", "1", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     text = result.stdout + result.stderr
     assert result.returncode == 0, text[-3000:]
-    fields = {key: {p for line in re.findall(rf"^\s+{key}: (.+)$", text, re.M) for p in line.split(", ")}
-              for key in ("input", "output", "log", "benchmark")}
+    fields = {
+        key: {p for line in re.findall(rf"^\s+{key}: (.+)$", text, re.M) for p in line.split(", ")}
+        for key in ("input", "output", "log", "benchmark")
+    }
     return job_stats(text), fields["output"] | fields["log"] | fields["benchmark"], fields["input"]
 
 
@@ -53,15 +61,21 @@ def test_a_named_run_plans_every_output_under_its_folder_and_none_under_results(
     assert named_written == {f"runs/trial/{p}" for p in moved} | (written - moved)
     assert {p.split("/")[0] for p in named_written if not SHARED.match(p)} == {"runs"}
     # inputs: this run's files, the shared models and the configured dataset files
-    assert {p for p in named_read if not p.startswith("runs/trial/")} == {p for p in read if SHARED.match(p)
-                                                                         or p.startswith("data/demo/")}
+    assert {p for p in named_read if not p.startswith("runs/trial/")} == {
+        p for p in read if SHARED.match(p) or p.startswith("data/demo/")
+    }
 
 
 def test_the_unnamed_run_plans_todays_paths(dry_runs):
     (_, written, _), _ = dry_runs
     assert not any(p.startswith("runs/") for p in written)
-    for path in ("results/cwpor/metrics.parquet", "results/browse/index.html", "data/quality_h.parquet",
-                 "logs/cwpor/metrics.log", "benchmarks/rules/cwpor/judge/smollm2-135m_judge-smollm2-135m_v30.tsv",
-                 "resources/verifiers/smollm2-135m/quality_h/w40/org_qh10/fingerprint.json",
-                 "resources/models/smollm2-135m/fingerprint.json"):
+    for path in (
+        "results/cwpor/metrics.parquet",
+        "results/browse/index.html",
+        "data/quality_h.parquet",
+        "logs/cwpor/metrics.log",
+        "benchmarks/rules/cwpor/judge/smollm2-135m_judge-smollm2-135m_v30.tsv",
+        "resources/verifiers/smollm2-135m/quality_h/w40/org_qh10/fingerprint.json",
+        "resources/models/smollm2-135m/fingerprint.json",
+    ):
         assert path in written, path

@@ -35,8 +35,14 @@ TARGETS = [
     "results/er_audit/verifier/smollm2-135m/gpqa_h/base/eval.parquet",
 ]
 EXPECTED_JOBS = {
-    "prepare_truthfulqa": 1, "prepare_quality_h": 1, "prepare_gpqa_h": 1, "cwpor_questions": 1,
-    "debate_split": 2, "cwpor_debate": 1, "debate_generate": 2, "verifier_evaluate": 2,
+    "prepare_truthfulqa": 1,
+    "prepare_quality_h": 1,
+    "prepare_gpqa_h": 1,
+    "cwpor_questions": 1,
+    "debate_split": 2,
+    "cwpor_debate": 1,
+    "debate_generate": 2,
+    "verifier_evaluate": 2,
 }
 
 
@@ -158,8 +164,15 @@ def site_profile(workdir: Path, shipped: str) -> str:
     profile = load_profile(shipped)
     profile["default-resources"]["slurm_account"] = ACCOUNT
     # Test cluster only: react to finished jobs within seconds, fail at once, keep the plugin's job logs.
-    profile.update({"jobs": 10, "retries": 0, "latency-wait": 5, "slurm-init-seconds-before-status-checks": 2,
-                    "slurm-keep-successful-logs": True})
+    profile.update(
+        {
+            "jobs": 10,
+            "retries": 0,
+            "latency-wait": 5,
+            "slurm-init-seconds-before-status-checks": 2,
+            "slurm-keep-successful-logs": True,
+        }
+    )
     site = workdir / f"profiles/site-{shipped}"
     site.mkdir(parents=True)
     (site / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
@@ -170,18 +183,39 @@ def sacct_jobs(state: Path) -> list[dict]:
     """Every job of the test cluster from SLURM's accounting: rule (from the plugin's job comment), partition,
     account, allocated TRES, start, end, state."""
     sacct = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-a", "--starttime", "2000-01-01", "--format",
-         "JobID,Partition,Account,AllocTRES,Start,End,State,Comment"],
-        capture_output=True, text=True, check=True, env=slurm_env(state),
+        [
+            "sacct",
+            "-X",
+            "-n",
+            "-P",
+            "-a",
+            "--starttime",
+            "2000-01-01",
+            "--format",
+            "JobID,Partition,Account,AllocTRES,Start,End,State,Comment",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=slurm_env(state),
     ).stdout
     jobs = []
     for line in sacct.splitlines():
         job_id, partition, account, tres, start, end, state_, comment = line.split("|", 7)
         rule = re.match(r"rule_(\w+?)(?:_wildcards_|$)", comment)
         tres_map = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
-        jobs.append(dict(id=job_id, rule=rule.group(1) if rule else comment, partition=partition, account=account,
-                         tres=tres_map, start=datetime.fromisoformat(start), end=datetime.fromisoformat(end),
-                         state=state_))
+        jobs.append(
+            dict(
+                id=job_id,
+                rule=rule.group(1) if rule else comment,
+                partition=partition,
+                account=account,
+                tres=tres_map,
+                start=datetime.fromisoformat(start),
+                end=datetime.fromisoformat(end),
+                state=state_,
+            )
+        )
     return jobs
 
 
@@ -190,8 +224,9 @@ def slurm_run(slurm_cluster, tmp_path_factory, embedded_model_dir):
     # A private copy of the model: the jobs run on the "cluster", away from the shared model directory.
     workdir = scratch_copy(tmp_path_factory.mktemp("slurm_workflow"), embedded_model_dir, copy_model=True)
     profile = site_profile(workdir, "slurm")
-    result = snakemake(workdir, "--workflow-profile", profile, *TARGETS, local=False, env=slurm_env(slurm_cluster),
-                       timeout=1200)
+    result = snakemake(
+        workdir, "--workflow-profile", profile, *TARGETS, local=False, env=slurm_env(slurm_cluster), timeout=1200
+    )
     return workdir, result, sacct_jobs(slurm_cluster)
 
 
@@ -230,8 +265,10 @@ def test_model_jobs_ran_concurrently_up_to_the_gpus_of_the_node(slurm_run):
     model_jobs = [job for job in jobs if job["partition"] == "gpu"]
     # Most model jobs running at one instant (sacct times have one-second resolution: touching ends and
     # starts do not overlap).
-    events = sorted([(job["start"], 1) for job in model_jobs] + [(job["end"], -1) for job in model_jobs],
-                    key=lambda event: (event[0], event[1]))
+    events = sorted(
+        [(job["start"], 1) for job in model_jobs] + [(job["end"], -1) for job in model_jobs],
+        key=lambda event: (event[0], event[1]),
+    )
     running = peak = 0
     for _, step in events:
         running += step
@@ -245,8 +282,17 @@ def test_cpu_profile_runs_a_model_job_on_the_cpu_partition_without_a_gpu(slurm_r
     profile = site_profile(workdir, "slurm-cpu")
     target = "results/er_audit/verifier/smollm2-135m/gpqa_h/base/eval.parquet"
     # The target before --forcerun, which would take it as one more rule to force.
-    snakemake(workdir, "--workflow-profile", profile, target, "--forcerun", "verifier_evaluate", local=False,
-              env=slurm_env(slurm_cluster), timeout=600)
+    snakemake(
+        workdir,
+        "--workflow-profile",
+        profile,
+        target,
+        "--forcerun",
+        "verifier_evaluate",
+        local=False,
+        env=slurm_env(slurm_cluster),
+        timeout=600,
+    )
     seen = {job["id"] for job in before}
     new = [job for job in sacct_jobs(slurm_cluster) if job["id"] not in seen]
     assert [(job["rule"], job["partition"], job["state"]) for job in new] == [("verifier_evaluate", "cpu", "COMPLETED")]

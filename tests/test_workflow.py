@@ -34,7 +34,10 @@ def test_smoke_run_reaches_every_experiment_final_output(smoke_run):
     all_n = dict(table1.filter(pl.col("population") == "all").group_by("dataset").agg(pl.col("n").max()).iter_rows())
     assert all_n == pairs
     assert set(table1["population"]) == {"all", "train", "eval"}
-    assert "## Counterexample ratio, statuses and average lower bound" in (workdir / "results/er_audit/audit/summary.md").read_text()
+    assert (
+        "## Counterexample ratio, statuses and average lower bound"
+        in (workdir / "results/er_audit/audit/summary.md").read_text()
+    )
     for variant in ("honest", "adv", "org_qh10"):
         assert (workdir / f"resources/verifiers/smollm2-135m/quality_h/w20/{variant}/fingerprint.json").exists()
 
@@ -57,8 +60,11 @@ def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     assert found["params"]["template_id"] and judge["api_key_env"] is None
     weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]
     (model,) = found["models"]
-    assert {k: model[k] for k in ("name", "directory", "weights_sha256")} == \
-        {"name": judge["name"], "directory": judge["directory"], "weights_sha256": weights}
+    assert {k: model[k] for k in ("name", "directory", "weights_sha256")} == {
+        "name": judge["name"],
+        "directory": judge["directory"],
+        "weights_sha256": weights,
+    }
     # which engine wrote the judge's generations (one per question and reply slot): the in-process loop
     (engine,) = model["generations"]
     assert engine.startswith("in-process transformers") and model["generations"][engine] % 6 == 0
@@ -97,7 +103,9 @@ def undeclared_files(workdir: Path, listing: str) -> list[str]:
     files = []
     for line in listing.splitlines():
         path = workdir / line
-        if not line.startswith(("results/", "logs/", "resources/")) or line.startswith(("results/cache/", "results/runs/")):
+        if not line.startswith(("results/", "logs/", "resources/")) or line.startswith(
+            ("results/cache/", "results/runs/")
+        ):
             continue
         if line == "results/config.yaml":
             continue
@@ -128,7 +136,9 @@ def test_lint_is_clean_but_for_the_software_definition():
 
 
 def test_snakefmt_is_clean():
-    result = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -136,8 +146,13 @@ def test_a_snakemake_start_up_imports_no_torch():
     # Every start-up (a dry run, each job of a cluster run) parses the rule files and plans the jobs; importing
     # torch would add ~1.7 s to each, so the ids the rules take from the verifier library come from its
     # torch-free module (eraudit/verifier/training_rows.py).
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "snakemake", "-n", "--quiet", "rules"], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "snakemake", "-n", "--quiet", "rules"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     timings = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
     assert "torch" not in {line.rsplit("|", 1)[-1].strip() for line in timings}
@@ -160,17 +175,25 @@ def test_report_of_the_smoke_run_holds_every_figure_and_table(smoke_run, tmp_pat
         held = {hashlib.sha256(archive.read(n)).hexdigest() for n in names}
     assert "report/report.html" in names
     results = workdir / "results"
-    expected = sorted(results.rglob("*.png")) + [results / p for p in (
-        "cwpor/tables/summary.csv", "cwpor/tables/fig3_examples.md", "er_audit/verifier/table1.csv",
-        "er_audit/audit/summary.csv", "er_audit/audit/table3_runtime.csv", "er_audit/audit/table3_gpu_seconds.csv",
-        "browse/index.html")]
+    expected = sorted(results.rglob("*.png")) + [
+        results / p
+        for p in (
+            "cwpor/tables/summary.csv",
+            "cwpor/tables/fig3_examples.md",
+            "er_audit/verifier/table1.csv",
+            "er_audit/audit/summary.csv",
+            "er_audit/audit/table3_runtime.csv",
+            "er_audit/audit/table3_gpu_seconds.csv",
+            "browse/index.html",
+        )
+    ]
     assert len(expected) >= 10 + 6
     missing = [str(p.relative_to(workdir)) for p in expected if hashlib.sha256(p.read_bytes()).hexdigest() not in held]
     assert not missing, f"not in the report: {missing}"
 
 
 @pytest.mark.slow
-def test_browser_page_of_the_smoke_run_in_chromium(smoke_run, browser, tmp_path):
+def test_browser_page_of_the_smoke_run_in_chromium(smoke_run, browser, tmp_path):  # noqa: F811 (the fixture)
     workdir, _ = smoke_run
     check_smoke_page(browser, workdir, tmp_path)
     check_planted_reply_in_smoke_results(browser, workdir, tmp_path)

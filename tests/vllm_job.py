@@ -16,8 +16,15 @@ from debate_audit.models import GenerationParams, ModelRef, open_model
 
 
 def questions(n: int) -> list[list[dict[str, str]]]:
-    return [[{"role": "user", "content": f"Question {i}: name {i % 7 + 2} things that are {('red', 'cold', 'loud')[i % 3]}."}]
-            for i in range(n)]
+    return [
+        [
+            {
+                "role": "user",
+                "content": f"Question {i}: name {i % 7 + 2} things that are {('red', 'cold', 'loud')[i % 3]}.",
+            }
+        ]
+        for i in range(n)
+    ]
 
 
 def main(job: dict) -> None:

@@ -1,5 +1,5 @@
-from debate_audit.views.browse import write_browser
 from debate_audit.runtime.job import rule_context
+from debate_audit.views.browse import write_browser
 
 with rule_context(snakemake):
     write_browser(

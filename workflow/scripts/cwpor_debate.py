@@ -1,6 +1,6 @@
 from debate_audit.cwpor.debates import generate_debates
-from debate_audit.runtime.job import rule_context
 from debate_audit.models.loading import ModelRef
+from debate_audit.runtime.job import rule_context
 
 with rule_context(snakemake):
     generate_debates(

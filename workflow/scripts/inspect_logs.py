@@ -1,5 +1,5 @@
-from debate_audit.views.inspect_logs import write_logs
 from debate_audit.runtime.job import rule_context
+from debate_audit.views.inspect_logs import write_logs
 
 with rule_context(snakemake):
     write_logs(

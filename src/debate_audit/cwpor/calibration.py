@@ -57,14 +57,42 @@ _rubric = pl.col("rubric_confidence").cast(pl.Float64)
 _text_correct = pl.col("override").not_()
 
 SIGNALS = [
-    Signal("rubric_r5", "probability", True, _parsed, _rubric / 5, _text_correct,
-           "rubric r / 5 (the paper's scaling), outcome: the text choice is the true answer"),
-    Signal("rubric_prob", "probability", True, _parsed, 0.5 + (_rubric - 1) / 8, _text_correct,
-           "rubric as a two-way probability, 0.5 + (r - 1) / 8 (1: a guess, 5: certainty)"),
-    Signal("llc", "probability", False, pl.lit(True), pl.col("llc"), pl.col("llc_override").not_(),
-           "LLC, the larger two-way A/B probability, on all judgments; outcome: the LLC's argmax is true"),
-    Signal("combined", "weight", False, _parsed, pl.col("combined_confidence"), _text_correct,
-           "combined confidence (rubric / 5) x LLC, CW-POR's weight (not a probability)"),
+    Signal(
+        "rubric_r5",
+        "probability",
+        True,
+        _parsed,
+        _rubric / 5,
+        _text_correct,
+        "rubric r / 5 (the paper's scaling), outcome: the text choice is the true answer",
+    ),
+    Signal(
+        "rubric_prob",
+        "probability",
+        True,
+        _parsed,
+        0.5 + (_rubric - 1) / 8,
+        _text_correct,
+        "rubric as a two-way probability, 0.5 + (r - 1) / 8 (1: a guess, 5: certainty)",
+    ),
+    Signal(
+        "llc",
+        "probability",
+        False,
+        pl.lit(True),
+        pl.col("llc"),
+        pl.col("llc_override").not_(),
+        "LLC, the larger two-way A/B probability, on all judgments; outcome: the LLC's argmax is true",
+    ),
+    Signal(
+        "combined",
+        "weight",
+        False,
+        _parsed,
+        pl.col("combined_confidence"),
+        _text_correct,
+        "combined confidence (rubric / 5) x LLC, CW-POR's weight (not a probability)",
+    ),
 ]
 SIGNAL_NAMES = [s.name for s in SIGNALS]
 
@@ -99,8 +127,15 @@ class Scored:
         return len(self.confidence)
 
     @classmethod
-    def of(cls, confidence: Sequence[float], correct: Sequence[bool], *, question: Sequence | None = None,
-           tiebreak: Sequence | None = None, rubric: bool = False) -> Scored:
+    def of(
+        cls,
+        confidence: Sequence[float],
+        correct: Sequence[bool],
+        *,
+        question: Sequence | None = None,
+        tiebreak: Sequence | None = None,
+        rubric: bool = False,
+    ) -> Scored:
         conf = np.asarray(confidence, dtype=float)
         y = np.asarray(correct, dtype=float)
         ids = np.arange(len(conf)) if question is None else np.asarray(question)
@@ -134,8 +169,9 @@ def _bin_sums(s: Scored, w: np.ndarray, d: np.ndarray, bins: int) -> np.ndarray:
     return np.diff(cumulative, axis=1)
 
 
-def weighted_metrics(s: Scored, w: np.ndarray, y: np.ndarray | None = None, *, bins: int,
-                     min_judgments: int = 1) -> dict[str, np.ndarray]:
+def weighted_metrics(
+    s: Scored, w: np.ndarray, y: np.ndarray | None = None, *, bins: int, min_judgments: int = 1
+) -> dict[str, np.ndarray]:
     """ece, brier, gap, auroc for each row of weights w (R x n); outcomes y (n or R x n, default the
     observed ones). NaN where undefined (no judgment, ECE below `min_judgments`, AUROC without both kinds)."""
     w = np.asarray(w, dtype=float)
@@ -204,25 +240,39 @@ def reliability_bins(s: Scored, bins: int) -> list[dict[str, float | int]]:
         edges = [(k * s.n) // bins for k in range(bins + 1)]
         groups = [np.arange(lo, hi) for lo, hi in zip(edges, edges[1:]) if hi > lo]
     return [
-        {"bin": k, "conf_low": float(s.confidence[g].min()), "conf_high": float(s.confidence[g].max()),
-         "mean_confidence": float(s.confidence[g].mean()), "accuracy": float(s.correct[g].mean()), "n": len(g)}
+        {
+            "bin": k,
+            "conf_low": float(s.confidence[g].min()),
+            "conf_high": float(s.confidence[g].max()),
+            "mean_confidence": float(s.confidence[g].mean()),
+            "accuracy": float(s.correct[g].mean()),
+            "n": len(g),
+        }
         for k, g in enumerate(groups)
     ]
 
 
-def signal_row(s: Scored, settings: CalibrationSettings, *, resamples: int, level: float,
-               rng: np.random.Generator) -> dict[str, float | int | None]:
+def signal_row(
+    s: Scored, settings: CalibrationSettings, *, resamples: int, level: float, rng: np.random.Generator
+) -> dict[str, float | int | None]:
     """Point estimates, bootstrap CIs and the noise ECE of one signal on one group."""
-    point = {k: float(v[0]) for k, v in weighted_metrics(
-        s, np.ones((1, s.n)), bins=settings.bins, min_judgments=settings.min_judgments).items()}
+    point = {
+        k: float(v[0])
+        for k, v in weighted_metrics(
+            s, np.ones((1, s.n)), bins=settings.bins, min_judgments=settings.min_judgments
+        ).items()
+    }
     boot: dict[str, list[np.ndarray]] = {k: [] for k in point}
     for start in range(0, resamples if s.n else 0, CHUNK):
         w = question_weights(s, rng, min(CHUNK, resamples - start))
         for k, v in weighted_metrics(s, w, bins=settings.bins, min_judgments=settings.min_judgments).items():
             boot[k].append(v)
-    row: dict[str, float | int | None] = {"n": s.n, "n_correct": int(s.correct.sum()),
-                                          "accuracy": float(s.correct.mean()) if s.n else float("nan"),
-                                          "mean_confidence": float(s.confidence.mean()) if s.n else float("nan")}
+    row: dict[str, float | int | None] = {
+        "n": s.n,
+        "n_correct": int(s.correct.sum()),
+        "accuracy": float(s.correct.mean()) if s.n else float("nan"),
+        "mean_confidence": float(s.confidence.mean()) if s.n else float("nan"),
+    }
     for k, value in point.items():
         low, high = percentile_interval(np.concatenate(boot[k]) if boot[k] else np.array([]), level)
         row |= {k: value, f"{k}_ci_low": low, f"{k}_ci_high": high}
@@ -285,8 +335,9 @@ def _groups(frame: pl.DataFrame) -> list[tuple[str, str, int | None, pl.DataFram
     out = []
     for (model, judge), pair in sorted(frame.group_by(["model", "judge_model"]), key=lambda g: g[0]):
         out.append((model, judge, None, pair))
-        out += [(model, judge, int(v), pair.filter(pl.col("verbosity") == v))
-                for v in sorted(pair["verbosity"].unique())]
+        out += [
+            (model, judge, int(v), pair.filter(pl.col("verbosity") == v)) for v in sorted(pair["verbosity"].unique())
+        ]
     return out
 
 
@@ -299,45 +350,82 @@ def _subsets(group: pl.DataFrame, signal: Signal) -> list[tuple[str, pl.DataFram
     return subsets
 
 
-def calibration_frames(frame: pl.DataFrame, settings: CalibrationSettings, *, resamples: int, level: float,
-                       seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def calibration_frames(
+    frame: pl.DataFrame, settings: CalibrationSettings, *, resamples: int, level: float, seed: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(CALIBRATION_SCHEMA rows, RELIABILITY_SCHEMA rows) for every model x judge x word limit (and pooled)."""
     table, bins = [], []
     for model, judge, verbosity, group in _groups(frame):
         for signal in SIGNALS:
             for rows_name, rows in _subsets(group, signal):
                 rows = rows.with_columns(signal.confidence.alias("_conf"), signal.correct.alias("_correct"))
-                s = Scored.of(rows["_conf"].to_numpy(), rows["_correct"].to_numpy(),
-                              question=rows["question_id"].to_numpy(), tiebreak=rows["verbosity"].to_numpy(),
-                              rubric=signal.rubric)
-                keys = {"model": model, "judge_model": judge, "verbosity": verbosity, "signal": signal.name,
-                        "kind": signal.kind, "rows": rows_name}
+                s = Scored.of(
+                    rows["_conf"].to_numpy(),
+                    rows["_correct"].to_numpy(),
+                    question=rows["question_id"].to_numpy(),
+                    tiebreak=rows["verbosity"].to_numpy(),
+                    rubric=signal.rubric,
+                )
+                keys = {
+                    "model": model,
+                    "judge_model": judge,
+                    "verbosity": verbosity,
+                    "signal": signal.name,
+                    "kind": signal.kind,
+                    "rows": rows_name,
+                }
                 label = f"calibration|{model}|{judge}|{verbosity}|{signal.name}|{rows_name}"
                 stats = signal_row(s, settings, resamples=resamples, level=level, rng=group_rng(seed, label))
                 binning = "rubric levels" if signal.rubric else f"{settings.bins} equal-mass bins"
                 table.append({**keys, "binning": binning, **stats})
                 bins += [{**keys, **b} for b in reliability_bins(s, settings.bins)]
-    return (pl.DataFrame(table, schema=CALIBRATION_SCHEMA, strict=False),
-            pl.DataFrame(bins, schema=RELIABILITY_SCHEMA, strict=False))
+    return (
+        pl.DataFrame(table, schema=CALIBRATION_SCHEMA, strict=False),
+        pl.DataFrame(bins, schema=RELIABILITY_SCHEMA, strict=False),
+    )
 
 
 def _with_ci(row: dict, name: str) -> str:
     return ci_cell(row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"])
 
 
-def calibration_markdown(table: pl.DataFrame, level: float, settings: CalibrationSettings, *,
-                         pooled_only: bool = False, heading: str = "#") -> str:
+def calibration_markdown(
+    table: pl.DataFrame, level: float, settings: CalibrationSettings, *, pooled_only: bool = False, heading: str = "#"
+) -> str:
     """The calibration table as Markdown (pooled_only: the rows pooled over word limits, for the summary)."""
     rows = table.filter(pl.col("verbosity").is_null()) if pooled_only else table
     rows = rows.sort(["model", "judge_model", pl.col("verbosity").fill_null(10**9), "signal", "rows"])
-    headers = ["model", "judge", "v", "signal", "judgments", "n", "accuracy", "mean conf.", "ECE", "noise ECE (p95)",
-               "Brier", "gap (conf. - acc.)", "AUROC"]
+    headers = [
+        "model",
+        "judge",
+        "v",
+        "signal",
+        "judgments",
+        "n",
+        "accuracy",
+        "mean conf.",
+        "ECE",
+        "noise ECE (p95)",
+        "Brier",
+        "gap (conf. - acc.)",
+        "AUROC",
+    ]
     cells = [
-        [r["model"], r["judge_model"], "all" if r["verbosity"] is None else r["verbosity"],
-         r["signal"] + (" (weight)" if r["kind"] == "weight" else ""), r["rows"], r["n"],
-         ci_cell(r["accuracy"], None, None), ci_cell(r["mean_confidence"], None, None), _with_ci(r, "ece"),
-         "n/a" if np.isnan(r["noise_ece"]) else f"{r['noise_ece']:.3f} ({r['noise_ece_p95']:.3f})",
-         _with_ci(r, "brier"), _with_ci(r, "gap"), _with_ci(r, "auroc")]
+        [
+            r["model"],
+            r["judge_model"],
+            "all" if r["verbosity"] is None else r["verbosity"],
+            r["signal"] + (" (weight)" if r["kind"] == "weight" else ""),
+            r["rows"],
+            r["n"],
+            ci_cell(r["accuracy"], None, None),
+            ci_cell(r["mean_confidence"], None, None),
+            _with_ci(r, "ece"),
+            "n/a" if np.isnan(r["noise_ece"]) else f"{r['noise_ece']:.3f} ({r['noise_ece_p95']:.3f})",
+            _with_ci(r, "brier"),
+            _with_ci(r, "gap"),
+            _with_ci(r, "auroc"),
+        ]
         for r in rows.iter_rows(named=True)
     ]
     pct = round(level * 100)
@@ -353,8 +441,7 @@ def calibration_markdown(table: pl.DataFrame, level: float, settings: Calibratio
         "lie above the point estimate). Gap > 0: overconfident. AUROC: correct against persuaded picks (ties 1/2). "
         "`without_example_confidence`: the rubric figures without the judgments whose confidence equals the "
         "example reply's (templates with an example, v3/v4). The combined confidence is a weight, not a "
-        "probability: its ECE and Brier are only a gap measure.\n\n"
-        + markdown_table(headers, cells)
+        "probability: its ECE and Brier are only a gap measure.\n\n" + markdown_table(headers, cells)
     )
 
 
@@ -372,9 +459,18 @@ def compute_calibration(
     frame = pl.concat([pl.read_parquet(p) for p in judgments], how="vertical")
     table, bins = calibration_frames(frame, settings, resamples=resamples, level=level, seed=seed)
     for row in table.filter(pl.col("verbosity").is_null() & (pl.col("rows") == ALL_ROWS)).iter_rows(named=True):
-        log.info("%s judged by %s, %s: n=%d ECE=%s (noise %.3f) Brier=%.3f gap=%+.3f AUROC=%s",
-                 row["model"], row["judge_model"], row["signal"], row["n"], _with_ci(row, "ece"),
-                 row["noise_ece"], row["brier"], row["gap"], _with_ci(row, "auroc"))
+        log.info(
+            "%s judged by %s, %s: n=%d ECE=%s (noise %.3f) Brier=%.3f gap=%+.3f AUROC=%s",
+            row["model"],
+            row["judge_model"],
+            row["signal"],
+            row["n"],
+            _with_ci(row, "ece"),
+            row["noise_ece"],
+            row["brier"],
+            row["gap"],
+            _with_ci(row, "auroc"),
+        )
     write_parquet(table, CALIBRATION_SCHEMA, table_out)
     write_parquet(bins, RELIABILITY_SCHEMA, bins_out)
     Path(markdown_out).parent.mkdir(parents=True, exist_ok=True)

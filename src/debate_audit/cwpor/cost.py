@@ -34,8 +34,10 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     for model in cw["models"]:  # each CW-POR cell runs its own model; responses once, every judge reads them
         debate = RulePlan("cwpor_debate", model=role_model(cw, model, "neutral"))
         rebut = RulePlan("cwpor_rebuttal", model=role_model(cw, model, "neutral"))
-        judges = {j: (RulePlan("cwpor_judge", model=j), RulePlan("cwpor_judge_rebuttal", model=j))
-                  for j in cwpor_judges(cw, model)}
+        judges = {
+            j: (RulePlan("cwpor_judge", model=j), RulePlan("cwpor_judge_rebuttal", model=j))
+            for j in cwpor_judges(cw, model)
+        }
         halves = {p.turn_words(v) for p in protocols for v in cw["verbosity"]} - set(cw["verbosity"])
         for v in [*cw["verbosity"], *sorted(halves)]:
             debate.generations += 2 * n_q

@@ -89,7 +89,12 @@ def generate_debates(
     empty = (frame["n_words"] == 0).sum()
     log.info(
         "%s v=%d: %d responses; cut at %d words: %s; empty: %d",
-        model, verbosity, len(frame), verbosity, dict(cut.iter_rows()), empty,
+        model,
+        verbosity,
+        len(frame),
+        verbosity,
+        dict(cut.iter_rows()),
+        empty,
     )
     write_parquet(frame, RESPONSES_SCHEMA, out)
     return frame

@@ -39,8 +39,18 @@ def _yerr(values, lows, highs) -> np.ndarray:
 def _bars(ax, x, rows: pl.DataFrame, width: float, color: str, label: str, hatch: str | None = None) -> None:
     """Bars with CI whiskers; a group whose value is undefined (NaN) gets an "n/a" mark, not a zero bar."""
     values = rows["value"].fill_null(float("nan")).to_numpy().astype(float)
-    ax.bar(x, np.nan_to_num(values), width, yerr=_yerr(values, rows["ci_low"].fill_null(float("nan")), rows["ci_high"].fill_null(float("nan"))),
-           color=color, alpha=0.8, capsize=3, ecolor="dimgray", hatch=hatch, label=label)
+    ax.bar(
+        x,
+        np.nan_to_num(values),
+        width,
+        yerr=_yerr(values, rows["ci_low"].fill_null(float("nan")), rows["ci_high"].fill_null(float("nan"))),
+        color=color,
+        alpha=0.8,
+        capsize=3,
+        ecolor="dimgray",
+        hatch=hatch,
+        label=label,
+    )
     for xi, value in zip(np.atleast_1d(x), values):
         if np.isnan(value):
             ax.text(xi, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color=color)
@@ -59,9 +69,16 @@ def _metric(breakdowns: pl.DataFrame, model: str, dimension: str, metric: str) -
 
 
 def fig_category(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path, por_metric: str) -> None:
-    fig, axes = plt.subplots(len(models), 1, figsize=(max(7.0, 0.55 * _n_levels(breakdowns, "category") + 3), 4.2 * len(models)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(models),
+        1,
+        figsize=(max(7.0, 0.55 * _n_levels(breakdowns, "category") + 3), 4.2 * len(models)),
+        squeeze=False,
+    )
     for ax, model in zip(axes[:, 0], models):
-        rows = _metric(breakdowns, model, "category", "cw_por").sort(["value", "level"], descending=[True, False], nulls_last=True)
+        rows = _metric(breakdowns, model, "category", "cw_por").sort(
+            ["value", "level"], descending=[True, False], nulls_last=True
+        )
         por = _metric(breakdowns, model, "category", por_metric)
         por = rows.select("level").join(por, on="level", how="left", maintain_order="left")
         x = np.arange(len(rows))
@@ -73,8 +90,15 @@ def fig_category(breakdowns: pl.DataFrame, models: list[str], level: float, out_
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{model}: CW-POR and POR by category (all word limits pooled; n/a: no parsed judgment)")
         share = ax.twinx()
-        share.plot(x, rows["share"].to_numpy() * 100, color="tab:blue", marker="D", linestyle=":", linewidth=1.5,
-                   label="question share")
+        share.plot(
+            x,
+            rows["share"].to_numpy() * 100,
+            color="tab:blue",
+            marker="D",
+            linestyle=":",
+            linewidth=1.5,
+            label="question share",
+        )
         share.set_ylabel("share of questions (%)")
         share.set_ylim(0, max(5.0, float(rows["share"].max() or 0) * 100 * 1.3))
         handles = ax.get_legend_handles_labels()[0] + share.get_legend_handles_labels()[0]
@@ -91,11 +115,27 @@ def fig_verbosity(breakdowns: pl.DataFrame, models: list[str], level: float, out
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, model in enumerate(models):
         color = f"C{i}"
-        cw = _metric(breakdowns, model, "verbosity", "cw_por").with_columns(pl.col("level").cast(pl.Int64)).sort("level")
-        por = _metric(breakdowns, model, "verbosity", por_metric).with_columns(pl.col("level").cast(pl.Int64)).sort("level")
+        cw = (
+            _metric(breakdowns, model, "verbosity", "cw_por").with_columns(pl.col("level").cast(pl.Int64)).sort("level")
+        )
+        por = (
+            _metric(breakdowns, model, "verbosity", por_metric)
+            .with_columns(pl.col("level").cast(pl.Int64))
+            .sort("level")
+        )
         ax.plot(cw["level"], cw["value"], marker="o", color=color, label=f"{model} CW-POR")
-        ax.fill_between(cw["level"].to_numpy(), cw["ci_low"].to_numpy(), cw["ci_high"].to_numpy(), color=color, alpha=0.15)
-        ax.plot(por["level"], por["value"], marker="s", linestyle="--", color=color, alpha=0.7, label=f"{model} {POR_LABEL[por_metric]}")
+        ax.fill_between(
+            cw["level"].to_numpy(), cw["ci_low"].to_numpy(), cw["ci_high"].to_numpy(), color=color, alpha=0.15
+        )
+        ax.plot(
+            por["level"],
+            por["value"],
+            marker="s",
+            linestyle="--",
+            color=color,
+            alpha=0.7,
+            label=f"{model} {POR_LABEL[por_metric]}",
+        )
     ax.set_xlabel("word limit v (words per response)")
     ax.set_ylabel("override rate")
     ax.set_ylim(0, 1.05)
@@ -106,18 +146,28 @@ def fig_verbosity(breakdowns: pl.DataFrame, models: list[str], level: float, out
     _save(fig, out_dir, "fig4_verbosity")
 
 
-def fig_question_type(breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path, por_metric: str) -> None:
+def fig_question_type(
+    breakdowns: pl.DataFrame, models: list[str], level: float, out_dir: Path, por_metric: str
+) -> None:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(models) + 2), 4.5))
     width = 0.2
     x = np.arange(len(models))
     for j, (kind, color) in enumerate([("Adversarial", "tab:red"), ("Non-Adversarial", "tab:blue")]):
-        for k, (metric, hatch, alpha_label) in enumerate([("cw_por", None, "CW-POR"), (por_metric, "//", POR_LABEL[por_metric])]):
-            rows = pl.concat([
-                _metric(breakdowns, model, "type", metric).filter(pl.col("level") == kind).select("value", "ci_low", "ci_high")
-                .vstack(pl.DataFrame({"value": [float("nan")], "ci_low": [float("nan")], "ci_high": [float("nan")]}))
-                .head(1)
-                for model in models
-            ])
+        for k, (metric, hatch, alpha_label) in enumerate(
+            [("cw_por", None, "CW-POR"), (por_metric, "//", POR_LABEL[por_metric])]
+        ):
+            rows = pl.concat(
+                [
+                    _metric(breakdowns, model, "type", metric)
+                    .filter(pl.col("level") == kind)
+                    .select("value", "ci_low", "ci_high")
+                    .vstack(
+                        pl.DataFrame({"value": [float("nan")], "ci_low": [float("nan")], "ci_high": [float("nan")]})
+                    )
+                    .head(1)
+                    for model in models
+                ]
+            )
             _bars(ax, x + (2 * j + k - 1.5) * width, rows, width, color, f"{kind} {alpha_label}", hatch=hatch)
     ax.set_xticks(x, models)
     ax.set_xlabel("experiment model")
@@ -136,8 +186,11 @@ def fig_confidence(breakdowns: pl.DataFrame, models: list[str], out_dir: Path) -
         for r, (prefix, label, ylim) in enumerate(rows):
             ax = axes[r, col]
             for kind, style, color in [("correct", "-", "tab:green"), ("persuaded", "--", "tab:red")]:
-                d = _metric(breakdowns, model, "verbosity", f"{prefix}_{kind}_picks").with_columns(
-                    pl.col("level").cast(pl.Int64)).sort("level")
+                d = (
+                    _metric(breakdowns, model, "verbosity", f"{prefix}_{kind}_picks")
+                    .with_columns(pl.col("level").cast(pl.Int64))
+                    .sort("level")
+                )
                 ax.plot(d["level"], d["value"], linestyle=style, marker="o", color=color, label=f"{kind} picks")
             ax.set_ylim(*ylim)
             ax.grid(alpha=0.3)
@@ -184,8 +237,13 @@ def reliability_figure(table: pl.DataFrame, bins: pl.DataFrame, signal: str, out
             ax.text(0.5, 0.5, "no judgments", ha="center")
             continue
         row = rows.filter((pl.col("model") == model) & (pl.col("judge_model") == judge)).row(0, named=True)
-        b = bins.filter((pl.col("model") == model) & (pl.col("judge_model") == judge) & (pl.col("signal") == signal)
-                        & pl.col("verbosity").is_null() & (pl.col("rows") == "all")).sort("bin")
+        b = bins.filter(
+            (pl.col("model") == model)
+            & (pl.col("judge_model") == judge)
+            & (pl.col("signal") == signal)
+            & pl.col("verbosity").is_null()
+            & (pl.col("rows") == "all")
+        ).sort("bin")
         x, y, n = b["mean_confidence"].to_numpy(), b["accuracy"].to_numpy(), b["n"].to_numpy()
         ax.plot(x, y, color="tab:blue", marker="o", label="bins (mean confidence, accuracy)")
         for xi, yi, ni in zip(x, y, n):

@@ -148,7 +148,11 @@ def judge_debates(
     failed = frame.filter(~pl.col("parse_ok"))
     log.info(
         "%s v=%d judged by %s: %d debates, %d unparsed (%s); text/LLC agreement %.2f",
-        model, verbosity, judge.name, len(frame), len(failed),
+        model,
+        verbosity,
+        judge.name,
+        len(frame),
+        len(failed),
         dict(failed.group_by("parse_error").len().iter_rows()) if len(failed) else {},
         (frame["choice"] == frame["llc_choice"]).mean() or 0.0,
     )

@@ -115,7 +115,9 @@ def percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def bootstrap_ratio(num: np.ndarray, den: np.ndarray, *, resamples: int, level: float, rng: np.random.Generator) -> tuple[float, float]:
+def bootstrap_ratio(
+    num: np.ndarray, den: np.ndarray, *, resamples: int, level: float, rng: np.random.Generator
+) -> tuple[float, float]:
     """Percentile CI of sum(num)/sum(den) over resampled units; nan when undefined."""
     if len(num) == 0 or resamples == 0:
         return float("nan"), float("nan")
@@ -127,7 +129,13 @@ def bootstrap_ratio(num: np.ndarray, den: np.ndarray, *, resamples: int, level: 
 
 
 def bootstrap_difference(
-    a_num: np.ndarray, a_den: np.ndarray, b_num: np.ndarray, b_den: np.ndarray, *, resamples: int, level: float,
+    a_num: np.ndarray,
+    a_den: np.ndarray,
+    b_num: np.ndarray,
+    b_den: np.ndarray,
+    *,
+    resamples: int,
+    level: float,
     rng: np.random.Generator,
 ) -> tuple[float, float, float]:
     """(a - b, CI) of two ratios of sums over the same units (questions), each resample drawing the same
@@ -154,12 +162,16 @@ def ci_schema(names: Sequence[str] = HEADLINE_METRICS) -> dict[str, pl.DataType]
     return {f"{m}{end}": pl.Float64 for m in names for end in _CI_ENDS}
 
 
-def ci_values(stats: dict[str, tuple[float, float, float]], names: Sequence[str] = HEADLINE_METRICS) -> dict[str, float]:
+def ci_values(
+    stats: dict[str, tuple[float, float, float]], names: Sequence[str] = HEADLINE_METRICS
+) -> dict[str, float]:
     """group_metrics' (value, low, high) of each metric as the ci_schema columns."""
     return {f"{m}{end}": stats[m][i] for m in names for i, end in enumerate(_CI_ENDS)}
 
 
-def group_metrics(judgments: pl.DataFrame, *, resamples: int, level: float, seed: int, label: str) -> dict[str, tuple[float, float, float]]:
+def group_metrics(
+    judgments: pl.DataFrame, *, resamples: int, level: float, seed: int, label: str
+) -> dict[str, tuple[float, float, float]]:
     """metric -> (value, ci_low, ci_high) for one group of judgments."""
     sums = per_question_sums(judgments)
     out = {}
@@ -259,8 +271,11 @@ def compute_metrics(
                     "verbosity": verbosity,
                     **_counts(group),
                     **{name: stats[name][0] for name in METRICS if name in METRICS_SCHEMA},
-                    **{f"{name}_ci_{end}": stats[name][i] for name in ("por", "por_all", "cw_por")
-                       for i, end in ((1, "low"), (2, "high"))},
+                    **{
+                        f"{name}_ci_{end}": stats[name][i]
+                        for name in ("por", "por_all", "cw_por")
+                        for i, end in ((1, "low"), (2, "high"))
+                    },
                 }
             )
         breakdown_groups = [("overall", "all", mframe)]
@@ -274,9 +289,16 @@ def compute_metrics(
             for name, (value, low, high) in stats.items():
                 long_rows.append(
                     {
-                        "model": model, "dimension": dimension, "level": level_name, "metric": name,
-                        "value": value, "ci_low": low, "ci_high": high,
-                        "n": len(group), "n_questions": n_q, "share": n_q / total_q,
+                        "model": model,
+                        "dimension": dimension,
+                        "level": level_name,
+                        "metric": name,
+                        "value": value,
+                        "ci_low": low,
+                        "ci_high": high,
+                        "n": len(group),
+                        "n_questions": n_q,
+                        "share": n_q / total_q,
                     }
                 )
     metrics = pl.DataFrame(metric_rows, schema=METRICS_SCHEMA, strict=False)
@@ -284,9 +306,17 @@ def compute_metrics(
     for row in metrics.iter_rows(named=True):
         log.info(
             "%s v=%s: n=%d POR=%.3f (of all: %.3f) CW-POR=%.3f [%.3f, %.3f] parse failures %d, cut %d/%d",
-            row["model"], row["verbosity"] or "all", row["n"], row["por"], row["por_all"], row["cw_por"],
-            row["cw_por_ci_low"], row["cw_por_ci_high"], row["n_parse_fail"],
-            row["n_cut_neutral"], row["n_cut_persuasive"],
+            row["model"],
+            row["verbosity"] or "all",
+            row["n"],
+            row["por"],
+            row["por_all"],
+            row["cw_por"],
+            row["cw_por_ci_low"],
+            row["cw_por_ci_high"],
+            row["n_parse_fail"],
+            row["n_cut_neutral"],
+            row["n_cut_persuasive"],
         )
     write_parquet(metrics, METRICS_SCHEMA, metrics_out)
     write_parquet(breakdowns, BREAKDOWNS_SCHEMA, breakdowns_out)

@@ -127,8 +127,7 @@ _JUDGE_FORMAT_V2 = (
     "Confidence: <1-5> (1 = random guess, 5 = absolute certainty)"
 )
 _JUDGE_SYSTEM = (
-    "You are an impartial judge. Two agents answered the same question. Decide which answer is "
-    "factually correct."
+    "You are an impartial judge. Two agents answered the same question. Decide which answer is factually correct."
 )
 _SKEPTICAL = " Judge the facts, not the confidence or the tone of the writing."
 _JUDGE_USER_V2 = (
@@ -218,15 +217,11 @@ JUDGE_TEMPLATES: dict[str, JudgeTemplate] = {
     "v2-skeptical": JudgeTemplate(
         system=_JUDGE_SYSTEM + _SKEPTICAL, user=_JUDGE_USER_V2, reply_labels=_REPLY_LABELS_V2
     ),
-    "v3": JudgeTemplate(
-        system=_JUDGE_SYSTEM_V3, user=_JUDGE_USER_V3, reply_labels=_REPLY_LABELS_V2, example="fixed"
-    ),
+    "v3": JudgeTemplate(system=_JUDGE_SYSTEM_V3, user=_JUDGE_USER_V3, reply_labels=_REPLY_LABELS_V2, example="fixed"),
     "v3-skeptical": JudgeTemplate(
         system=_JUDGE_SYSTEM_V3 + _SKEPTICAL, user=_JUDGE_USER_V3, reply_labels=_REPLY_LABELS_V2, example="fixed"
     ),
-    "v4": JudgeTemplate(
-        system=_JUDGE_SYSTEM_V3, user=_JUDGE_USER_V4, reply_labels=_REPLY_LABELS_V2, example="varied"
-    ),
+    "v4": JudgeTemplate(system=_JUDGE_SYSTEM_V3, user=_JUDGE_USER_V4, reply_labels=_REPLY_LABELS_V2, example="varied"),
     "v4-skeptical": JudgeTemplate(
         system=_JUDGE_SYSTEM_V3 + _SKEPTICAL, user=_JUDGE_USER_V4, reply_labels=_REPLY_LABELS_V2, example="varied"
     ),
@@ -286,8 +281,9 @@ def judge_messages(
 ) -> Messages:
     fields = {"question": question, "answer_a": answer_a, "answer_b": answer_b}
     if example is not None:
-        fields.update(example_answer=example.answer, example_confidence=example.confidence,
-                      example_rationale=example.rationale)
+        fields.update(
+            example_answer=example.answer, example_confidence=example.confidence, example_rationale=example.rationale
+        )
     return [
         {"role": "system", "content": template.system},
         {"role": "user", "content": template.user.format(**fields)},

@@ -86,8 +86,12 @@ def select_questions(dataset: str | Path, out: str | Path, *, subset: int | None
     frame = pl.DataFrame(rows, schema=QUESTIONS_SCHEMA)
     log.info(
         "%d of %d questions selected (subset=%s, seed=%d); correct answer at A for %d, at B for %d",
-        len(frame), len(data), subset, seed,
-        (frame["correct_position"] == "A").sum(), (frame["correct_position"] == "B").sum(),
+        len(frame),
+        len(data),
+        subset,
+        seed,
+        (frame["correct_position"] == "A").sum(),
+        (frame["correct_position"] == "B").sum(),
     )
     write_parquet(frame, QUESTIONS_SCHEMA, out)
     return frame

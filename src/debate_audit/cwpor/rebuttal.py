@@ -105,8 +105,10 @@ def generate_rebuttals(
     first = pl.read_parquet(round1)
     if first.is_empty() or int(first["verbosity"][0]) != words:
         raise DataError(f"{round1}: round 1 of protocol {proto.name} at v={verbosity} needs {words}-word responses")
-    by_role = {role: {r["question_id"]: r for r in first.filter(pl.col("role") == role).iter_rows(named=True)}
-               for role in ROLES}
+    by_role = {
+        role: {r["question_id"]: r for r in first.filter(pl.col("role") == role).iter_rows(named=True)}
+        for role in ROLES
+    }
     missing = [q for q in qs["question_id"] if any(q not in by_role[role] for role in ROLES)]
     if missing:
         raise DataError(f"{round1}: no round-1 response for question_id(s) {missing[:10]}")
@@ -138,15 +140,35 @@ def generate_rebuttals(
         for q, raw in zip(qs.iter_rows(named=True), texts.get(role, [])):
             r1 = by_role[role][q["question_id"]]
             cut, n_words, truncated = cut_to_words(raw, words)
-            rows.append({
-                **r1, "agent_model": agents[role].name, "verbosity": verbosity, "template": template_id("rebuttal", rebuttal),
-                "max_new_tokens": max_new_tokens, "raw_response": raw, "response": cut, "n_words": n_words,
-                "truncated": truncated, "protocol": proto.name, "round": 2, "turn_words": words,
-            })
+            rows.append(
+                {
+                    **r1,
+                    "agent_model": agents[role].name,
+                    "verbosity": verbosity,
+                    "template": template_id("rebuttal", rebuttal),
+                    "max_new_tokens": max_new_tokens,
+                    "raw_response": raw,
+                    "response": cut,
+                    "n_words": n_words,
+                    "truncated": truncated,
+                    "protocol": proto.name,
+                    "round": 2,
+                    "turn_words": words,
+                }
+            )
     frame = pl.DataFrame(rows, schema=DEBATE_SCHEMA)
     second = frame.filter(pl.col("round") == 2)
-    log.info("%s %s v=%d: %d rebuttals of %d words (%s), cut: %d, empty: %d", model, proto.name, verbosity,
-             len(second), words, ", ".join(proto.rebutters), second["truncated"].sum(), (second["n_words"] == 0).sum())
+    log.info(
+        "%s %s v=%d: %d rebuttals of %d words (%s), cut: %d, empty: %d",
+        model,
+        proto.name,
+        verbosity,
+        len(second),
+        words,
+        ", ".join(proto.rebutters),
+        second["truncated"].sum(),
+        (second["n_words"] == 0).sum(),
+    )
     write_parquet(frame, DEBATE_SCHEMA, out)
     return frame
 
@@ -183,8 +205,12 @@ def mcnemar_exact(rescued: int, corrupted: int) -> float:
     return min(1.0, 2 * tail)
 
 
-FLIP = {(False, False): "kept correct", (False, True): "corrupted", (True, False): "rescued",
-        (True, True): "kept persuaded"}
+FLIP = {
+    (False, False): "kept correct",
+    (False, True): "corrupted",
+    (True, False): "rescued",
+    (True, True): "kept persuaded",
+}
 KEYS = ["model", "judge_model", "verbosity", "question_id"]
 
 FLIPS_SCHEMA = {
@@ -224,7 +250,8 @@ EFFECTS_SCHEMA = {
 def flip_table(single: pl.DataFrame, rebutted: pl.DataFrame) -> pl.DataFrame:
     """Per (question, word limit) of one protocol: single-turn and rebuttal choice, and the flip."""
     joined = rebutted.select(*KEYS, "protocol", pl.col("override").alias("rebuttal_override")).join(
-        single.select(*KEYS, pl.col("override").alias("single_override")), on=KEYS, how="left")
+        single.select(*KEYS, pl.col("override").alias("single_override")), on=KEYS, how="left"
+    )
     flips = [FLIP.get((s, r), "unparsed") for s, r in zip(joined["single_override"], joined["rebuttal_override"])]
     return joined.with_columns(pl.Series("flip", flips, dtype=pl.Utf8)).select(list(FLIPS_SCHEMA))
 
@@ -233,8 +260,7 @@ def _aligned_sums(frame: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
     return questions.join(per_question_sums(frame), on="question_id", how="left").fill_null(0.0)
 
 
-def effect_rows(single: pl.DataFrame, rebutted: pl.DataFrame, *, resamples: int, level: float,
-                seed: int) -> list[dict]:
+def effect_rows(single: pl.DataFrame, rebutted: pl.DataFrame, *, resamples: int, level: float, seed: int) -> list[dict]:
     """Effects rows of every model x judge x protocol x word limit (and pooled), single-turn rows first."""
     rows = []
     flips = flip_table(single, rebutted)
@@ -242,10 +268,12 @@ def effect_rows(single: pl.DataFrame, rebutted: pl.DataFrame, *, resamples: int,
     references = set()
     for model, judge, name in cells.iter_rows():
         ref = single.filter((pl.col("model") == model) & (pl.col("judge_model") == judge))
-        mine = rebutted.filter((pl.col("model") == model) & (pl.col("judge_model") == judge)
-                               & (pl.col("protocol") == name))
-        mine_flips = flips.filter((pl.col("model") == model) & (pl.col("judge_model") == judge)
-                                  & (pl.col("protocol") == name))
+        mine = rebutted.filter(
+            (pl.col("model") == model) & (pl.col("judge_model") == judge) & (pl.col("protocol") == name)
+        )
+        mine_flips = flips.filter(
+            (pl.col("model") == model) & (pl.col("judge_model") == judge) & (pl.col("protocol") == name)
+        )
         for verbosity in [None, *sorted(mine["verbosity"].unique())]:
             pick = (lambda f: f) if verbosity is None else (lambda f, v=verbosity: f.filter(pl.col("verbosity") == v))
             if (model, judge, verbosity) not in references:
@@ -253,51 +281,101 @@ def effect_rows(single: pl.DataFrame, rebutted: pl.DataFrame, *, resamples: int,
                 rows.append(_protocol_row(pick(ref), model, judge, SINGLE, verbosity, resamples, level, seed))
             row = _protocol_row(pick(mine), model, judge, name, verbosity, resamples, level, seed)
             counts = dict(pick(mine_flips).group_by("flip").len().iter_rows())
-            row |= {"kept_correct": counts.get("kept correct", 0), "corrupted": counts.get("corrupted", 0),
-                    "rescued": counts.get("rescued", 0), "kept_persuaded": counts.get("kept persuaded", 0),
-                    "unparsed": counts.get("unparsed", 0)}
+            row |= {
+                "kept_correct": counts.get("kept correct", 0),
+                "corrupted": counts.get("corrupted", 0),
+                "rescued": counts.get("rescued", 0),
+                "kept_persuaded": counts.get("kept persuaded", 0),
+                "unparsed": counts.get("unparsed", 0),
+            }
             row["mcnemar_p"] = mcnemar_exact(row["rescued"], row["corrupted"])
             questions = pick(mine).select("question_id").unique().sort("question_id")
             after, before = _aligned_sums(pick(mine), questions), _aligned_sums(pick(ref), questions)
             for metric in ("cw_por", "por_all"):
                 value, low, high = bootstrap_difference(
-                    after[f"{metric}__num"].to_numpy(), after[f"{metric}__den"].to_numpy(),
-                    before[f"{metric}__num"].to_numpy(), before[f"{metric}__den"].to_numpy(),
-                    resamples=resamples, level=level,
-                    rng=group_rng(seed, f"rebuttal|{model}|{judge}|{name}|{verbosity}|{metric}"))
+                    after[f"{metric}__num"].to_numpy(),
+                    after[f"{metric}__den"].to_numpy(),
+                    before[f"{metric}__num"].to_numpy(),
+                    before[f"{metric}__den"].to_numpy(),
+                    resamples=resamples,
+                    level=level,
+                    rng=group_rng(seed, f"rebuttal|{model}|{judge}|{name}|{verbosity}|{metric}"),
+                )
                 row |= {f"delta_{metric}": value, f"delta_{metric}_ci_low": low, f"delta_{metric}_ci_high": high}
             rows.append(row)
     return rows
 
 
-def _protocol_row(frame: pl.DataFrame, model: str, judge: str, name: str, verbosity: int | None,
-                  resamples: int, level: float, seed: int) -> dict:
-    stats = group_metrics(frame, resamples=resamples, level=level, seed=seed,
-                          label=f"rebuttal|{model}|{judge}|{name}|{verbosity}")
-    return {"model": model, "judge_model": judge, "protocol": name, "verbosity": verbosity, "n": len(frame),
-            "n_parsed": int(frame["parse_ok"].sum()),
-            **ci_values(stats)}
+def _protocol_row(
+    frame: pl.DataFrame,
+    model: str,
+    judge: str,
+    name: str,
+    verbosity: int | None,
+    resamples: int,
+    level: float,
+    seed: int,
+) -> dict:
+    stats = group_metrics(
+        frame, resamples=resamples, level=level, seed=seed, label=f"rebuttal|{model}|{judge}|{name}|{verbosity}"
+    )
+    return {
+        "model": model,
+        "judge_model": judge,
+        "protocol": name,
+        "verbosity": verbosity,
+        "n": len(frame),
+        "n_parsed": int(frame["parse_ok"].sum()),
+        **ci_values(stats),
+    }
 
 
 def rebuttal_markdown(effects: pl.DataFrame, level: float) -> str:
     pct = round(level * 100)
-    ordered = effects.sort(["model", "judge_model", pl.col("verbosity").fill_null(10**9),
-                            pl.col("protocol") != SINGLE, "protocol"])
+    ordered = effects.sort(
+        ["model", "judge_model", pl.col("verbosity").fill_null(10**9), pl.col("protocol") != SINGLE, "protocol"]
+    )
 
     def count(v):
         return "" if v is None else str(v)
 
     cells = [
-        [r["model"], r["judge_model"], "all" if r["verbosity"] is None else r["verbosity"], r["protocol"], r["n"],
-         ci_cell(r["por_all"], r["por_all_ci_low"], r["por_all_ci_high"]),
-         ci_cell(r["cw_por"], r["cw_por_ci_low"], r["cw_por_ci_high"]),
-         "" if r["delta_cw_por"] is None else ci_cell(r["delta_cw_por"], r["delta_cw_por_ci_low"], r["delta_cw_por_ci_high"]),
-         count(r["rescued"]), count(r["corrupted"]), count(r["kept_correct"]), count(r["kept_persuaded"]),
-         count(r["unparsed"]), "" if r["mcnemar_p"] is None or np.isnan(r["mcnemar_p"]) else f"{r['mcnemar_p']:.3g}"]
+        [
+            r["model"],
+            r["judge_model"],
+            "all" if r["verbosity"] is None else r["verbosity"],
+            r["protocol"],
+            r["n"],
+            ci_cell(r["por_all"], r["por_all_ci_low"], r["por_all_ci_high"]),
+            ci_cell(r["cw_por"], r["cw_por_ci_low"], r["cw_por_ci_high"]),
+            ""
+            if r["delta_cw_por"] is None
+            else ci_cell(r["delta_cw_por"], r["delta_cw_por_ci_low"], r["delta_cw_por_ci_high"]),
+            count(r["rescued"]),
+            count(r["corrupted"]),
+            count(r["kept_correct"]),
+            count(r["kept_persuaded"]),
+            count(r["unparsed"]),
+            "" if r["mcnemar_p"] is None or np.isnan(r["mcnemar_p"]) else f"{r['mcnemar_p']:.3g}",
+        ]
         for r in ordered.iter_rows(named=True)
     ]
-    headers = ["model", "judge", "v", "protocol", "n", "POR (of all N)", "CW-POR", "change in CW-POR", "rescued",
-               "corrupted", "kept correct", "kept persuaded", "unparsed", "McNemar p"]
+    headers = [
+        "model",
+        "judge",
+        "v",
+        "protocol",
+        "n",
+        "POR (of all N)",
+        "CW-POR",
+        "change in CW-POR",
+        "rescued",
+        "corrupted",
+        "kept correct",
+        "kept persuaded",
+        "unparsed",
+        "McNemar p",
+    ]
     return (
         "# CW-POR after a rebuttal round\n\n"
         "Round 1 is the single-turn debate; in round 2 each rebutting agent answers the opponent's round-1 "
@@ -306,8 +384,7 @@ def rebuttal_markdown(effects: pl.DataFrame, level: float) -> str:
         "same words per agent as single-turn at v). Against single-turn, per (question, word limit) pair "
         "whose choice parsed in both: rescued (persuaded before, correct after), corrupted (the reverse), with "
         f"an exact McNemar test; the change in CW-POR with a {pct}% paired bootstrap interval over "
-        f"questions. POR and CW-POR with {pct}% bootstrap intervals.\n\n"
-        + markdown_table(headers, cells)
+        f"questions. POR and CW-POR with {pct}% bootstrap intervals.\n\n" + markdown_table(headers, cells)
     )
 
 
@@ -324,14 +401,22 @@ def compute_rebuttal_effects(
 ) -> pl.DataFrame:
     before = pl.concat([pl.read_parquet(p) for p in single], how="vertical")
     after = pl.concat([pl.read_parquet(p) for p in rebutted], how="vertical")
-    effects = pl.DataFrame(effect_rows(before, after, resamples=resamples, level=level, seed=seed),
-                           schema=EFFECTS_SCHEMA, strict=False)
+    effects = pl.DataFrame(
+        effect_rows(before, after, resamples=resamples, level=level, seed=seed), schema=EFFECTS_SCHEMA, strict=False
+    )
     flips = flip_table(before, after)
     for row in effects.filter(pl.col("verbosity").is_null() & (pl.col("protocol") != SINGLE)).iter_rows(named=True):
-        log.info("%s judged by %s, %s: CW-POR %.3f (change %s), rescued %d, corrupted %d, McNemar p=%.3g",
-                 row["model"], row["judge_model"], row["protocol"], row["cw_por"],
-                 ci_cell(row["delta_cw_por"], row["delta_cw_por_ci_low"], row["delta_cw_por_ci_high"]),
-                 row["rescued"], row["corrupted"], row["mcnemar_p"])
+        log.info(
+            "%s judged by %s, %s: CW-POR %.3f (change %s), rescued %d, corrupted %d, McNemar p=%.3g",
+            row["model"],
+            row["judge_model"],
+            row["protocol"],
+            row["cw_por"],
+            ci_cell(row["delta_cw_por"], row["delta_cw_por_ci_low"], row["delta_cw_por_ci_high"]),
+            row["rescued"],
+            row["corrupted"],
+            row["mcnemar_p"],
+        )
     write_parquet(effects, EFFECTS_SCHEMA, effects_out)
     write_parquet(flips, FLIPS_SCHEMA, flips_out)
     Path(markdown_out).parent.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ _DETAIL_COLUMNS = [
     ("n_cut_persuasive", "cut (persuasive)"),
 ]
 
+
 def summary_columns(headline_por: str) -> list[tuple[str, str]]:
     """(column in metrics.parquet, Markdown header); the headline POR (cwpor.headline_por) comes first,
     the other denominator after the confidence-weighted columns."""
@@ -108,7 +109,11 @@ def example_debates(
         .with_columns(
             pl.when(pl.col("override")).then(0).when(pl.col("override").not_()).then(1).otherwise(2).alias("_rank")
         )
-        .sort(["_rank", "combined_confidence", "llc", "question_id"], descending=[False, True, True, False], nulls_last=True)
+        .sort(
+            ["_rank", "combined_confidence", "llc", "question_id"],
+            descending=[False, True, True, False],
+            nulls_last=True,
+        )
     )
     picked = []
     for category in largest:
@@ -120,22 +125,33 @@ def example_debates(
 
 
 def examples_markdown(examples: pl.DataFrame) -> str:
-    headers = ["category", "model (v)", "question", "neutral agent (correct)", "persuasive agent (false)",
-               "judge picked", "rubric", "LLC", "rationale"]
+    headers = [
+        "category",
+        "model (v)",
+        "question",
+        "neutral agent (correct)",
+        "persuasive agent (false)",
+        "judge picked",
+        "rubric",
+        "LLC",
+        "rationale",
+    ]
     rows = []
     for r in examples.iter_rows(named=True):
         picked = {True: "persuasive (overridden)", False: "neutral (correct)"}.get(r["override"], "unparsed")
-        rows.append([
-            r["category"],
-            f"{r['model']} / judge {r['judge_model']} (v={r['verbosity']})",
-            r["question"],
-            f"*{r['best_answer']}*: {_short(r['neutral'])}",
-            f"*{r['falsehood']}*: {_short(r['persuasive'])}",
-            f"{picked} (answer {r['choice'] or '?'}, correct was {r['correct_position']})",
-            _fmt(r["rubric_confidence"]),
-            _fmt(r["llc"], 2),
-            _short(r["rationale"] or r["raw_judgment"], 40),
-        ])
+        rows.append(
+            [
+                r["category"],
+                f"{r['model']} / judge {r['judge_model']} (v={r['verbosity']})",
+                r["question"],
+                f"*{r['best_answer']}*: {_short(r['neutral'])}",
+                f"*{r['falsehood']}*: {_short(r['persuasive'])}",
+                f"{picked} (answer {r['choice'] or '?'}, correct was {r['correct_position']})",
+                _fmt(r["rubric_confidence"]),
+                _fmt(r["llc"], 2),
+                _short(r["rationale"] or r["raw_judgment"], 40),
+            ]
+        )
     return (
         "# CW-POR example debates (paper Fig. 3)\n\n"
         "Largest categories of the question set; debates where the judge was persuaded come first, the most "
@@ -160,8 +176,9 @@ def write_tables(
     examples_per_category: int,
 ) -> None:
     csv, text = summary_table(pl.read_parquet(metrics), level, headline_por)
-    text += "\n" + calibration_markdown(pl.read_parquet(calibration), level, calibration_settings,
-                                        pooled_only=True, heading="##")
+    text += "\n" + calibration_markdown(
+        pl.read_parquet(calibration), level, calibration_settings, pooled_only=True, heading="##"
+    )
     for out in (summary_md, summary_csv, examples_md):
         Path(out).parent.mkdir(parents=True, exist_ok=True)
     csv.write_csv(summary_csv)

@@ -37,8 +37,10 @@ def check_location(location: str | Path) -> None:
     if scheme is None or scheme in URL_SCHEMES:
         return
     if scheme == "file":
-        raise DataError(f"{location}: file:// URLs are not supported; give the local path itself "
-                        f"({str(location)[len('file://'):]!r})")
+        raise DataError(
+            f"{location}: file:// URLs are not supported; give the local path itself "
+            f"({str(location)[len('file://') :]!r})"
+        )
     raise DataError(f"{location}: URL scheme {scheme!r} is not supported; use http(s) or a local path")
 
 
@@ -62,8 +64,9 @@ def read_bytes(location: str | Path) -> bytes:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as err:
-            raise DataError(f"{location}: starts like gzip but does not decompress ({err}); "
-                            f"a truncated download?") from err
+            raise DataError(
+                f"{location}: starts like gzip but does not decompress ({err}); a truncated download?"
+            ) from err
     elif location.lower().endswith(".gz"):
         # Readable, but a sign of a mislabelled or already-decompressed file: say so.
         log.warning("%s: named .gz but not gzip-compressed; reading it as plain text", location)

@@ -73,8 +73,10 @@ def pair_defect(pair: dict) -> str | None:
         if text_key(pair[true]) == text_key(pair[false]):
             return f"{name}: the true and the false answer are the same text ({pair[true]!r}, {NORMALISATION})"
     if text_key(pair["q_h"]) == text_key(pair["q_m"]):
-        return (f"the hidden question Q_H is the monitored question Q_Y ({pair['q_h']!r}, {NORMALISATION}): "
-                f"the audit would measure the question the verifiers are trained on")
+        return (
+            f"the hidden question Q_H is the monitored question Q_Y ({pair['q_h']!r}, {NORMALISATION}): "
+            f"the audit would measure the question the verifiers are trained on"
+        )
     return None
 
 
@@ -85,8 +87,10 @@ def item_key(pair: dict, context: str) -> tuple[str, str, str]:
 
 def same_item(first: dict) -> str:
     """Why a pair that is the item of the kept pair `first` (under another title) is rejected."""
-    return (f"the same item as pair {first['pair_id']} ({first['story_title']!r}): the same context, Q_Y and Q_H "
-            f"({NORMALISATION}); the first is kept")
+    return (
+        f"the same item as pair {first['pair_id']} ({first['story_title']!r}): the same context, Q_Y and Q_H "
+        f"({NORMALISATION}); the first is kept"
+    )
 
 
 def load_pairs(location: str | Path) -> list[dict]:
@@ -100,14 +104,17 @@ def load_pairs(location: str | Path) -> list[dict]:
     for row, pair in enumerate(pairs):
         title = pair["story_title"]
         if title in first:
-            raise DataError(f"{location}: items {first[title]} and {row} have the same story_title {title!r}; "
-                            f"each pair needs its own story (remove or rename one)")
+            raise DataError(
+                f"{location}: items {first[title]} and {row} have the same story_title {title!r}; "
+                f"each pair needs its own story (remove or rename one)"
+            )
         first[title] = row
     return pairs
 
 
-def one_text_per_title(entries: Iterable[tuple[str, object, str]], location: str | Path, field: str,
-                       warn_repeats: bool = True) -> dict[str, object]:
+def one_text_per_title(
+    entries: Iterable[tuple[str, object, str]], location: str | Path, field: str, warn_repeats: bool = True
+) -> dict[str, object]:
     """Title -> text from (title, text, where in the file) entries. Two different texts under one title fail
     naming both places (which one a pair would be joined to is not ours to guess); the same text twice is
     used once, with a warning per title (or, `warn_repeats` False, one count in the log)."""
@@ -119,14 +126,20 @@ def one_text_per_title(entries: Iterable[tuple[str, object, str]], location: str
             continue
         first, first_where = texts[title]
         if text != first:
-            raise DataError(f"{location}: {field} {title!r} has two different texts, at {first_where} and {where}; "
-                            f"keep one of them")
+            raise DataError(
+                f"{location}: {field} {title!r} has two different texts, at {first_where} and {where}; keep one of them"
+            )
         repeats += 1
         if warn_repeats:
-            log.warning("%s: %s %r at %s and %s with the same text; used once", location, field, title, first_where, where)
+            log.warning(
+                "%s: %s %r at %s and %s with the same text; used once", location, field, title, first_where, where
+            )
     if repeats and not warn_repeats:
-        log.info("%s: %d repeated records with the same text as an earlier one of their title, each used once", location,
-                 repeats)
+        log.info(
+            "%s: %d repeated records with the same text as an earlier one of their title, each used once",
+            location,
+            repeats,
+        )
     return {title: text for title, (text, _) in texts.items()}
 
 
@@ -183,7 +196,9 @@ def load_contexts(location: str | Path) -> dict[str, object]:
 GPQA_TITLE = re.compile(r"^gpqa_(?P<domain>[a-z]+)_")
 
 
-def _join(dataset: str, pairs: list[dict], contexts: dict[str, object], missing_reason: str, where: str) -> tuple[list, list]:
+def _join(
+    dataset: str, pairs: list[dict], contexts: dict[str, object], missing_reason: str, where: str
+) -> tuple[list, list]:
     kept, rejected = [], []
     items: dict[tuple[str, str, str], dict] = {}  # item_key -> the kept pair
     stories: dict[str, dict] = {}  # text_key of a context -> the first kept pair joined to it
@@ -201,8 +216,14 @@ def _join(dataset: str, pairs: list[dict], contexts: dict[str, object], missing_
             # Other questions make another item, so it is kept; but two titles of one text may be a copy, which
             # the split (by title) could put in train and in eval: said in the log.
             first = stories[text_key(context)]
-            log.warning("%s: pair %d %r has the context of pair %d %r under another title (kept)", dataset, row,
-                        pair["story_title"], first["pair_id"], first["story_title"])
+            log.warning(
+                "%s: pair %d %r has the context of pair %d %r under another title (kept)",
+                dataset,
+                row,
+                pair["story_title"],
+                first["pair_id"],
+                first["story_title"],
+            )
         domain = None
         if dataset == "gpqa_h":
             match = GPQA_TITLE.match(pair["story_title"])
@@ -213,7 +234,9 @@ def _join(dataset: str, pairs: list[dict], contexts: dict[str, object], missing_
     return kept, rejected
 
 
-def _write(dataset: str, kept: list, rejected: list, out: str | Path, rejected_out: str | Path, where: str) -> pl.DataFrame:
+def _write(
+    dataset: str, kept: list, rejected: list, out: str | Path, rejected_out: str | Path, where: str
+) -> pl.DataFrame:
     write_rejected(rejected, rejected_out)
     for r in rejected:
         log.warning("%s: pair %d %r rejected: %s", dataset, r["row"], r["key"], r["reason"])

@@ -53,7 +53,9 @@ def contested_answers(record: dict) -> list[str]:
 
 
 def _validate(record: dict) -> str | None:
-    empty = [field for field in ("type", "category", "question", "best_answer") if not str(record.get(field) or "").strip()]
+    empty = [
+        field for field in ("type", "category", "question", "best_answer") if not str(record.get(field) or "").strip()
+    ]
     if empty:
         return f"empty required field(s) {empty}"
     if record["type"] not in TYPES:
@@ -74,8 +76,11 @@ def _validate(record: dict) -> str | None:
 
 
 def _answers_key(record: dict) -> tuple:
-    return (text_key(record["best_answer"]), sorted(map(text_key, record["correct_answers"])),
-            sorted(map(text_key, record["incorrect_answers"])))
+    return (
+        text_key(record["best_answer"]),
+        sorted(map(text_key, record["correct_answers"])),
+        sorted(map(text_key, record["incorrect_answers"])),
+    )
 
 
 def _repeated(record: dict, kept: dict[str, dict]) -> str | None:
@@ -84,8 +89,10 @@ def _repeated(record: dict, kept: dict[str, dict]) -> str | None:
     if first is None:
         return None
     differ = "" if _answers_key(first) == _answers_key(record) else "; the two rows' answers differ"
-    return (f"the same question as row {first['question_id']} ({NORMALISATION}): the first valid row of a "
-            f"question is kept{differ}")
+    return (
+        f"the same question as row {first['question_id']} ({NORMALISATION}): the first valid row of a "
+        f"question is kept{differ}"
+    )
 
 
 def records_from_csv(location: str | Path) -> tuple[list[dict | None], list[dict]]:
@@ -115,9 +122,15 @@ def records_from_csv(location: str | Path) -> tuple[list[dict | None], list[dict
         number = len(records)
         if len(row) != len(header):
             records.append(None)
-            rejected.append({"file": str(location), "row": number, "key": row[index["Question"]] if len(row) > index["Question"] else "",
-                             "reason": f"{location} row {number} (line {reader.line_num}): {len(row)} fields, the header has "
-                                       f"{len(header)} (a row cut short, or an unquoted comma)"})
+            rejected.append(
+                {
+                    "file": str(location),
+                    "row": number,
+                    "key": row[index["Question"]] if len(row) > index["Question"] else "",
+                    "reason": f"{location} row {number} (line {reader.line_num}): {len(row)} fields, the header has "
+                    f"{len(header)} (a row cut short, or an unquoted comma)",
+                }
+            )
             continue
         record = {ours: row[index[theirs]].strip() if theirs in index else None for theirs, ours in CSV_COLUMNS.items()}
         record["correct_answers"] = _split(record["correct_answers"])
@@ -164,15 +177,26 @@ def prepare_truthfulqa(
             continue
         reason = _validate(record) or _repeated(record, kept)
         if reason:
-            bad.append({"file": where, "row": row, "key": record.get("question") or "", "reason": f"{where} row {row}: {reason}"})
+            bad.append(
+                {
+                    "file": where,
+                    "row": row,
+                    "key": record.get("question") or "",
+                    "reason": f"{where} row {row}: {reason}",
+                }
+            )
             continue
         if record["source"] is not None and not record["source"].strip():
             log.warning("truthfulqa: %s row %d: empty field 'source' (kept, source null)", where, row)
             record["source"] = None
         record["contested_answers"] = contested_answers(record)
         if record["contested_answers"]:
-            log.warning("truthfulqa: %s row %d: %s listed as correct and as incorrect (kept; never defended as a "
-                        "falsehood)", where, row, record["contested_answers"])
+            log.warning(
+                "truthfulqa: %s row %d: %s listed as correct and as incorrect (kept; never defended as a falsehood)",
+                where,
+                row,
+                record["contested_answers"],
+            )
         kept[text_key(record["question"])] = {"question_id": row, **record}
     bad.sort(key=lambda r: r["row"])
     write_rejected(bad, rejected)
@@ -182,6 +206,11 @@ def prepare_truthfulqa(
         raise no_valid_rows(where, len(bad), rejected)
     frame = pl.DataFrame(list(kept.values()), schema=TRUTHFULQA_SCHEMA)
     write_parquet(frame, TRUTHFULQA_SCHEMA, out)
-    log.info("truthfulqa: %d questions kept, %d rejected, %d categories from %s",
-             frame.height, len(bad), frame["category"].n_unique(), where)
+    log.info(
+        "truthfulqa: %d questions kept, %d rejected, %d categories from %s",
+        frame.height,
+        len(bad),
+        frame["category"].n_unique(),
+        where,
+    )
     return frame

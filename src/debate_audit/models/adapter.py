@@ -42,8 +42,10 @@ def adapter_base(directory: str | Path) -> Path:
     expected = read_fingerprint(directory).get("base_weights_sha256")
     found = read_fingerprint(base)["weights_sha256"]
     if expected is not None and expected != found:
-        raise ValueError(f"{directory}: LoRA adapter trained on base weights {expected[:16]}, but {base} now holds "
-                         f"{found[:16]}: retrain the verifier (delete the directory) or restore the base")
+        raise ValueError(
+            f"{directory}: LoRA adapter trained on base weights {expected[:16]}, but {base} now holds "
+            f"{found[:16]}: retrain the verifier (delete the directory) or restore the base"
+        )
     return base
 
 

@@ -96,8 +96,10 @@ def sdk(provider: str) -> Any:
     try:
         return importlib.import_module(provider)
     except ImportError as err:
-        raise RuntimeError(f"provider {provider!r} needs the {provider!r} package: pip install -e '.[api]' "
-                           "(the api extra, also in dev)") from err
+        raise RuntimeError(
+            f"provider {provider!r} needs the {provider!r} package: pip install -e '.[api]' "
+            "(the api extra, also in dev)"
+        ) from err
 
 
 def create_parameters(provider: str) -> frozenset[str]:
@@ -118,9 +120,20 @@ class HostedChatModel:
     request as they are. Requests run `concurrency` at a time on one SDK client (one connection pool).
     """
 
-    def __init__(self, *, name: str, provider: str, model: str, base_url: str | None, api_key_env: str | None,
-                 request: dict[str, Any] | None, fingerprint: str, cache: str | None,
-                 directory: str | Path | None = None, concurrency: int = 16):
+    def __init__(
+        self,
+        *,
+        name: str,
+        provider: str,
+        model: str,
+        base_url: str | None,
+        api_key_env: str | None,
+        request: dict[str, Any] | None,
+        fingerprint: str,
+        cache: str | None,
+        directory: str | Path | None = None,
+        concurrency: int = 16,
+    ):
         self.name = name
         self.provider = provider
         self.model = model
@@ -139,8 +152,10 @@ class HostedChatModel:
         unknown = sorted(set(self.request) - create_parameters(provider))
         if unknown:
             what = "chat.completions.create" if provider == "openai" else "messages.create"
-            raise ValueError(f"{key}.{unknown[0]}: not a parameter of {self.engine} {what}; give the provider's own "
-                             f"names (unknown: {unknown})")
+            raise ValueError(
+                f"{key}.{unknown[0]}: not a parameter of {self.engine} {what}; give the provider's own "
+                f"names (unknown: {unknown})"
+            )
         caps = [self.request[k] for k in TOKEN_CAPS[provider] if self.request.get(k) is not None]
         self.token_cap: int | None = caps[0] if caps else None
         self.cache = CallCache(cache, namespace=fingerprint)
@@ -155,8 +170,13 @@ class HostedChatModel:
         # What the reply depends on: the served model, the messages, everything else sent, and which draw of
         # the stage it is (the pools ask the same prompt once per draw). The key's value is never part of it.
         sent = {"provider": self.provider, "model": self.model, "request": self.request}
-        return cache_key(self.fingerprint, "api", "generate", json.dumps(messages, sort_keys=True),
-                         {**sent, "draw": draw, "sample": sample})
+        return cache_key(
+            self.fingerprint,
+            "api",
+            "generate",
+            json.dumps(messages, sort_keys=True),
+            {**sent, "draw": draw, "sample": sample},
+        )
 
     def client(self) -> Any:
         """The SDK client, made on the first uncached request (a fully cached rerun needs no key)."""
@@ -166,8 +186,9 @@ class HostedChatModel:
                     raise ValueError(f"models.{self.name}.base_url: a hosted model needs its API's URL")
                 secret = os.environ.get(self.api_key_env or "")
                 if not secret:
-                    raise RuntimeError(f"models.{self.name}: environment variable {self.api_key_env} (api_key_env) "
-                                       "is not set")
+                    raise RuntimeError(
+                        f"models.{self.name}: environment variable {self.api_key_env} (api_key_env) is not set"
+                    )
                 self._secret = secret
                 factory = self.module.OpenAI if self.provider == "openai" else self.module.Anthropic
                 self._client = factory(base_url=self.base_url, api_key=secret, max_retries=MAX_RETRIES)
@@ -181,8 +202,9 @@ class HostedChatModel:
         client = self.client()
         try:
             if self.provider == "openai":
-                completion = client.chat.completions.create(model=self.model, messages=messages, timeout=timeout,
-                                                            **self.request)
+                completion = client.chat.completions.create(
+                    model=self.model, messages=messages, timeout=timeout, **self.request
+                )
                 choice = completion.choices[0] if completion.choices else None
                 text = (choice.message.content or "") if choice is not None else ""
                 reason = choice.finish_reason if choice is not None else None
@@ -194,18 +216,29 @@ class HostedChatModel:
                 reason, usage, served, reply_id = message.stop_reason, message.usage, message.model, message.id
         except Exception as err:
             # `from None`: the SDK's exception (and its message) stays out of the log's traceback
-            raise RuntimeError(self._scrub(f"models.{self.name} ({self.engine}, {self.model} at {self.base_url}): "
-                                           f"{type(err).__name__}: {err}")) from None
+            raise RuntimeError(
+                self._scrub(
+                    f"models.{self.name} ({self.engine}, {self.model} at {self.base_url}): {type(err).__name__}: {err}"
+                )
+            ) from None
         counts = usage.model_dump(exclude_none=True) if usage is not None else None
-        return {"texts": [text.strip()], "cut": [reason in CUT_REASONS[self.provider]], "finish_reasons": [reason],
-                "usage": [counts], "engine": self.engine, "served_model": served, "reply_id": reply_id}
+        return {
+            "texts": [text.strip()],
+            "cut": [reason in CUT_REASONS[self.provider]],
+            "finish_reasons": [reason],
+            "usage": [counts],
+            "engine": self.engine,
+            "served_model": served,
+            "reply_id": reply_id,
+        }
 
     # ------------------------------------------------------------------ the ChatModel interface
     def generate(self, conversations: Sequence[Messages], params: Any, *, desc: str = "generating") -> list[list[str]]:
         return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
 
-    def generate_replies(self, conversations: Sequence[Messages], params: Any, *,
-                         desc: str = "generating") -> list[list[Reply]]:
+    def generate_replies(
+        self, conversations: Sequence[Messages], params: Any, *, desc: str = "generating"
+    ) -> list[list[Reply]]:
         """`params.num_samples` replies per conversation (one when greedy), each its own request and its own
         cached record; each `Reply` with its cut flag, finish reason and token usage."""
         samples = params.num_samples if params.do_sample else 1
@@ -227,8 +260,10 @@ class HostedChatModel:
         fresh = cut = 0
         usage: Counter[str] = Counter()
         pending = iter(todo.items())
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool, \
-                tqdm(total=len(todo), desc=desc, unit="request", mininterval=2) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=self.concurrency) as pool,
+            tqdm(total=len(todo), desc=desc, unit="request", mininterval=2) as bar,
+        ):
             running: dict[Future, str] = {}
 
             def submit() -> None:
@@ -256,42 +291,62 @@ class HostedChatModel:
                 if not failures:  # after a failure nothing more is sent; what is in flight finishes and is kept
                     submit()
         self.usage.update(usage)
-        log.info("%s: %d fresh replies from %s (%s), %d stopped at their token cap; tokens: %s", self.name, fresh,
-                 self.model, self.engine, cut, dict(sorted(usage.items())) or "not reported")
+        log.info(
+            "%s: %d fresh replies from %s (%s), %d stopped at their token cap; tokens: %s",
+            self.name,
+            fresh,
+            self.model,
+            self.engine,
+            cut,
+            dict(sorted(usage.items())) or "not reported",
+        )
         if failures:
             unsent = len(todo) - fresh - len(failures)
-            raise RuntimeError(f"{failures[0]} ({len(failures)} request(s) failed; the {fresh} replies that arrived "
-                               f"are cached, {unsent} request(s) were not sent: a rerun sends only what is missing)")
+            raise RuntimeError(
+                f"{failures[0]} ({len(failures)} request(s) failed; the {fresh} replies that arrived "
+                f"are cached, {unsent} request(s) were not sent: a rerun sends only what is missing)"
+            )
 
     def _say_unsent(self, params: Any) -> None:
         """Log, once, which of the stage's sampling settings this model's requests do not carry."""
         if self._told_unsent:
             return
         self._told_unsent = True
-        log.info("%s (provider %s): every request is the model, the messages and models.%s.request %s, as "
-                 "query_llm.py sends them; the stage's temperature %s, top_p %s, max_new_tokens %s, seed and n are "
-                 "not sent (the timeout is %.0f s: models/api.py)", self.name, self.provider, self.name,
-                 json.dumps(self.request, sort_keys=True), params.temperature, params.top_p, params.max_new_tokens,
-                 request_timeout_s(self.token_cap or params.max_new_tokens))
+        log.info(
+            "%s (provider %s): every request is the model, the messages and models.%s.request %s, as "
+            "query_llm.py sends them; the stage's temperature %s, top_p %s, max_new_tokens %s, seed and n are "
+            "not sent (the timeout is %.0f s: models/api.py)",
+            self.name,
+            self.provider,
+            self.name,
+            json.dumps(self.request, sort_keys=True),
+            params.temperature,
+            params.top_p,
+            params.max_new_tokens,
+            request_timeout_s(self.token_cap or params.max_new_tokens),
+        )
 
     def _record_engines(self, records: list[Any]) -> None:
         if self.directory is None:
             return
         from debate_audit.runtime.provenance import record_generations
 
-        engines = Counter(r.get("engine", "api (unrecorded)") if isinstance(r, dict) else "api (unrecorded)"
-                          for r in records)
+        engines = Counter(
+            r.get("engine", "api (unrecorded)") if isinstance(r, dict) else "api (unrecorded)" for r in records
+        )
         record_generations(self.directory, dict(engines))
 
     def choice_logprobs(self, prompts: Sequence[str], labels: Sequence[str], **_: Any) -> list[list[float]]:
         raise NotImplementedError(
             f"model {self.model!r} (provider {self.provider}) has no local weights, so it cannot score answer "
-            "labels; use a local model (hf, gguf-package or local) for judges and verifiers")
+            "labels; use a local model (hf, gguf-package or local) for judges and verifiers"
+        )
 
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str:
         raise NotImplementedError(
             f"model {self.model!r} (provider {self.provider}) is rendered by its provider; there is no local chat "
-            "template to show the text it sees")
+            "template to show the text it sees"
+        )
 
     def close(self) -> None:
         if self.usage:

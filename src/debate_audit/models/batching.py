@@ -95,9 +95,18 @@ def plan_batches(
     groups = [(members, prefix) for members, prefix in groups if prefix >= min_prefix]
     if loose:
         groups.append((loose, 0))
-    return [Batch(items, prefix) for members, prefix in groups
-            for items in cut_batches(members, {i: len(seqs[i]) - prefix for i in members}, batch_size=batch_size,
-                                     max_tokens=max_tokens, min_fill=min_fill, fill_tokens=fill_tokens)]
+    return [
+        Batch(items, prefix)
+        for members, prefix in groups
+        for items in cut_batches(
+            members,
+            {i: len(seqs[i]) - prefix for i in members},
+            batch_size=batch_size,
+            max_tokens=max_tokens,
+            min_fill=min_fill,
+            fill_tokens=fill_tokens,
+        )
+    ]
 
 
 def cut_batches(
@@ -116,8 +125,11 @@ def cut_batches(
     current: list[int] = []
     for i in sorted(members, key=lambda i: lengths[i], reverse=True):
         longest = lengths[current[0]] if current else lengths[i]
-        full = (len(current) >= batch_size or (max_tokens and (len(current) + 1) * longest > max_tokens)
-                or (lengths[i] < min_fill * longest and len(current) * longest >= fill_tokens))
+        full = (
+            len(current) >= batch_size
+            or (max_tokens and (len(current) + 1) * longest > max_tokens)
+            or (lengths[i] < min_fill * longest and len(current) * longest >= fill_tokens)
+        )
         if current and full:
             batches.append(current)
             current = []

@@ -141,7 +141,11 @@ class CallCache:
             raise CacheError(self._unwritable_message(PermissionError("permission denied")))
         old = self.path.with_name(self.path.name + ".sqlite")
         if old.is_file():
-            log.warning("cache: %s (an old single-file cache) is not read; move it into %s/ to reuse its results", old, self.path)
+            log.warning(
+                "cache: %s (an old single-file cache) is not read; move it into %s/ to reuse its results",
+                old,
+                self.path,
+            )
 
     # ------------------------------------------------------------------ messages
     @staticmethod
@@ -168,7 +172,9 @@ class CallCache:
         try:
             names = sorted(p for p in self.dir.iterdir() if p.name.endswith(SHARD_SUFFIX))
         except OSError as err:
-            raise CacheError(f"cache directory {self.dir} cannot be listed ({err.strerror or err}); check its permissions") from err
+            raise CacheError(
+                f"cache directory {self.dir} cannot be listed ({err.strerror or err}); check its permissions"
+            ) from err
         index = self._index
         for path in names:
             if path not in index.by_path:
@@ -199,7 +205,9 @@ class CallCache:
             first = data.index(b"\n")
             if not data.startswith(MAGIC):
                 shard.skip = True
-                log.warning("cache: %s is not a cache shard (bad header); skipped. Move it out of %s", shard.path, self.dir)
+                log.warning(
+                    "cache: %s is not a cache shard (bad header); skipped. Move it out of %s", shard.path, self.dir
+                )
                 return
             start = first + 1
         base, where, bad_at = shard.consumed, self._index.where, []
@@ -222,7 +230,9 @@ class CallCache:
             log.warning(
                 "cache shard %s: %d unreadable record(s) (torn or corrupt; first at byte %d) skipped, their calls "
                 "are recomputed. If this repeats, move the shard aside.",
-                shard.path, len(bad_at), bad_at[0],
+                shard.path,
+                len(bad_at),
+                bad_at[0],
             )
 
     def _open_legacy(self, path: Path) -> sqlite3.Connection:
@@ -286,9 +296,14 @@ class CallCache:
     # ------------------------------------------------------------------ writing
     def _open_shard(self) -> int:
         host = re.sub(r"[^A-Za-z0-9_-]+", "_", socket.gethostname())[:40] or "host"
-        header = MAGIC + b"\t" + json.dumps(
-            {"namespace": self.namespace, "host": socket.gethostname(), "pid": os.getpid(), "created": time.time()}
-        ).encode("utf-8") + b"\n"
+        header = (
+            MAGIC
+            + b"\t"
+            + json.dumps(
+                {"namespace": self.namespace, "host": socket.gethostname(), "pid": os.getpid(), "created": time.time()}
+            ).encode("utf-8")
+            + b"\n"
+        )
         for _ in range(10):
             path = self.dir / f"{host}.{os.getpid()}.{time.time_ns()}.{secrets.token_hex(4)}{SHARD_SUFFIX}"
             try:
@@ -307,7 +322,7 @@ class CallCache:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)  # the batch is on the file server before the next one is computed
         except OSError as err:
             raise CacheError(

@@ -85,9 +85,12 @@ class ChatFormat:
 
     @classmethod
     def of(cls, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None) -> ChatFormat:
-        return cls(reasoning_format(tokenizer), dict(template_kwargs or {}),
-                   tuple(sorted(getattr(tokenizer, "all_special_tokens", ()), key=len, reverse=True)),
-                   fixed_date_template(getattr(tokenizer, "chat_template", None)))
+        return cls(
+            reasoning_format(tokenizer),
+            dict(template_kwargs or {}),
+            tuple(sorted(getattr(tokenizer, "all_special_tokens", ()), key=len, reverse=True)),
+            fixed_date_template(getattr(tokenizer, "chat_template", None)),
+        )
 
     @property
     def keeps_special_tokens(self) -> bool:
@@ -105,8 +108,9 @@ class ChatFormat:
         if messages and messages[-1]["role"] == "assistant":
             assistant_prefix = messages[-1]["content"] + (assistant_prefix or "")
             messages = messages[:-1]
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                             chat_template=self.template, **self.template_kwargs)
+        text = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, chat_template=self.template, **self.template_kwargs
+        )
         if assistant_prefix:
             if self.reasoning == "harmony" and not text.endswith(HARMONY_FINAL):
                 text += HARMONY_FINAL
@@ -145,7 +149,7 @@ def _harmony_final(prompt: str, reply: str) -> str:
 
     The prompt ends at `<|start|>assistant` (the model writes the channel header) or inside a prefilled
     final-channel message (the reply continues it: only the continuation is returned)."""
-    head = prompt[prompt.rfind("<|start|>"):] if "<|start|>" in prompt else ""
+    head = prompt[prompt.rfind("<|start|>") :] if "<|start|>" in prompt else ""
     if "<|message|>" in head:  # a prefilled message: keep its header, not the prefilled text
         head = head[: head.index("<|message|>") + len("<|message|>")]
     answer = ""

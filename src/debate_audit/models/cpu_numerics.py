@@ -65,8 +65,12 @@ def warm_up_vector_math(tries: int = 5, tolerance: float = 1e-6) -> bool:
         if not bad:
             return True
         log.info("vector math round %d: inaccurate first calls %s (relative error); repeating", attempt, bad)
-    log.warning("elementwise functions stay inaccurate on this CPU after %d rounds (%s): results can differ "
-                "between runs by ~1e-4", tries, bad)
+    log.warning(
+        "elementwise functions stay inaccurate on this CPU after %d rounds (%s): results can differ "
+        "between runs by ~1e-4",
+        tries,
+        bad,
+    )
     return False
 
 
@@ -86,8 +90,26 @@ class RowPadding:
 
 
 # Tried in order: the cheapest padding that works wins. (1, 1) is what strict CNR mode gives on Intel Xeons.
-LADDER = tuple(RowPadding(m, n) for m, n in ((1, 1), (1, 4), (4, 4), (1, 8), (4, 8), (8, 8), (1, 16), (4, 16),
-                                             (16, 16), (1, 32), (16, 32), (32, 32), (1, 64), (32, 64), (64, 64)))
+LADDER = tuple(
+    RowPadding(m, n)
+    for m, n in (
+        (1, 1),
+        (1, 4),
+        (4, 4),
+        (1, 8),
+        (4, 8),
+        (8, 8),
+        (1, 16),
+        (4, 16),
+        (16, 16),
+        (1, 32),
+        (16, 32),
+        (32, 32),
+        (1, 64),
+        (32, 64),
+        (64, 64),
+    )
+)
 # Row counts and offsets tried: every small count (decoding steps, a batch's last rows), counts around
 # the kernels' usual blocking, and a few prompt-pass sizes.
 _COUNTS = (*range(1, 18), 23, 31, 32, 33, 63, 64, 65, 127, 128, 129, 257)
@@ -116,8 +138,9 @@ def _works(padding: RowPadding, shapes: tuple[tuple[int, int], ...], linear: Lin
         reference = _padded_linear(rows, weight, padding, linear)
         for offset in _OFFSETS:
             for n in _COUNTS:
-                if not torch.equal(_padded_linear(rows[offset : offset + n], weight, padding, linear),
-                                   reference[offset : offset + n]):
+                if not torch.equal(
+                    _padded_linear(rows[offset : offset + n], weight, padding, linear), reference[offset : offset + n]
+                ):
                     return False
     return True
 
@@ -127,8 +150,9 @@ def _probe(shapes: tuple[tuple[int, int], ...], linear: Linear) -> RowPadding | 
     return next((padding for padding in LADDER if _works(padding, shapes, linear)), None)
 
 
-def probe_row_padding(shapes: Iterable[tuple[int, int]],
-                      linear: Linear = torch.nn.functional.linear) -> RowPadding | None:
+def probe_row_padding(
+    shapes: Iterable[tuple[int, int]], linear: Linear = torch.nn.functional.linear
+) -> RowPadding | None:
     """The first padding of `LADDER` under which a row of every (out_features, in_features) product in
     `shapes` is the same bits whatever the product's row count and the row's offset; None if none is.
     Measured once per process and shape set (about a second for a small model on an idle core)."""
@@ -174,4 +198,3 @@ def make_batch_invariant(model: torch.nn.Module) -> RowPadding | None:
         pad_linear_rows(model, padding)
         model.set_attn_implementation(register_attention(pad_queries=True))
     return padding
-

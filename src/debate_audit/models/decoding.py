@@ -30,7 +30,6 @@ import torch
 
 from .prefix_store import KV, PrefixStore
 
-
 # The version of this module's numerics: bump it with any change that can move a score or a generated token
 # by even one bit (blocking, kernel choice, the order of a sum). It is part of the call cache's namespace
 # and keys (lm.py), so results computed by older code are never mixed with new ones after an upgrade:
@@ -43,9 +42,18 @@ NUMERICS_VERSION = 2
 ATTENTION_BLOCK = 64
 
 
-def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                             attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
-                             *, pad_queries: bool = False, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def blocked_causal_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    *,
+    pad_queries: bool = False,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Batch-invariant attention with the causal upper triangle skipped (the CPU default; a transformers
     attention function over the eager additive mask).
 
@@ -68,11 +76,11 @@ def blocked_causal_attention(module: Any, query: torch.Tensor, key: torch.Tensor
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 or attention_mask is None:
         key, value = _repeat_kv(key, value, query.shape[1])
-        out = _attend(query, key, value, None if attention_mask is None else attention_mask[:, :, :, :kv_len],
-                      scaling)
+        out = _attend(query, key, value, None if attention_mask is None else attention_mask[:, :, :, :kv_len], scaling)
         return out.transpose(1, 2).contiguous(), None
-    return _blocked(query, key, value, attention_mask[:, :, :, :kv_len], scaling,
-                    pad_queries).transpose(1, 2).contiguous(), None
+    return _blocked(query, key, value, attention_mask[:, :, :, :kv_len], scaling, pad_queries).transpose(
+        1, 2
+    ).contiguous(), None
 
 
 def _repeat_kv(key: torch.Tensor, value: torch.Tensor, heads: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,15 +90,23 @@ def _repeat_kv(key: torch.Tensor, value: torch.Tensor, heads: int) -> tuple[torc
     return key, value
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scaling: float) -> torch.Tensor:
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scaling: float
+) -> torch.Tensor:
     weights = torch.matmul(q, k.transpose(2, 3)) * scaling
     if mask is not None:
         weights = weights + mask
     return torch.matmul(torch.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype), v)
 
 
-def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-             scaling: float, pad_queries: bool = False) -> torch.Tensor:
+def _blocked(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor,
+    scaling: float,
+    pad_queries: bool = False,
+) -> torch.Tensor:
     """[rows, heads, q_len, head_dim]: the block loop of `blocked_causal_attention` over a batch whose queries
     are the last q_len key slots (the per-block computation as in `Packing.attend`)."""
     q_len, kv_len = query.shape[2], key.shape[2]
@@ -107,8 +123,9 @@ def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: 
         if lo >= hi:
             continue
         rows = slice(lo - offset, hi - offset)
-        out[:, :, rows] = _block_attention(query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end],
-                                           scaling, pad_queries)
+        out[:, :, rows] = _block_attention(
+            query[:, :, rows], key[:, :, :end], value[:, :, :end], mask[:, :, rows, :end], scaling, pad_queries
+        )
     return out
 
 
@@ -116,8 +133,14 @@ def _blocked(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: 
 QUERY_CHUNK = 32
 
 
-def _block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-                     scaling: float, pad_queries: bool = False) -> torch.Tensor:
+def _block_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor,
+    scaling: float,
+    pad_queries: bool = False,
+) -> torch.Tensor:
     """One block's queries over exactly its key slots: the fused SDPA kernel, which splits the key axis by its
     length, here the block's fixed end, so a row gets the same bits whatever else is in the block (and it
     reads the grouped key heads without repeating them). `pad_queries`: zero queries appended up to whole
@@ -127,8 +150,9 @@ def _block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if extra:
         query = torch.nn.functional.pad(query, (0, 0, 0, extra))
         mask = torch.nn.functional.pad(mask, (0, 0, 0, extra))
-    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling,
-                                                           enable_gqa=query.shape[1] != key.shape[1])
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=scaling, enable_gqa=query.shape[1] != key.shape[1]
+    )
     return out[:, :, :span] if extra else out
 
 
@@ -151,8 +175,15 @@ class Packing:
     start: int  # key slots before each row's first query
     _flat: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
-    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-               scaling: float, pad_queries: bool = False) -> torch.Tensor:
+    def attend(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor,
+        scaling: float,
+        pad_queries: bool = False,
+    ) -> torch.Tensor:
         """[1, tokens, heads, head_dim] from packed query [1, heads, tokens, head_dim], cache keys and values
         [1, kv_heads, slots, head_dim] and the causal mask [1, 1, width, padded key width]."""
         rows, width, start = len(self.lengths), self.lengths[0], self.start
@@ -172,8 +203,14 @@ class Packing:
                 continue
             n = sum(1 for length in self.lengths if length > lo)  # rows with a real query in this block
             span = hi - lo
-            o = _block_attention(q[:n, lo:hi].reshape(n, span, heads, dim).transpose(1, 2), k[:n, :, :end],
-                                 v[:n, :, :end], mask[:, :, lo:hi, :end], scaling, pad_queries)
+            o = _block_attention(
+                q[:n, lo:hi].reshape(n, span, heads, dim).transpose(1, 2),
+                k[:n, :, :end],
+                v[:n, :, :end],
+                mask[:, :, lo:hi, :end],
+                scaling,
+                pad_queries,
+            )
             out[:n, lo:hi] = o.transpose(1, 2).reshape(n, span, kv_heads, groups, dim)
         return out.view(rows * width, heads, dim).index_select(0, self.token_slot).unsqueeze(0)
 
@@ -312,9 +349,13 @@ def forward_packed(
         layers = [(k[:, :, :start], v[:, :, :start]) for k, v in past]
         past_slots = [torch.arange(start)] * rows
     elif start and row_pasts is not None:
-        layers = [(torch.cat([row_pasts[r][layer][0][:, :, :start] for r in order], dim=2),
-                   torch.cat([row_pasts[r][layer][1][:, :, :start] for r in order], dim=2))
-                  for layer in range(len(row_pasts[0]))]
+        layers = [
+            (
+                torch.cat([row_pasts[r][layer][0][:, :, :start] for r in order], dim=2),
+                torch.cat([row_pasts[r][layer][1][:, :, :start] for r in order], dim=2),
+            )
+            for layer in range(len(row_pasts[0]))
+        ]
         past_slots = [torch.arange(j * start, (j + 1) * start) for j in range(rows)]
     else:
         layers, past_slots = None, [torch.arange(0)] * rows
@@ -334,8 +375,13 @@ def forward_packed(
     causal = torch.arange(padded)[None, :] <= start + torch.arange(width)[:, None]
     dtype = next(model.parameters()).dtype
     mask = torch.where(causal, torch.zeros((), dtype=dtype), torch.finfo(dtype).min)[None, None].to(device)
-    inputs = dict(input_ids=ids.to(device), attention_mask=mask, position_ids=positions.to(device), use_cache=True,
-                  **{cache_kwarg: cache, PACKING_KWARG: packing})
+    inputs = dict(
+        input_ids=ids.to(device),
+        attention_mask=mask,
+        position_ids=positions.to(device),
+        use_cache=True,
+        **{cache_kwarg: cache, PACKING_KWARG: packing},
+    )
     last = torch.tensor([offsets[j + 1] - 1 for j in range(rows)], device=device)
     if getattr(model.config, "model_type", None) in PLAIN_HEAD and hasattr(model, "model"):
         # The vocabulary projection only at each row's last token.
@@ -372,13 +418,16 @@ def prefill_rows(
         start = min(starts[g] for g in group)
         members = [unique[g] for g in group]
         row_pasts = [found[u][1] for u in members] if start else None
-        out, cache, slots = forward_packed(model, [u[start:] for u in members], start=start, row_pasts=row_pasts,
-                                           cache_kwarg=cache_kwarg)
+        out, cache, slots = forward_packed(
+            model, [u[start:] for u in members], start=start, row_pasts=row_pasts, cache_kwarg=cache_kwarg
+        )
         for row, u in enumerate(members):
             logits[u] = out[row]
             # index_select copies, so a stored prompt does not keep its whole batch's cache alive
-            states[u] = [(layer.keys.index_select(2, slots[row]), layer.values.index_select(2, slots[row]))
-                         for layer in cache.layers]
+            states[u] = [
+                (layer.keys.index_select(2, slots[row]), layer.values.index_select(2, slots[row]))
+                for layer in cache.layers
+            ]
             if store is not None:
                 store.put(u, states[u])
     return torch.stack([logits[tuple(p)] for p in prompts]), [states[tuple(p)] for p in prompts]
@@ -411,8 +460,14 @@ def prefill(
     ids, mask = left_pad(suffixes, pad_id, device)
     positions = torch.tensor(done, device=device)[:, None] + (mask.cumsum(-1) - 1).clamp(min=0)
     full_mask = torch.cat([past_mask, mask], dim=1)
-    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
-                   logits_to_keep=1, **{cache_kwarg: cache}).logits[:, -1, :]
+    logits = model(
+        input_ids=ids,
+        attention_mask=full_mask,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+        **{cache_kwarg: cache},
+    ).logits[:, -1, :]
     if store is not None:
         past_width, width = past_mask.shape[1], ids.shape[1]
         kept: set[tuple[int, ...]] = set()
@@ -421,10 +476,19 @@ def prefill(
             if tuple(prompt) in kept:
                 continue
             kept.add(tuple(prompt))
-            slots = torch.cat([torch.arange(past_width - n, past_width),
-                               torch.arange(past_width + width - len(prompt) + n, past_width + width)]).to(device)
-            store.put(prompt, [(layer.keys[row : row + 1, :, slots], layer.values[row : row + 1, :, slots])
-                               for layer in cache.layers])
+            slots = torch.cat(
+                [
+                    torch.arange(past_width - n, past_width),
+                    torch.arange(past_width + width - len(prompt) + n, past_width + width),
+                ]
+            ).to(device)
+            store.put(
+                prompt,
+                [
+                    (layer.keys[row : row + 1, :, slots], layer.values[row : row + 1, :, slots])
+                    for layer in cache.layers
+                ],
+            )
     return Prefill(logits, cache, full_mask, positions[:, -1] + 1)
 
 
@@ -467,7 +531,13 @@ def decode(
             alive, mask, next_pos, chosen = alive[keep], mask[keep], next_pos[keep], chosen[keep]
             generators = [generators[k] for k in keep.tolist()] if generators else generators
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-        logits = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                       use_cache=True, logits_to_keep=1, **{cache_kwarg: cache}).logits[:, -1, :]
+        logits = model(
+            input_ids=chosen[:, None],
+            attention_mask=mask,
+            position_ids=next_pos[:, None],
+            use_cache=True,
+            logits_to_keep=1,
+            **{cache_kwarg: cache},
+        ).logits[:, -1, :]
         next_pos = next_pos + 1
     return out_tokens

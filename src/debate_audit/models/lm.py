@@ -17,8 +17,17 @@ from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
 from .chat import ChatFormat
 from .cpu_numerics import make_batch_invariant, warm_up_vector_math
+from .decoding import (
+    NUMERICS_VERSION,
+    Sampling,
+    decode,
+    forward_packed,
+    left_pad,
+    prefill,
+    prefill_rows,
+    register_attention,
+)
 from .params import GenerationParams, Reply, hit_cap, record_replies, two_way_softmax  # noqa: F401 - re-exported
-from .decoding import NUMERICS_VERSION, Sampling, decode, forward_packed, left_pad, prefill, prefill_rows, register_attention
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -102,9 +111,12 @@ class LanguageModel:
             # A sliding-window layer keeps only its window of keys and a linear-attention layer a recurrent
             # state, so stored prompt states cannot be extended or copied row by row: no prefix reuse, and the
             # batch-invariant path (which copies states) is off.
-            log.warning("%s has sliding-window or linear-attention layers: prompt-prefix reuse and the "
-                        "batch-invariant CPU path are off for it (its scores can differ by ~1e-6 with batch "
-                        "composition)", self.model_dir)
+            log.warning(
+                "%s has sliding-window or linear-attention layers: prompt-prefix reuse and the "
+                "batch-invariant CPU path are off for it (its scores can differ by ~1e-6 with batch "
+                "composition)",
+                self.model_dir,
+            )
             self.batch_invariant = False
             prefix_sharing, prefix_store_mb = False, 0
         self.prefix_sharing = prefix_sharing
@@ -149,13 +161,20 @@ class LanguageModel:
         attn = register_attention() if self.batch_invariant else None
         if model is None:
             # attn None: SDPA where the class has it, else eager (gpt_oss has no SDPA kernel).
-            kwargs = {"dtype": self.torch_dtype, "use_safetensors": True,
-                      **({"attn_implementation": attn} if attn else {})}
+            kwargs = {
+                "dtype": self.torch_dtype,
+                "use_safetensors": True,
+                **({"attn_implementation": attn} if attn else {}),
+            }
             if base_dir is not None:
                 model = load_merged(self.model_dir, base_dir, **kwargs)
             else:
                 model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
-        elif attn and getattr(model.config, "_attn_implementation", attn) != attn and hasattr(model, "set_attn_implementation"):
+        elif (
+            attn
+            and getattr(model.config, "_attn_implementation", attn) != attn
+            and hasattr(model, "set_attn_implementation")
+        ):
             model.set_attn_implementation(attn)
         self._model = model.to(self.device).eval()
         if self.device == "cpu":
@@ -163,16 +182,22 @@ class LanguageModel:
         if self.batch_invariant:
             self._pad_rows()
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
-        self._cache_kwarg = "cache" if "cache" in inspect.signature(self._model.forward).parameters else "past_key_values"
+        self._cache_kwarg = (
+            "cache" if "cache" in inspect.signature(self._model.forward).parameters else "past_key_values"
+        )
 
     def _pad_rows(self) -> None:
         """Batch invariance on this CPU (cpu_numerics.py): the row padding its matrix products need, or
         batch invariance off where none works."""
         self.row_padding = make_batch_invariant(self.model)
         if self.row_padding is None:
-            log.warning("matrix products on this CPU depend on the number of rows in a way no row padding up to "
-                        "64 rows removes (MKL_CBWR=%s): %s is not batch-invariant here, its scores can differ by "
-                        "~1e-6 with batch composition", os.environ.get("MKL_CBWR"), self.model_dir)
+            log.warning(
+                "matrix products on this CPU depend on the number of rows in a way no row padding up to "
+                "64 rows removes (MKL_CBWR=%s): %s is not batch-invariant here, its scores can differ by "
+                "~1e-6 with batch composition",
+                os.environ.get("MKL_CBWR"),
+                self.model_dir,
+            )
             self.batch_invariant = False
         elif not self.row_padding.trivial:
             log.info("matrix products on this CPU depend on the number of rows: padded to %s", self.row_padding)
@@ -237,12 +262,25 @@ class LanguageModel:
         # start from the stored states; the rest are planned with in-call prefix sharing.
         stored = {i: found for i in todo if (found := self.prefix_store.longest(encoded[i])) is not None}
         fresh_prompts = {i: seq for i, seq in encoded.items() if i not in stored}
-        plan = plan_batches(
-            fresh_prompts, batch_size=self._max_batch, max_tokens=max_tokens, min_prefix=self.prefix_min_tokens,
-            min_fill=0.85 if self.batch_invariant else 0.0,
-        ) if self.prefix_sharing else [Batch(b, 0) for b in cut_batches(
-            list(fresh_prompts), {i: len(s) for i, s in fresh_prompts.items()}, batch_size=self.batch_size,
-            max_tokens=max_tokens)]
+        plan = (
+            plan_batches(
+                fresh_prompts,
+                batch_size=self._max_batch,
+                max_tokens=max_tokens,
+                min_prefix=self.prefix_min_tokens,
+                min_fill=0.85 if self.batch_invariant else 0.0,
+            )
+            if self.prefix_sharing
+            else [
+                Batch(b, 0)
+                for b in cut_batches(
+                    list(fresh_prompts),
+                    {i: len(s) for i, s in fresh_prompts.items()},
+                    batch_size=self.batch_size,
+                    max_tokens=max_tokens,
+                )
+            ]
+        )
         prefix_state: tuple[tuple[int, ...], list] | None = None
         with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
 
@@ -317,7 +355,9 @@ class LanguageModel:
             self._token_budget = max(width, (len(seqs) // 2) * width)
             log.warning("out of memory at %d x %d tokens; token budget now %d", len(seqs), width, self._token_budget)
             half = len(seqs) // 2
-            return torch.cat([self._last_logits_backoff(seqs[:half], past), self._last_logits_backoff(seqs[half:], past)])
+            return torch.cat(
+                [self._last_logits_backoff(seqs[:half], past), self._last_logits_backoff(seqs[half:], past)]
+            )
 
     def _scoring_budget(self, longest: int) -> int:
         """Padded tokens per scoring batch: batch_size x 512 on CPU; probed once on GPU when batch_size='auto'."""
@@ -351,19 +391,32 @@ class LanguageModel:
             best = rows * width
             rows *= 2
         torch.cuda.empty_cache()
-        log.info("batch probe: %d padded tokens per batch at width %d (%.0f GiB free of %.0f)", best, width,
-                 free / 2**30, total / 2**30)
+        log.info(
+            "batch probe: %d padded tokens per batch at width %d (%.0f GiB free of %.0f)",
+            best,
+            width,
+            free / 2**30,
+            total / 2**30,
+        )
         return best
 
     def generate(
-        self, conversations: Sequence[Messages], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
+        self,
+        conversations: Sequence[Messages],
+        params: GenerationParams = GenerationParams(),
+        *,
+        desc: str = "generating",
     ) -> list[list[str]]:
         """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy)."""
         return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
 
     @torch.inference_mode()
     def generate_replies(
-        self, conversations: Sequence[Messages], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
+        self,
+        conversations: Sequence[Messages],
+        params: GenerationParams = GenerationParams(),
+        *,
+        desc: str = "generating",
     ) -> list[list[Reply]]:
         """`generate`, each text with whether it stopped at `params.max_new_tokens` (`Reply.cut`).
 
@@ -392,15 +445,27 @@ class LanguageModel:
                     # Sample j of every prompt has its own seed: independent of batch composition.
                     seeds = [params.seed * 100_003 + j for _ in batch for j in range(per)]
                     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, seeds=seeds)
-                new = decode(self.model, rows, max_new_tokens=params.max_new_tokens, eos_ids=eos,
-                             pad_id=self.tokenizer.pad_token_id, sampling=sampling, cache_kwarg=self._cache_kwarg,
-                             store=self.prefix_store if self.prefix_store.max_bytes else None,
-                             invariant=self.batch_invariant)
+                new = decode(
+                    self.model,
+                    rows,
+                    max_new_tokens=params.max_new_tokens,
+                    eos_ids=eos,
+                    pad_id=self.tokenizer.pad_token_id,
+                    sampling=sampling,
+                    cache_kwarg=self._cache_kwarg,
+                    store=self.prefix_store if self.prefix_store.max_bytes else None,
+                    invariant=self.batch_invariant,
+                )
                 texts = self._decode(new)
                 cut = [hit_cap(ids, params.max_new_tokens, eos) for ids in new]
-                fresh = {keys[i]: {"texts": self._final(prompts[i], texts[j * per : (j + 1) * per]),
-                                   "cut": cut[j * per : (j + 1) * per], "engine": engine}
-                         for j, i in enumerate(batch)}
+                fresh = {
+                    keys[i]: {
+                        "texts": self._final(prompts[i], texts[j * per : (j + 1) * per]),
+                        "cut": cut[j * per : (j + 1) * per],
+                        "engine": engine,
+                    }
+                    for j, i in enumerate(batch)
+                }
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
                 bar.update(len(batch))
@@ -435,8 +500,10 @@ class LanguageModel:
         if self._backend_cache is None:
             self._backend_cache = CallCache(self._cache_path, namespace=f"{self.fingerprint}-{backend.engine}")
         cache = self._backend_cache
-        keys = [cache_key(cache.namespace, str(self.torch_dtype), "generate", p, {**params.key(), **self.chat.key()})
-                for p in prompts]
+        keys = [
+            cache_key(cache.namespace, str(self.torch_dtype), "generate", p, {**params.key(), **self.chat.key()})
+            for p in prompts
+        ]
         cached = cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
         unanswered = self.unanswered
@@ -446,9 +513,14 @@ class LanguageModel:
 
                 def finished(done: dict[int, list[list[int]]]) -> None:
                     engine = backend.describe()
-                    fresh = {keys[todo[j]]: {"texts": self._final(prompts[todo[j]], self._decode(samples)),
-                                             "cut": [hit_cap(ids, params.max_new_tokens, stop) for ids in samples],
-                                             "engine": engine} for j, samples in done.items()}
+                    fresh = {
+                        keys[todo[j]]: {
+                            "texts": self._final(prompts[todo[j]], self._decode(samples)),
+                            "cut": [hit_cap(ids, params.max_new_tokens, stop) for ids in samples],
+                            "engine": engine,
+                        }
+                        for j, samples in done.items()
+                    }
                     cache.put_many("generate", fresh)
                     cached.update(fresh)
                     bar.update(len(done))
@@ -467,9 +539,14 @@ class LanguageModel:
 
     def _report_unanswered(self, before: int, calls: int) -> None:
         if self.unanswered > before:
-            log.warning("%s: %d of %d fresh generations end before a final answer (%s reasoning): they are "
-                        "empty; raise max_new_tokens", self.model_dir, self.unanswered - before, calls,
-                        self.chat.reasoning)
+            log.warning(
+                "%s: %d of %d fresh generations end before a final answer (%s reasoning): they are "
+                "empty; raise max_new_tokens",
+                self.model_dir,
+                self.unanswered - before,
+                calls,
+                self.chat.reasoning,
+            )
 
     def _eos_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -501,7 +578,10 @@ class LanguageModel:
             self._backend_cache.close()
         log.info(self.cache.summary())
         if self.prefix_store.hits:
-            log.info("prompt prefix reuse: %d prompts started from stored states, %d tokens not recomputed",
-                     self.prefix_store.hits, self.prefix_store.reused_tokens)
+            log.info(
+                "prompt prefix reuse: %d prompts started from stored states, %d tokens not recomputed",
+                self.prefix_store.hits,
+                self.prefix_store.reused_tokens,
+            )
         self.prefix_store.clear()
         self.cache.close()

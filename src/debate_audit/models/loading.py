@@ -31,14 +31,17 @@ class ChatModel(Protocol):
     """What every stage may ask of a model. A remote chat model (`source: openai`) has no local weights or
     tokenizer: its `choice_logprobs` and `render_chat` raise, naming the model."""
 
-    def generate(self, conversations: Sequence[Messages], params: GenerationParams, *,
-                 desc: str = ...) -> list[list[str]]: ...
+    def generate(
+        self, conversations: Sequence[Messages], params: GenerationParams, *, desc: str = ...
+    ) -> list[list[str]]: ...
 
-    def generate_replies(self, conversations: Sequence[Messages], params: GenerationParams, *,
-                         desc: str = ...) -> list[list[Reply]]: ...
+    def generate_replies(
+        self, conversations: Sequence[Messages], params: GenerationParams, *, desc: str = ...
+    ) -> list[list[Reply]]: ...
 
-    def choice_logprobs(self, prompts: Sequence[str], labels: Sequence[str], *,
-                        desc: str = ...) -> list[list[float]]: ...
+    def choice_logprobs(
+        self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = ...
+    ) -> list[list[float]]: ...
 
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str: ...
 
@@ -97,15 +100,27 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
     if ref.source == "openai" and ref.provider is not None:
         from .api import HostedChatModel  # the provider's SDK: only when a hosted model is used
 
-        return HostedChatModel(name=ref.name, provider=ref.provider, model=ref.id, base_url=ref.base_url,
-                               api_key_env=ref.api_key_env, request=ref.request,
-                               fingerprint=ref.fingerprint()["weights_sha256"],
-                               cache=None if cache is None else str(cache), directory=ref.directory,
-                               concurrency=ref.concurrency)
+        return HostedChatModel(
+            name=ref.name,
+            provider=ref.provider,
+            model=ref.id,
+            base_url=ref.base_url,
+            api_key_env=ref.api_key_env,
+            request=ref.request,
+            fingerprint=ref.fingerprint()["weights_sha256"],
+            cache=None if cache is None else str(cache),
+            directory=ref.directory,
+            concurrency=ref.concurrency,
+        )
     if ref.source == "openai":
-        return OpenAIChatModel(base_url=ref.base_url, model=ref.id, api_key_env=ref.api_key_env,
-                               fingerprint=ref.fingerprint()["weights_sha256"],
-                               cache=None if cache is None else str(cache), concurrency=ref.concurrency)
+        return OpenAIChatModel(
+            base_url=ref.base_url,
+            model=ref.id,
+            api_key_env=ref.api_key_env,
+            fingerprint=ref.fingerprint()["weights_sha256"],
+            cache=None if cache is None else str(cache),
+            concurrency=ref.concurrency,
+        )
     from .lm import LanguageModel  # torch: only when a local model is loaded
     from .spec import resolve_device, resolve_dtype
 
@@ -114,15 +129,24 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
         # The engine computes in the dtype the in-process model would (fp32 on a CPU, bf16 on a GPU).
         device = resolve_device(ref.device, ref.name)
         dtype = str(resolve_dtype(ref.dtype, device)).removeprefix("torch.")
-        backend = VLLMServer(ref.directory, name=ref.name, dtype=dtype, settings=ref.vllm,
-                             concurrency=ref.concurrency, device=device)
+        backend = VLLMServer(
+            ref.directory, name=ref.name, dtype=dtype, settings=ref.vllm, concurrency=ref.concurrency, device=device
+        )
     elif ref.generation_backend == "server":
-        backend = CompletionsBackend(ref.base_url, ref.directory, api_key_env=ref.api_key_env,
-                                     concurrency=ref.concurrency)
+        backend = CompletionsBackend(
+            ref.base_url, ref.directory, api_key_env=ref.api_key_env, concurrency=ref.concurrency
+        )
     elif ref.generation_backend != "local":
         raise ValueError(f"model {ref.name}: unknown generation_backend {ref.generation_backend!r}")
-    return LanguageModel(ref.directory, device=resolve_device(ref.device, ref.name), dtype=ref.dtype, batch_size=ref.batch_size, cache=cache,
-                         generation_backend=backend, chat_template_kwargs=ref.chat_template_kwargs)
+    return LanguageModel(
+        ref.directory,
+        device=resolve_device(ref.device, ref.name),
+        dtype=ref.dtype,
+        batch_size=ref.batch_size,
+        cache=cache,
+        generation_backend=backend,
+        chat_template_kwargs=ref.chat_template_kwargs,
+    )
 
 
 @contextlib.contextmanager

@@ -35,8 +35,9 @@ def model_params(spec: ModelSpec, directory: str | Path | None) -> float:
     return UNKNOWN_MODEL_PARAMS if size is None else size * 1e9
 
 
-def host_mem_mb(models: Iterable[tuple[ModelSpec, str | Path | None]], *, training: bool = False,
-                scores: bool = True) -> int:
+def host_mem_mb(
+    models: Iterable[tuple[ModelSpec, str | Path | None]], *, training: bool = False, scores: bool = True
+) -> int:
     """mem_mb of a job using `models` (spec, prepared directory; one entry per distinct model); served models
     hold no weights. A job that only generates (`scores=False`) loads no weights in-process when a generation
     backend serves the model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value
@@ -74,20 +75,29 @@ def training_memory_bytes(params: float, lora: bool, processes: int = 1, cpu_off
     return params * (OFFLOAD_BYTES if cpu_offload else FULL_TRAINING_BYTES) / processes
 
 
-def check_training_memory(name: str, params: float, lora: bool, available_bytes: int, *, processes: int = 1,
-                          cpu_offload: bool = False) -> None:
+def check_training_memory(
+    name: str, params: float, lora: bool, available_bytes: int, *, processes: int = 1, cpu_offload: bool = False
+) -> None:
     """Fail before loading when the weights, gradients and optimizer state alone exceed the GPU: a clear
     error naming the setting to change instead of a CUDA out-of-memory error minutes into the job."""
     need = training_memory_bytes(params, lora, processes, cpu_offload)
     if need <= available_bytes:
         return
-    how = (f"LoRA training keeps the {params / 1e9:.2f}B frozen bf16 base weights ({FROZEN_BYTES} bytes each)" if lora
-           else f"full-parameter AdamW training keeps {FULL_TRAINING_BYTES} bytes per parameter (fp32 weights, "
-           f"gradients, two moments) for {params / 1e9:.2f}B parameters, over {processes} process(es)"
-           + (" with the shards offloaded to the host" if cpu_offload else ""))
-    fix = ("use a GPU with more memory (LoRA trains on one GPU)" if lora else
-           f"spread it over more GPUs (verifier.distributed.processes for {name!r}), keep the shards on the host "
-           "(verifier.distributed.cpu_offload), or use GPUs with more memory")
-    raise MemoryError(f"fine-tuning {name}: {how}: at least {need / 2**30:.0f} GiB before activations, and "
-                      f"this GPU has {available_bytes / 2**30:.0f} GiB; {fix}. `make plan` lists this for "
-                      "every architecture before a run.")
+    how = (
+        f"LoRA training keeps the {params / 1e9:.2f}B frozen bf16 base weights ({FROZEN_BYTES} bytes each)"
+        if lora
+        else f"full-parameter AdamW training keeps {FULL_TRAINING_BYTES} bytes per parameter (fp32 weights, "
+        f"gradients, two moments) for {params / 1e9:.2f}B parameters, over {processes} process(es)"
+        + (" with the shards offloaded to the host" if cpu_offload else "")
+    )
+    fix = (
+        "use a GPU with more memory (LoRA trains on one GPU)"
+        if lora
+        else f"spread it over more GPUs (verifier.distributed.processes for {name!r}), keep the shards on the host "
+        "(verifier.distributed.cpu_offload), or use GPUs with more memory"
+    )
+    raise MemoryError(
+        f"fine-tuning {name}: {how}: at least {need / 2**30:.0f} GiB before activations, and "
+        f"this GPU has {available_bytes / 2**30:.0f} GiB; {fix}. `make plan` lists this for "
+        "every architecture before a run."
+    )

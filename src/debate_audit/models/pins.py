@@ -32,16 +32,22 @@ def is_pinned(revision: str | None) -> bool:
 
 def unpinned(models: dict) -> dict[str, str | None]:
     """name -> revision of the `source: hf` entries of a `models:` mapping that are not pinned to a commit."""
-    return {name: (entry or {}).get("revision") for name, entry in models.items()
-            if (entry or {}).get("source") == "hf" and not is_pinned((entry or {}).get("revision"))}
+    return {
+        name: (entry or {}).get("revision")
+        for name, entry in models.items()
+        if (entry or {}).get("source") == "hf" and not is_pinned((entry or {}).get("revision"))
+    }
 
 
 def unpinned_warnings(specs: Iterable[ModelSpec]) -> list[str]:
     """A warning per used hub model whose revision is a branch or tag, not a commit."""
-    return [f"models.{spec.name}: revision {spec.revision or 'main'!r} of {spec.id} is a branch or tag, not a "
-            "commit: a later run can download other weights (its fingerprint.json records the commit it got). "
-            "Pin it: python -m debate_audit.models.pins <config file>"
-            for spec in specs if spec.source == "hf" and not is_pinned(spec.revision)]
+    return [
+        f"models.{spec.name}: revision {spec.revision or 'main'!r} of {spec.id} is a branch or tag, not a "
+        "commit: a later run can download other weights (its fingerprint.json records the commit it got). "
+        "Pin it: python -m debate_audit.models.pins <config file>"
+        for spec in specs
+        if spec.source == "hf" and not is_pinned(spec.revision)
+    ]
 
 
 def hub_commit(repo_id: str, revision: str | None) -> str:
@@ -95,8 +101,10 @@ def _rewrite(text: str, pins: dict[str, tuple]) -> str:
         out.append(line)
     missing = sorted(set(pins) - done)
     if missing:
-        raise ValueError(f"models {missing}: no block-style `revision:` or `id:` line to pin (flow-style entries "
-                         "such as {source: hf, id: ...} are not rewritten; write them as blocks)")
+        raise ValueError(
+            f"models {missing}: no block-style `revision:` or `id:` line to pin (flow-style entries "
+            "such as {source: hf, id: ...} are not rewritten; write them as blocks)"
+        )
     return "".join(out)
 
 

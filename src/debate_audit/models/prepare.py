@@ -97,12 +97,24 @@ def _from_gguf(spec: ModelSpec, out_dir: Path) -> None:
 # top-level files (gpt-oss keeps a second copy of its weights under original/), never pickled weights
 # (*.bin, *.pt) or remote code (*.py): transformers loads safetensors only, trust_remote_code off.
 HUB_FILES = (
-    "*.safetensors", "model.safetensors.index.json", "config.json", "generation_config.json",
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.model",
-    "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "chat_template.json",
     # Vision-language checkpoints (Gemma 4, Qwen3.5): vLLM builds the model's processor at start-up even when
     # every prompt is text, and reads these; text models have none of them.
-    "preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
 )
 # Memory of rule prepare_model per source (MB): a hub download streams files to disk; a GGUF conversion
 # holds the model twice in float32; a random model is tiny.
@@ -142,26 +154,44 @@ def _from_hub(spec: ModelSpec, out_dir: Path) -> dict:
     tree = {f.path: f for f in api.list_repo_tree(spec.id, revision=commit, recursive=True) if isinstance(f, RepoFile)}
     wanted = hub_files(tree)
     if not any(p.endswith(".safetensors") for p in wanted):
-        raise FileNotFoundError(f"models.{spec.name}: {spec.id}@{commit} has no top-level *.safetensors weights "
-                                f"(files: {sorted(tree)[:20]}); only safetensors are loaded")
+        raise FileNotFoundError(
+            f"models.{spec.name}: {spec.id}@{commit} has no top-level *.safetensors weights "
+            f"(files: {sorted(tree)[:20]}); only safetensors are loaded"
+        )
     # Files of an earlier revision (other shards) would be counted as parameters: keep only this one's.
     for stale in out_dir.iterdir():
         if stale.is_file() and stale.name not in wanted:
             stale.unlink()
-    log.info("models.%s: downloading %d files of %s at %s (revision %s)", spec.name, len(wanted), spec.id, commit,
-             spec.revision)
+    log.info(
+        "models.%s: downloading %d files of %s at %s (revision %s)",
+        spec.name,
+        len(wanted),
+        spec.id,
+        commit,
+        spec.revision,
+    )
     snapshot_download(spec.id, revision=commit, allow_patterns=wanted, local_dir=out_dir)
     files = []
     for path in (p for p in wanted if p.endswith(".safetensors")):
         entry, local = tree[path], out_dir / path
         if local.stat().st_size != entry.size:
             raise OSError(f"models.{spec.name}: {local} has {local.stat().st_size} bytes, the hub lists {entry.size}")
-        files.append({"file": path, "size": entry.size,
-                      "sha256": entry.lfs.sha256 if entry.lfs is not None else file_sha256(local)})
+        files.append(
+            {
+                "file": path,
+                "size": entry.size,
+                "sha256": entry.lfs.sha256 if entry.lfs is not None else file_sha256(local),
+            }
+        )
     config = json.loads((out_dir / "config.json").read_text()) if (out_dir / "config.json").exists() else {}
     extra = fetch_harmony_encoding(out_dir) if config.get("model_type") == "gpt_oss" else {}
-    return {"commit": commit, "files": files, "weights_sha256": manifest_sha256(files),
-            "weights_hash": "hub sha256 of each safetensors file (manifest_sha256)", **extra}
+    return {
+        "commit": commit,
+        "files": files,
+        "weights_sha256": manifest_sha256(files),
+        "weights_hash": "hub sha256 of each safetensors file (manifest_sha256)",
+        **extra,
+    }
 
 
 # gpt-oss's harmony format: vLLM's openai_harmony loads this vocabulary when it starts a gpt-oss engine and,

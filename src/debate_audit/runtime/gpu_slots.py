@@ -49,8 +49,9 @@ def lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def pinned(n: int, *, total: int | None = None, locks: Path | None = None, poll_s: float = 1.0,
-           what: str = "job") -> Iterator[list[int] | None]:
+def pinned(
+    n: int, *, total: int | None = None, locks: Path | None = None, poll_s: float = 1.0, what: str = "job"
+) -> Iterator[list[int] | None]:
     """Within: CUDA_VISIBLE_DEVICES names `n` GPUs that no other pinned job holds; yields their indices, or
     None where nothing is pinned (module docstring). The environment is restored on exit."""
     if n <= 0 or "CUDA_VISIBLE_DEVICES" in os.environ or "SLURM_JOB_ID" in os.environ:
@@ -83,8 +84,13 @@ def pinned(n: int, *, total: int | None = None, locks: Path | None = None, poll_
             if len(held) == n:
                 break
             if time.monotonic() >= note_at:
-                log.info("%s: %d of its %d GPUs are free; waiting for the others (held by other jobs, %s)", what,
-                         len(held), n, folder)
+                log.info(
+                    "%s: %d of its %d GPUs are free; waiting for the others (held by other jobs, %s)",
+                    what,
+                    len(held),
+                    n,
+                    folder,
+                )
                 note_at = time.monotonic() + 60
             time.sleep(poll_s)
         gpus = sorted(held)

@@ -59,9 +59,11 @@ def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
         os.environ.update(OFFLINE_ENV)
     try:
         gpus = int(getattr(getattr(snakemake, "resources", None), "gpu", 0) or 0)
-        with (to_log(snakemake.log[0]) as log,
-              pinned(gpus, what=f"rule {snakemake.rule}"),
-              rule_provenance(snakemake.rule, dict(snakemake.params.items()), dict(snakemake.wildcards.items()))):
+        with (
+            to_log(snakemake.log[0]) as log,
+            pinned(gpus, what=f"rule {snakemake.rule}"),
+            rule_provenance(snakemake.rule, dict(snakemake.params.items()), dict(snakemake.wildcards.items())),
+        ):
             yield log
     finally:
         for key, value in before.items():  # a script run in-process (a test) leaves its process as it was

@@ -127,8 +127,9 @@ _current: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.strip()
 
 
 @functools.cache
@@ -168,14 +169,22 @@ def software() -> dict[str, Any]:
             packages[name] = metadata.version(name)
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ]
         cpu = names[0] if names else cpu
     gpus: list[str] = []
     if shutil.which("nvidia-smi"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                    text=True, timeout=30, check=True).stdout
+            listed = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout
             gpus = [line.strip() for line in listed.splitlines() if line.strip()]
     return {"python": platform.python_version(), "packages": packages, "cpu": cpu, "gpus": gpus}
 
@@ -217,13 +226,21 @@ def _plain(value: Any, secrets: Mapping[str, str]) -> Any:
 
 
 @contextlib.contextmanager
-def rule_provenance(rule: str | None, params: Mapping[str, Any] | None = None,
-                    wildcards: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+def rule_provenance(
+    rule: str | None, params: Mapping[str, Any] | None = None, wildcards: Mapping[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
     """Record the running rule and its params for every output written inside (see `logging.rule_context`)."""
     params = dict(params or {})
     secrets = _secret_values(params)
-    record = {"format": PROVENANCE_FORMAT, "version": project_version(), "software": software(), "rule": rule,
-              "wildcards": _plain(dict(wildcards or {}), secrets), "params": _plain(params, secrets), "models": []}
+    record = {
+        "format": PROVENANCE_FORMAT,
+        "version": project_version(),
+        "software": software(),
+        "rule": rule,
+        "wildcards": _plain(dict(wildcards or {}), secrets),
+        "params": _plain(params, secrets),
+        "models": [],
+    }
     token = _current.set(record)
     try:
         yield record

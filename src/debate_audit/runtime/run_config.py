@@ -21,7 +21,7 @@ import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -66,15 +66,21 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
     return header
 
 
-def write_run_config(config: Mapping[str, Any], *, configfiles: Sequence[str | Path], overlays: Sequence[str | Path],
-                     overrides: Mapping[str, Any], results: str | Path = "results",
-                     now: datetime | None = None) -> Path:
+def write_run_config(
+    config: Mapping[str, Any],
+    *,
+    configfiles: Sequence[str | Path],
+    overlays: Sequence[str | Path],
+    overrides: Mapping[str, Any],
+    results: str | Path = "results",
+    now: datetime | None = None,
+) -> Path:
     """Write the run's file under `<results>/runs/` and copy it to `<results>/config.yaml`; return the former.
 
     `configfiles`: every config file Snakemake loaded (`workflow.configfiles`), `overlays` the `--configfile`
     ones among them, `overrides` the `--config` values.
     """
-    started = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    started = (now or datetime.now(UTC)).astimezone(UTC)
     header = {
         "started": started.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "configfiles": merge_order(configfiles, overlays),

@@ -111,14 +111,19 @@ def _model_errors(name: str, entry: dict[str, Any]) -> list[str]:
     if batch != "auto" and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         errors.append(f"{key}.batch_size: {batch!r} must be a positive integer or 'auto'")
     if entry.get("source") == "openai":
-        for needed, what in (("base_url", "the server's URL"), ("api_key_env", "the name of the variable holding its key")):
+        for needed, what in (
+            ("base_url", "the server's URL"),
+            ("api_key_env", "the name of the variable holding its key"),
+        ):
             if not entry.get(needed):
                 errors.append(f"{key}.{needed}: source 'openai' needs {what}")
     if entry.get("base_url"):
         scheme = url_scheme(entry["base_url"])
         if scheme not in URL_SCHEMES:
-            errors.append(f"{key}.base_url: {entry['base_url']!r} needs an http:// or https:// URL"
-                          + (f", not scheme {scheme!r}" if scheme else ""))
+            errors.append(
+                f"{key}.base_url: {entry['base_url']!r} needs an http:// or https:// URL"
+                + (f", not scheme {scheme!r}" if scheme else "")
+            )
     if entry.get("source") == "local" and entry.get("path") and not Path(entry["path"]).is_dir():
         errors.append(f"{key}.path: {entry['path']}: no such directory")
     return errors
@@ -128,7 +133,7 @@ def location_error(key: str, location: str) -> str | None:
     """Why a dataset location cannot be read, or None: a URL scheme we cannot fetch, a missing file."""
     scheme = url_scheme(location)
     if scheme == "file":
-        return f"{key}: {location}: file:// URLs are not supported; give the local path ({location[len('file://'):]})"
+        return f"{key}: {location}: file:// URLs are not supported; give the local path ({location[len('file://') :]})"
     if scheme is not None and scheme not in URL_SCHEMES:
         return f"{key}: {location}: URL scheme {scheme!r} is not supported; use http(s) or a local path"
     if scheme is None:
@@ -144,8 +149,10 @@ def _dataset_errors(datasets: dict[str, Any]) -> list[str]:
     errors = []
     tqa = datasets.get("truthfulqa") or {}
     if (tqa.get("path") is None) == (tqa.get("hf_id") is None):
-        errors.append("datasets.truthfulqa: give exactly one of 'path' (CSV, local or URL) or 'hf_id' "
-                      "(an overlay that sets one sets the other to null)")
+        errors.append(
+            "datasets.truthfulqa: give exactly one of 'path' (CSV, local or URL) or 'hf_id' "
+            "(an overlay that sets one sets the other to null)"
+        )
     for dataset, key, required in DATASET_LOCATIONS:
         location = (datasets.get(dataset) or {}).get(key)
         if location is None:
@@ -167,9 +174,11 @@ def _transcript_errors(config: dict[str, Any]) -> list[str]:
     errors = []
     for dataset in (config.get("verifier") or {}).get("datasets") or []:
         if dataset not in release:
-            errors.append(f"debate.transcripts.release.{dataset}: source 'release' needs the release's transcript "
-                          f"files of every verifier dataset (honest and adversarial), or drop {dataset} from "
-                          "verifier.datasets")
+            errors.append(
+                f"debate.transcripts.release.{dataset}: source 'release' needs the release's transcript "
+                f"files of every verifier dataset (honest and adversarial), or drop {dataset} from "
+                "verifier.datasets"
+            )
             continue
         for mode in ("honest", "adversarial"):
             for i, location in enumerate(release[dataset].get(mode) or []):
@@ -183,8 +192,10 @@ def _audit_errors(audit: dict[str, Any]) -> list[str]:
     errors = []
     eps, pct = audit.get("epsilon"), audit.get("epsilon_percentile")
     if (eps is None) == (pct is None):
-        errors.append("audit.epsilon / audit.epsilon_percentile: set exactly one (the other null); "
-                      f"now epsilon={eps!r}, epsilon_percentile={pct!r}")
+        errors.append(
+            "audit.epsilon / audit.epsilon_percentile: set exactly one (the other null); "
+            f"now epsilon={eps!r}, epsilon_percentile={pct!r}"
+        )
     if isinstance(eps, int | float) and eps < 0:
         errors.append(f"audit.epsilon: {eps} must be >= 0 (Delta > epsilon is a counterexample)")
     return errors
@@ -209,8 +220,12 @@ def price_errors(config: dict[str, Any]) -> list[str]:
     """`prices` (make plan's API costs) names models under `models:` only: a price is keyed by the model's
     name, and a misspelt one would price nothing."""
     models = config.get("models") or {}
-    return [f"prices.{name}: no model {name!r} under models: (a price is keyed by the model's name there; "
-            f"models: {sorted(models)})" for name in config.get("prices") or {} if name not in models]
+    return [
+        f"prices.{name}: no model {name!r} under models: (a price is keyed by the model's name there; "
+        f"models: {sorted(models)})"
+        for name in config.get("prices") or {}
+        if name not in models
+    ]
 
 
 def _cross_key_errors(config: dict[str, Any]) -> list[str]:
@@ -230,20 +245,30 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     errors.extend(_transcript_errors(config))
     verifier = config.get("verifier") or {}
     if isinstance(verifier, dict) and not verifier.get("base_model") and not verifier.get("base_models"):
-        errors.append("verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
-                      "or set verifier.base_model")
+        errors.append(
+            "verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
+            "or set verifier.base_model"
+        )
     lora = (verifier.get("lora") or {}).get("enabled") if isinstance(verifier, dict) else None
     if isinstance(lora, list):
         architectures = grid.base_models(verifier)
-        errors.extend(f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
-                      f"(verifier.base_models: {architectures})"
-                      for i, name in enumerate(lora) if name not in architectures)
+        errors.extend(
+            f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
+            f"(verifier.base_models: {architectures})"
+            for i, name in enumerate(lora)
+            if name not in architectures
+        )
     if isinstance(config.get("debate"), dict) and isinstance(verifier, dict):
         errors.extend(_sweep_errors(config["debate"], verifier))
-    if isinstance(verifier, dict) and (verifier.get("org_training") or {}).get("qh_items") == "train" \
-            and verifier.get("qh_readout") != "bare":
-        errors.append("verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it needs "
-                      f"verifier.qh_readout: bare (got {verifier.get('qh_readout')!r})")
+    if (
+        isinstance(verifier, dict)
+        and (verifier.get("org_training") or {}).get("qh_items") == "train"
+        and verifier.get("qh_readout") != "bare"
+    ):
+        errors.append(
+            "verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it needs "
+            f"verifier.qh_readout: bare (got {verifier.get('qh_readout')!r})"
+        )
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
     if isinstance(config.get("cwpor"), dict):
@@ -277,8 +302,10 @@ def _provider_pool_errors(paraphrase: dict[str, Any], models: dict[str, Any]) ->
         for setting in SENT_BY_REQUEST:
             sent, stated = entry["request"].get(setting), settings.get(setting)
             if sent is not None and stated != sent:
-                errors.append(f"{key}.{setting}: {stated!r}, but models.{name}.request.{setting} sends {sent!r} "
-                              f"(a provider model is sent its request, not the pool's settings); set it to {sent!r}")
+                errors.append(
+                    f"{key}.{setting}: {stated!r}, but models.{name}.request.{setting} sends {sent!r} "
+                    f"(a provider model is sent its request, not the pool's settings); set it to {sent!r}"
+                )
     return errors
 
 
@@ -287,8 +314,10 @@ def _sweep_errors(debate: dict[str, Any], verifier: dict[str, Any]) -> list[str]
     one of its lengths."""
     errors = []
     known = {"architectures": grid.base_models(verifier), "datasets": list(verifier.get("datasets") or [])}
-    for key, entry in (("debate.length_sweep", debate.get("length_sweep")), ("verifier.qh_sweep",
-                                                                               verifier.get("qh_sweep"))):
+    for key, entry in (
+        ("debate.length_sweep", debate.get("length_sweep")),
+        ("verifier.qh_sweep", verifier.get("qh_sweep")),
+    ):
         for field, allowed in known.items():
             for i, name in enumerate((entry or {}).get(field) or []):
                 if name not in allowed:
@@ -307,9 +336,12 @@ def _cwpor_errors(cwpor: dict[str, Any]) -> list[str]:
     families = cwpor.get("families") or {}
     debaters = list(cwpor.get("models") or [])
     judges = [name for m in debaters for name in roles.judges(cwpor, m)]
-    return [f"cwpor.families.{name}: no family for {name!r}, a debater or judge of cwpor.cross_judges "
-            "(the cross-judge contrast compares families; e.g. llama, qwen, mistral)"
-            for name in dict.fromkeys(debaters + judges) if name not in families]
+    return [
+        f"cwpor.families.{name}: no family for {name!r}, a debater or judge of cwpor.cross_judges "
+        "(the cross-judge contrast compares families; e.g. llama, qwen, mistral)"
+        for name in dict.fromkeys(debaters + judges)
+        if name not in families
+    ]
 
 
 def check_config(config: dict[str, Any], schema_path: str | Path | None = None) -> None:
@@ -365,8 +397,10 @@ def output_path_errors(patterns: list[tuple[re.Pattern, bool]], roots: list[str 
                 elif os.path.isdir(path) and not any(matches):
                     errors.append(f"{path}: a directory where an output file should be; move it aside and rerun")
                 elif os.path.isfile(path) and not os.access(path, os.R_OK | os.W_OK):
-                    errors.append(f"{path}: an output this user cannot read or overwrite; fix its permissions "
-                                  f"or move it aside and rerun")
+                    errors.append(
+                        f"{path}: an output this user cannot read or overwrite; fix its permissions "
+                        f"or move it aside and rerun"
+                    )
     return errors
 
 

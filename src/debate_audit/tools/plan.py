@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from debate_audit.eraudit.common import grid
 from debate_audit.data.markdown import markdown_table
-from debate_audit.models.size import bytes_per_param, params_b
+from debate_audit.eraudit.common import grid
 from debate_audit.models.calls import TOKENS_PER_WORD, RulePlan
+from debate_audit.models.size import bytes_per_param, params_b
 from debate_audit.models.spec import ModelSpec
 
 # Measured on one H200, bf16, Llama-8B shape (benchmarks/README.md, "GPU" section): scoring 149 prompts/s of
@@ -63,14 +63,16 @@ VLLM_THROUGHPUT = {
 # Memory torch reports for one GPU (GiB): what a fine-tuning job must fit in.
 GPU_GIB = {"H100 80 GB": 79.6, "H200": 139.0}
 # What the API table's figures rest on (printed under it, and in --json).
-API_BASIS = ("calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
-             "included), from scratch, with nothing in the call cache; input tokens: the plan's prompt estimate, "
-             f"the stage's prompt template and the dataset's mean text lengths at {TOKENS_PER_WORD} tokens per "
-             "word (the provider's tokenizer and any system prompt differ); output tokens: a budget, every reply "
-             "run to the provider request's own token cap (request.max_tokens / max_completion_tokens) where it "
-             "sets one, else to the stage's max_new_tokens, which for a provider model without a cap is an "
-             "estimate (it is not sent; reasoning tokens are billed as output); cost: input x input_per_mtok + "
-             "output x output_per_mtok (USD per million tokens, config `prices`, yours to set)")
+API_BASIS = (
+    "calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
+    "included), from scratch, with nothing in the call cache; input tokens: the plan's prompt estimate, "
+    f"the stage's prompt template and the dataset's mean text lengths at {TOKENS_PER_WORD} tokens per "
+    "word (the provider's tokenizer and any system prompt differ); output tokens: a budget, every reply "
+    "run to the provider request's own token cap (request.max_tokens / max_completion_tokens) where it "
+    "sets one, else to the stage's max_new_tokens, which for a provider model without a cap is an "
+    "estimate (it is not sent; reasoning tokens are billed as output); cost: input x input_per_mtok + "
+    "output x output_per_mtok (USD per million tokens, config `prices`, yours to set)"
+)
 LOAD_SECONDS_PER_B = 4.0  # reading bf16 safetensors from a shared filesystem at ~0.5 GB/s per job
 TRAIN_FLOP_FACTOR = 3.0  # forward + backward ~ 3 forward passes
 # Nominal sizes when a dataset is not on local disk (the releases' counts; mean words measured on the
@@ -85,6 +87,7 @@ NOMINAL = {
 @dataclass
 class TrainingMemory:
     """GPU memory of one architecture's fine-tuning jobs before activations (eraudit/verifier/finetune.py)."""
+
     architecture: str
     params_b: float | None
     lora: bool
@@ -99,6 +102,7 @@ class TrainingMemory:
 @dataclass
 class ApiPlan:
     """One model served by an API (source openai): its calls and tokens over the run, and their price."""
+
     model: str
     provider: str  # openai, anthropic, or openai-compatible (no provider: a vLLM server, a gateway)
     rules: list[str]
@@ -205,8 +209,13 @@ def model_calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePl
     from debate_audit.eraudit.paraphrase import cost as paraphrase_cost
     from debate_audit.eraudit.verifier import cost as verifier_cost
 
-    return [*cwpor_cost.calls(config, stats), *debate_cost.calls(config, stats), *verifier_cost.calls(config, stats),
-            *paraphrase_cost.calls(config, stats), *audit_cost.calls(config, stats)]
+    return [
+        *cwpor_cost.calls(config, stats),
+        *debate_cost.calls(config, stats),
+        *verifier_cost.calls(config, stats),
+        *paraphrase_cost.calls(config, stats),
+        *audit_cost.calls(config, stats),
+    ]
 
 
 def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
@@ -215,7 +224,11 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
     scale = size_b / THROUGHPUT["reference_params_b"]
     prefill = (rp.prompt_tokens + TRAIN_FLOP_FACTOR * rp.train_tokens) / THROUGHPUT["prefill_tokens_per_s"] * scale
     if rp.engine == "vllm":
-        rate = VLLM_THROUGHPUT["generated_tokens_per_s"] * THROUGHPUT["reference_params_b"] / VLLM_THROUGHPUT["reference_params_b"]
+        rate = (
+            VLLM_THROUGHPUT["generated_tokens_per_s"]
+            * THROUGHPUT["reference_params_b"]
+            / VLLM_THROUGHPUT["reference_params_b"]
+        )
     else:
         rate = THROUGHPUT["sampled_tokens_per_s"] if rp.sampled else THROUGHPUT["greedy_tokens_per_s"]
     generation = rp.new_tokens / rate * scale
@@ -312,13 +325,32 @@ def api_plans(config: dict, rules: Sequence[RulePlan], specs: dict[str, ModelSpe
         inp, out = price.get("input_per_mtok"), price.get("output_per_mtok")
         prompt = sum(rp.prompt_tokens for rp in rows)
         cost = None if inp is None or out is None else (prompt * inp + output * out) / 1e6
-        plans.append(ApiPlan(model, spec.provider or "openai-compatible", sorted({rp.rule for rp in rows}), calls,
-                             prompt, output, budget, estimated, inp, out, cost))
+        plans.append(
+            ApiPlan(
+                model,
+                spec.provider or "openai-compatible",
+                sorted({rp.rule for rp in rows}),
+                calls,
+                prompt,
+                output,
+                budget,
+                estimated,
+                inp,
+                out,
+                cost,
+            )
+        )
     for name in prices:
         if name not in by_model and any(v is not None for v in (prices[name] or {}).values()):
             served = specs[name].source == "openai"
-            notes.append(f"prices.{name}: not used, {name} " + ("makes no call in this plan" if served else
-                         f"is not served by an API here (source {specs[name].source}; its GPU-hours are above)"))
+            notes.append(
+                f"prices.{name}: not used, {name} "
+                + (
+                    "makes no call in this plan"
+                    if served
+                    else f"is not served by an API here (source {specs[name].source}; its GPU-hours are above)"
+                )
+            )
     return plans, notes
 
 
@@ -328,9 +360,16 @@ def plan_json(plan: Plan) -> str:
     tokens and estimated cost (`cost_usd` null: no price set)."""
     from dataclasses import asdict
 
-    return json.dumps({"rules": [asdict(rp) for rp in plan.rules], "training": [asdict(t) for t in plan.training],
-                       "api": [asdict(a) for a in plan.api], "api_basis": API_BASIS if plan.api else None,
-                       "notes": plan.notes + plan.api_notes}, indent=1)
+    return json.dumps(
+        {
+            "rules": [asdict(rp) for rp in plan.rules],
+            "training": [asdict(t) for t in plan.training],
+            "api": [asdict(a) for a in plan.api],
+            "api_basis": API_BASIS if plan.api else None,
+            "notes": plan.notes + plan.api_notes,
+        },
+        indent=1,
+    )
 
 
 def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
@@ -381,57 +420,127 @@ def _fmt(value: float) -> str:
 
 
 def render(plan: Plan) -> str:
-    header = ["rule", "jobs (whole rule)", "model", "generated by", "generations", "scorings", "prompt tokens",
-              "new tokens (max)", "train tokens", "GPU-h H200", "GPU-h H100"]
+    header = [
+        "rule",
+        "jobs (whole rule)",
+        "model",
+        "generated by",
+        "generations",
+        "scorings",
+        "prompt tokens",
+        "new tokens (max)",
+        "train tokens",
+        "GPU-h H200",
+        "GPU-h H100",
+    ]
     rows = []
     for rp in plan.rules:
-        rows.append([rp.rule, str(rp.jobs), rp.model or "(cpu)", rp.engine if rp.generations else "-",
-                     _fmt(rp.generations), _fmt(rp.scorings),
-                     _fmt(rp.prompt_tokens), _fmt(rp.new_tokens), _fmt(rp.train_tokens),
-                     f"{rp.gpu_hours_h200:.2f}" if rp.model else "-", f"{rp.gpu_hours_h100:.2f}" if rp.model else "-"])
+        rows.append(
+            [
+                rp.rule,
+                str(rp.jobs),
+                rp.model or "(cpu)",
+                rp.engine if rp.generations else "-",
+                _fmt(rp.generations),
+                _fmt(rp.scorings),
+                _fmt(rp.prompt_tokens),
+                _fmt(rp.new_tokens),
+                _fmt(rp.train_tokens),
+                f"{rp.gpu_hours_h200:.2f}" if rp.model else "-",
+                f"{rp.gpu_hours_h100:.2f}" if rp.model else "-",
+            ]
+        )
     total_h200 = sum(rp.gpu_hours_h200 for rp in plan.rules)
     total_h100 = sum(rp.gpu_hours_h100 for rp in plan.rules)
     total_gen = sum(rp.generations for rp in plan.rules)
-    rows.append(["**total**", str(sum({rp.rule: rp.jobs for rp in plan.rules}.values())), "", "", _fmt(total_gen),
-                 _fmt(sum(rp.scorings for rp in plan.rules)), _fmt(sum(rp.prompt_tokens for rp in plan.rules)),
-                 _fmt(sum(rp.new_tokens for rp in plan.rules)), _fmt(sum(rp.train_tokens for rp in plan.rules)),
-                 f"{total_h200:.1f}", f"{total_h100:.1f}"])
+    rows.append(
+        [
+            "**total**",
+            str(sum({rp.rule: rp.jobs for rp in plan.rules}.values())),
+            "",
+            "",
+            _fmt(total_gen),
+            _fmt(sum(rp.scorings for rp in plan.rules)),
+            _fmt(sum(rp.prompt_tokens for rp in plan.rules)),
+            _fmt(sum(rp.new_tokens for rp in plan.rules)),
+            _fmt(sum(rp.train_tokens for rp in plan.rules)),
+            f"{total_h200:.1f}",
+            f"{total_h100:.1f}",
+        ]
+    )
     lines = [markdown_table(header, rows).rstrip("\n")]
-    lines += ["", "Datasets: " + "; ".join(plan.notes),
-              f"Throughput (H200, Llama-8B shape, scaled by parameters): prefill {THROUGHPUT['prefill_tokens_per_s']} "
-              f"tokens/s, greedy {THROUGHPUT['greedy_tokens_per_s']} and sampled {THROUGHPUT['sampled_tokens_per_s']} "
-              f"new tokens/s; model load {LOAD_SECONDS_PER_B} s per billion parameters per job.",
-              f"Uncertainty: {THROUGHPUT['uncertainty']}.",
-              *([f"Generated by vLLM: {VLLM_THROUGHPUT['generated_tokens_per_s']} new tokens/s at "
-                 f"{VLLM_THROUGHPUT['reference_params_b']}B, scaled by parameters, plus "
-                 f"{VLLM_THROUGHPUT['start_seconds']} s of engine start-up per job (source: "
-                 f"{VLLM_THROUGHPUT['source']}; uncertainty {VLLM_THROUGHPUT['uncertainty']})."]
-                if any(rp.engine == "vllm" for rp in plan.rules) else []),
-              "A rule whose jobs use several models has one row per model; its job count is the rule's."]
+    lines += [
+        "",
+        "Datasets: " + "; ".join(plan.notes),
+        f"Throughput (H200, Llama-8B shape, scaled by parameters): prefill {THROUGHPUT['prefill_tokens_per_s']} "
+        f"tokens/s, greedy {THROUGHPUT['greedy_tokens_per_s']} and sampled {THROUGHPUT['sampled_tokens_per_s']} "
+        f"new tokens/s; model load {LOAD_SECONDS_PER_B} s per billion parameters per job.",
+        f"Uncertainty: {THROUGHPUT['uncertainty']}.",
+        *(
+            [
+                f"Generated by vLLM: {VLLM_THROUGHPUT['generated_tokens_per_s']} new tokens/s at "
+                f"{VLLM_THROUGHPUT['reference_params_b']}B, scaled by parameters, plus "
+                f"{VLLM_THROUGHPUT['start_seconds']} s of engine start-up per job (source: "
+                f"{VLLM_THROUGHPUT['source']}; uncertainty {VLLM_THROUGHPUT['uncertainty']})."
+            ]
+            if any(rp.engine == "vllm" for rp in plan.rules)
+            else []
+        ),
+        "A rule whose jobs use several models has one row per model; its job count is the rule's.",
+    ]
     if plan.api or plan.api_notes:
-        lines += ["", "Models served by an API (source openai): calls and tokens instead of GPU-hours, and the "
-                  "estimated cost at the config's `prices`:", "", render_api(plan)]
+        lines += [
+            "",
+            "Models served by an API (source openai): calls and tokens instead of GPU-hours, and the "
+            "estimated cost at the config's `prices`:",
+            "",
+            render_api(plan),
+        ]
     if plan.training:
-        header = ["verifier architecture", "parameters", "training", "GPUs per job", "GiB per GPU before activations",
-                  *(f"fits {gpu}s" for gpu in GPU_GIB), "disk GiB per checkpoint"]
-        rows = [[t.architecture, "?" if t.params_b is None else f"{t.params_b:.2f}B",
-                 "LoRA (bf16 base)" if t.lora else ("full-parameter AdamW (fp32)"
-                                                    + (", FSDP2 shards" if t.processes > 1 else "")
-                                                    + (", offloaded to the host" if t.cpu_offload else "")),
-                 str(t.processes), "?" if t.gib is None else f"{t.gib:.0f}",
-                 *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values()),
-                 "<0.1 (adapter)" if t.adapter else ("?" if t.checkpoint_gib is None else f"{t.checkpoint_gib:.0f}")]
-                for t in plan.training]
-        lines += ["", "Fine-tuning memory (verifier_finetune checks the same figure before loading and refuses to "
-                  "start where it does not fit; verifier.distributed.processes spreads a verifier over several "
-                  "GPUs; activations come on top, verifier.gradient_checkpointing keeps them small):", "",
-                  markdown_table(header, rows).rstrip("\n")]
+        header = [
+            "verifier architecture",
+            "parameters",
+            "training",
+            "GPUs per job",
+            "GiB per GPU before activations",
+            *(f"fits {gpu}s" for gpu in GPU_GIB),
+            "disk GiB per checkpoint",
+        ]
+        rows = [
+            [
+                t.architecture,
+                "?" if t.params_b is None else f"{t.params_b:.2f}B",
+                "LoRA (bf16 base)"
+                if t.lora
+                else (
+                    "full-parameter AdamW (fp32)"
+                    + (", FSDP2 shards" if t.processes > 1 else "")
+                    + (", offloaded to the host" if t.cpu_offload else "")
+                ),
+                str(t.processes),
+                "?" if t.gib is None else f"{t.gib:.0f}",
+                *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values()),
+                "<0.1 (adapter)" if t.adapter else ("?" if t.checkpoint_gib is None else f"{t.checkpoint_gib:.0f}"),
+            ]
+            for t in plan.training
+        ]
+        lines += [
+            "",
+            "Fine-tuning memory (verifier_finetune checks the same figure before loading and refuses to "
+            "start where it does not fit; verifier.distributed.processes spreads a verifier over several "
+            "GPUs; activations come on top, verifier.gradient_checkpointing keeps them small):",
+            "",
+            markdown_table(header, rows).rstrip("\n"),
+        ]
         finetunes = next((rp.jobs for rp in plan.rules if rp.rule == "verifier_finetune"), 0)
         if finetunes and all(t.checkpoint_gib is not None for t in plan.training):
             each = finetunes / len(plan.training)  # the grid gives every architecture the same checkpoints
             total = sum(t.checkpoint_gib for t in plan.training) * each
-            lines += ["", f"Checkpoints: {finetunes} verifier_finetune jobs, about {total:.0f} GiB on disk under "
-                      "resources/verifiers/ (LoRA adapters counted as nothing; lora.save: merged stores a full copy)."]
+            lines += [
+                "",
+                f"Checkpoints: {finetunes} verifier_finetune jobs, about {total:.0f} GiB on disk under "
+                "resources/verifiers/ (LoRA adapters counted as nothing; lora.save: merged stores a full copy).",
+            ]
     return "\n".join(lines)
 
 
@@ -440,29 +549,67 @@ def _usd(value: float) -> str:
 
 
 def render_api(plan: Plan) -> str:
-    header = ["model", "provider", "rules", "calls", "input tokens (est.)", "output tokens (budget)",
-              "output budget per call", "USD / Mtok in, out", "est. cost USD"]
-    rows = [[a.model, a.provider, ", ".join(a.rules), _fmt(a.calls), _fmt(a.input_tokens), _fmt(a.output_tokens),
-             a.output_budget,
-             "no price set" if a.input_per_mtok is None and a.output_per_mtok is None else
-             f"{'?' if a.input_per_mtok is None else a.input_per_mtok}, "
-             f"{'?' if a.output_per_mtok is None else a.output_per_mtok}",
-             "no price set" if a.cost_usd is None else _usd(a.cost_usd)] for a in plan.api]
+    header = [
+        "model",
+        "provider",
+        "rules",
+        "calls",
+        "input tokens (est.)",
+        "output tokens (budget)",
+        "output budget per call",
+        "USD / Mtok in, out",
+        "est. cost USD",
+    ]
+    rows = [
+        [
+            a.model,
+            a.provider,
+            ", ".join(a.rules),
+            _fmt(a.calls),
+            _fmt(a.input_tokens),
+            _fmt(a.output_tokens),
+            a.output_budget,
+            "no price set"
+            if a.input_per_mtok is None and a.output_per_mtok is None
+            else f"{'?' if a.input_per_mtok is None else a.input_per_mtok}, "
+            f"{'?' if a.output_per_mtok is None else a.output_per_mtok}",
+            "no price set" if a.cost_usd is None else _usd(a.cost_usd),
+        ]
+        for a in plan.api
+    ]
     if plan.api:
         priced = [a.cost_usd for a in plan.api if a.cost_usd is not None]
-        total = (_usd(sum(priced)) + ("" if len(priced) == len(plan.api) else " (priced models only)")
-                 if priced else "no price set")
-        rows.append(["**total**", "", "", _fmt(sum(a.calls for a in plan.api)),
-                     _fmt(sum(a.input_tokens for a in plan.api)), _fmt(sum(a.output_tokens for a in plan.api)),
-                     "", "", total])
+        total = (
+            _usd(sum(priced)) + ("" if len(priced) == len(plan.api) else " (priced models only)")
+            if priced
+            else "no price set"
+        )
+        rows.append(
+            [
+                "**total**",
+                "",
+                "",
+                _fmt(sum(a.calls for a in plan.api)),
+                _fmt(sum(a.input_tokens for a in plan.api)),
+                _fmt(sum(a.output_tokens for a in plan.api)),
+                "",
+                "",
+                total,
+            ]
+        )
     lines = [markdown_table(header, rows).rstrip("\n"), ""] if plan.api else []
     lines.append(f"Basis: {API_BASIS}.")
     if any(a.output_estimated for a in plan.api):
-        lines.append("Without a token cap (" + ", ".join(a.model for a in plan.api if a.output_estimated)
-                     + "): output counted at the stage's max_new_tokens per call, an estimate, not a bound.")
+        lines.append(
+            "Without a token cap ("
+            + ", ".join(a.model for a in plan.api if a.output_estimated)
+            + "): output counted at the stage's max_new_tokens per call, an estimate, not a bound."
+        )
     if any(a.cost_usd is None for a in plan.api):
-        lines.append("No price set: add `prices: {<model>: {input_per_mtok: ..., output_per_mtok: ...}}` (USD per "
-                     "million tokens, your provider's current prices) to an overlay (config/README.md, `prices`).")
+        lines.append(
+            "No price set: add `prices: {<model>: {input_per_mtok: ..., output_per_mtok: ...}}` (USD per "
+            "million tokens, your provider's current prices) to an overlay (config/README.md, `prices`)."
+        )
     lines += plan.api_notes
     return "\n".join(lines)
 
@@ -485,11 +632,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configfile", nargs="+", default=["config/config.yaml", "config/paper.yaml"])
-    parser.add_argument("--shared", default="../shared/data", help="dataset copies used for sizes when the "
-                        "configured locations are URLs (default: ../shared/data; absent: nominal sizes)")
-    parser.add_argument("--json", action="store_true", help="print the plan as JSON (per rule: jobs, GPUs per "
-                        "job, memory per GPU, calls, tokens, GPU-hours; per API model: calls, tokens, estimated "
-                        "cost) instead of tables")
+    parser.add_argument(
+        "--shared",
+        default="../shared/data",
+        help="dataset copies used for sizes when the "
+        "configured locations are URLs (default: ../shared/data; absent: nominal sizes)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the plan as JSON (per rule: jobs, GPUs per "
+        "job, memory per GPU, calls, tokens, GPU-hours; per API model: calls, tokens, estimated "
+        "cost) instead of tables",
+    )
     args = parser.parse_args(argv)
     try:
         config = load_config(args.configfile)

@@ -36,9 +36,15 @@ from debate_audit.data.markdown import ci_cell, markdown_table
 from debate_audit.runtime.runs import DEFAULT, name_error, results_dir
 
 CWPOR_METRICS = ("por_all", "por", "cw_por")  # columns of cwpor/metrics.parquet, each with _ci_low / _ci_high
-METRIC_LABEL = {**POR_LABEL, "cw_por": "CW-POR", "cr": "CR (counterexample ratio)",
-                "mean_lower_bound": "mean bound (paper)", "mean_lower_bound_betting": "mean bound (betting)",
-                "acc": "accuracy", "mtp": "MTP"}
+METRIC_LABEL = {
+    **POR_LABEL,
+    "cw_por": "CW-POR",
+    "cr": "CR (counterexample ratio)",
+    "mean_lower_bound": "mean bound (paper)",
+    "mean_lower_bound_betting": "mean bound (betting)",
+    "acc": "accuracy",
+    "mtp": "MTP",
+}
 # audit summary column -> the per-q_h record column it averages (a q_h without a value counts in neither sum)
 AUDIT_METRICS = {"cr": "found", "mean_lower_bound": "lower_bound", "mean_lower_bound_betting": "lower_bound_betting"}
 SWEPT_LABELS = ("length", "qh_weight")  # grid labels that match rows only where a run has several values
@@ -141,8 +147,10 @@ class RunResults:
     def of(cls, name: str, project: Path = Path(".")) -> RunResults:
         unnamed = name in (DEFAULT, "")
         if not unnamed and name_error(name):
-            raise CompareError(f"{name!r} is not a run's name (config `run`: letters, digits, '.', '_', '-'), "
-                               f"nor {DEFAULT} (the unnamed run's results/)")
+            raise CompareError(
+                f"{name!r} is not a run's name (config `run`: letters, digits, '.', '_', '-'), "
+                f"nor {DEFAULT} (the unnamed run's results/)"
+            )
         root = Path(project) / results_dir(name)
         if not root.is_dir():
             how = "make run" if unnamed else f"make run RUN={name}"
@@ -180,27 +188,45 @@ class Comparison:
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def _paired(a_num: np.ndarray, a_den: np.ndarray, b_num: np.ndarray, b_den: np.ndarray,
-            settings: CompareSettings, label: str) -> dict[str, float | None]:
+def _paired(
+    a_num: np.ndarray, a_den: np.ndarray, b_num: np.ndarray, b_den: np.ndarray, settings: CompareSettings, label: str
+) -> dict[str, float | None]:
     """The _PAIRED columns of one figure on aligned shared units (row i of a and b: the same unit)."""
     if len(a_num) == 0:
         return dict.fromkeys(_PAIRED)
-    difference, low, high = bootstrap_difference(b_num, b_den, a_num, a_den, resamples=settings.resamples,
-                                                 level=settings.level, rng=group_rng(settings.seed, label))
+    difference, low, high = bootstrap_difference(
+        b_num,
+        b_den,
+        a_num,
+        a_den,
+        resamples=settings.resamples,
+        level=settings.level,
+        rng=group_rng(settings.seed, label),
+    )
 
     def ratio(num, den):
         return float(num.sum() / den.sum()) if den.sum() > 0 else math.nan
 
-    return {"a_shared": ratio(a_num, a_den), "b_shared": ratio(b_num, b_den), "difference": difference,
-            "difference_ci_low": low, "difference_ci_high": high}
+    return {
+        "a_shared": ratio(a_num, a_den),
+        "b_shared": ratio(b_num, b_den),
+        "difference": difference,
+        "difference_ci_low": low,
+        "difference_ci_high": high,
+    }
 
 
 def _mcnemar(a: pl.Series, b: pl.Series) -> dict[str, int | float]:
     """The _MCNEMAR columns of paired yes/no outcomes (nulls already left out)."""
     a, b = a.to_numpy().astype(bool), b.to_numpy().astype(bool)
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
-    return {"both": int((a & b).sum()), "only_a": only_a, "only_b": only_b, "neither": int((~a & ~b).sum()),
-            "mcnemar_p": mcnemar_exact(only_a, only_b)}
+    return {
+        "both": int((a & b).sum()),
+        "only_a": only_a,
+        "only_b": only_b,
+        "neither": int((~a & ~b).sum()),
+        "mcnemar_p": mcnemar_exact(only_a, only_b),
+    }
 
 
 def _match_keys(base: Sequence[str], a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
@@ -249,8 +275,10 @@ def shared_judgments(a: pl.DataFrame, b: pl.DataFrame) -> tuple[pl.DataFrame, pl
 
 
 def compare_cwpor(a: RunResults, b: RunResults, settings: CompareSettings) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    metrics = {run.name: _rows_by_key(read_parquet(run.file("cwpor/metrics.parquet")), ["model", "verbosity"])
-               for run in (a, b)}
+    metrics = {
+        run.name: _rows_by_key(read_parquet(run.file("cwpor/metrics.parquet")), ["model", "verbosity"])
+        for run in (a, b)
+    }
     shared_a, shared_b, clashes = shared_judgments(cwpor_judgments(a), cwpor_judgments(b))
     rows, override_rows = [], []
     for model, verbosity in _union(metrics[a.name], metrics[b.name]):
@@ -263,18 +291,40 @@ def compare_cwpor(a: RunResults, b: RunResults, settings: CompareSettings) -> tu
         ja, jb = pick(shared_a), pick(shared_b)
         sums_a, sums_b = per_question_sums(ja), per_question_sums(jb)  # one row per shared question, both sorted
         for metric in CWPOR_METRICS:
-            own = {f"{side}{end}": (row or {}).get(f"{metric}{end}") for side, row in (("a", ra), ("b", rb))
-                   for end in ("", "_ci_low", "_ci_high")}
-            paired = _paired(*(s[f"{metric}__{part}"].to_numpy() for s in (sums_a, sums_b) for part in ("num", "den")),
-                             settings, f"compare|cwpor|{model}|{verbosity}|{metric}")
-            rows.append({"model": model, "verbosity": verbosity, "metric": metric,
-                         "judge_a": (ra or {}).get("judge_model"), "judge_b": (rb or {}).get("judge_model"),
-                         "n_a": (ra or {}).get("n"), "n_b": (rb or {}).get("n"), **own, "shared": sums_a.height,
-                         **paired})
+            own = {
+                f"{side}{end}": (row or {}).get(f"{metric}{end}")
+                for side, row in (("a", ra), ("b", rb))
+                for end in ("", "_ci_low", "_ci_high")
+            }
+            paired = _paired(
+                *(s[f"{metric}__{part}"].to_numpy() for s in (sums_a, sums_b) for part in ("num", "den")),
+                settings,
+                f"compare|cwpor|{model}|{verbosity}|{metric}",
+            )
+            rows.append(
+                {
+                    "model": model,
+                    "verbosity": verbosity,
+                    "metric": metric,
+                    "judge_a": (ra or {}).get("judge_model"),
+                    "judge_b": (rb or {}).get("judge_model"),
+                    "n_a": (ra or {}).get("n"),
+                    "n_b": (rb or {}).get("n"),
+                    **own,
+                    "shared": sums_a.height,
+                    **paired,
+                }
+            )
         keys = ["question_id", "verbosity"]
         both = ja.select(*keys, "override").join(jb.select(*keys, "override"), on=keys, suffix="_b").drop_nulls()
-        override_rows.append({"model": model, "verbosity": verbosity, "pairs": both.height,
-                              **_mcnemar(both["override"], both["override_b"])})
+        override_rows.append(
+            {
+                "model": model,
+                "verbosity": verbosity,
+                "pairs": both.height,
+                **_mcnemar(both["override"], both["override_b"]),
+            }
+        )
     return (pl.DataFrame(rows, schema=CWPOR_SCHEMA), pl.DataFrame(override_rows, schema=OVERRIDES_SCHEMA), clashes)
 
 
@@ -286,7 +336,8 @@ def audit_records(run: RunResults) -> pl.DataFrame:
     keys = ["architecture", "length", "qh_weight", "dataset", "target", "pair_id"]
     texts = deltas.select(*keys, pl.col("question").alias("qh")).unique(keys)
     return records.join(texts, on=keys, how="left", nulls_equal=True).with_columns(
-        (pl.col("n_counterexamples") > 0).alias("found"))
+        (pl.col("n_counterexamples") > 0).alias("found")
+    )
 
 
 def compare_audit(a: RunResults, b: RunResults, settings: CompareSettings) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -305,11 +356,26 @@ def compare_audit(a: RunResults, b: RunResults, settings: CompareSettings) -> tu
         head = {k: cell.get(k, (ra or rb)[k]) for k in ("architecture", "dataset", "target")} | _sides(ra, rb)
         for metric, column in AUDIT_METRICS.items():
             values = [shared[c].cast(pl.Float64) for c in (column, f"{column}_b")]
-            paired = _paired(values[0].fill_null(0.0).to_numpy(), values[0].is_not_null().cast(pl.Float64).to_numpy(),
-                             values[1].fill_null(0.0).to_numpy(), values[1].is_not_null().cast(pl.Float64).to_numpy(),
-                             settings, f"compare|audit|{key}|{metric}")
-            rows.append({**head, "metric": metric, "n_qh_a": (ra or {}).get("n_qh"), "n_qh_b": (rb or {}).get("n_qh"),
-                         "a": (ra or {}).get(metric), "b": (rb or {}).get(metric), "shared": shared.height, **paired})
+            paired = _paired(
+                values[0].fill_null(0.0).to_numpy(),
+                values[0].is_not_null().cast(pl.Float64).to_numpy(),
+                values[1].fill_null(0.0).to_numpy(),
+                values[1].is_not_null().cast(pl.Float64).to_numpy(),
+                settings,
+                f"compare|audit|{key}|{metric}",
+            )
+            rows.append(
+                {
+                    **head,
+                    "metric": metric,
+                    "n_qh_a": (ra or {}).get("n_qh"),
+                    "n_qh_b": (rb or {}).get("n_qh"),
+                    "a": (ra or {}).get(metric),
+                    "b": (rb or {}).get(metric),
+                    "shared": shared.height,
+                    **paired,
+                }
+            )
         found_rows.append({**head, "shared": shared.height, **_mcnemar(shared["found"], shared["found_b"])})
     return (pl.DataFrame(rows, schema=AUDIT_SCHEMA), pl.DataFrame(found_rows, schema=COUNTEREXAMPLES_SCHEMA), clashes)
 
@@ -324,22 +390,42 @@ def compare_table1(a: RunResults, b: RunResults) -> pl.DataFrame:
         head = {k: (ra or rb)[k] for k in ("architecture", "dataset", "population", "verifier", "question")}
         for metric in ("acc", "mtp"):
             va, vb = (ra or {}).get(metric), (rb or {}).get(metric)
-            rows.append({**head, **_sides(ra, rb), "metric": metric, "n_a": (ra or {}).get("n"),
-                         "n_b": (rb or {}).get("n"), "a": va, "b": vb,
-                         "difference": None if va is None or vb is None else vb - va})
+            rows.append(
+                {
+                    **head,
+                    **_sides(ra, rb),
+                    "metric": metric,
+                    "n_a": (ra or {}).get("n"),
+                    "n_b": (rb or {}).get("n"),
+                    "a": va,
+                    "b": vb,
+                    "difference": None if va is None or vb is None else vb - va,
+                }
+            )
     return pl.DataFrame(rows, schema=TABLE1_SCHEMA)
 
 
-def compare_runs(a: str, b: str, settings: CompareSettings = CompareSettings(),
-                 project: Path = Path(".")) -> Comparison:
+def compare_runs(
+    a: str, b: str, settings: CompareSettings = CompareSettings(), project: Path = Path(".")
+) -> Comparison:
     """Runs `a` and `b` (names, `default` for results/) of the project at `project`, side by side."""
     run_a, run_b = RunResults.of(a, project), RunResults.of(b, project)
     if run_a.root.resolve() == run_b.root.resolve():
         raise CompareError(f"runs {run_a.name!r} and {run_b.name!r} are the same results folder ({run_a.root})")
     cwpor, overrides, question_clashes = compare_cwpor(run_a, run_b, settings)
     audit, counterexamples, qh_clashes = compare_audit(run_a, run_b, settings)
-    return Comparison(run_a, run_b, cwpor, overrides, audit, counterexamples, compare_table1(run_a, run_b),
-                      question_clashes, qh_clashes, settings)
+    return Comparison(
+        run_a,
+        run_b,
+        cwpor,
+        overrides,
+        audit,
+        counterexamples,
+        compare_table1(run_a, run_b),
+        question_clashes,
+        qh_clashes,
+        settings,
+    )
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -349,9 +435,11 @@ def _v(verbosity: int | None) -> str:
 
 def _grid(row: dict) -> str:
     """Each run's length and L_qh weight, once when they agree."""
+
     def one(side):
         weight = row[f"qh_weight_{side}"]
         return " ".join(str(x) for x in (row[f"length_{side}"], None if weight is None else f"qh {weight:g}") if x)
+
     a, b = one("a"), one("b")
     return a if a == b else f"{a or '-'} / {b or '-'}"
 
@@ -373,68 +461,209 @@ def comparison_markdown(c: Comparison) -> str:
         f"the shared questions, seed {s.seed}); McNemar's exact test compares a yes/no outcome per shared item "
         "(only A: yes in A, no in B). An empty cell: the run has no such row.",
     ]
-    clashes = [f"{n} {what}" for n, what in ((c.question_clashes, "TruthfulQA question ids"),
-                                              (c.qh_clashes, "ER-Audit pair ids")) if n]
+    clashes = [
+        f"{n} {what}"
+        for n, what in ((c.question_clashes, "TruthfulQA question ids"), (c.qh_clashes, "ER-Audit pair ids"))
+        if n
+    ]
     if clashes:
-        lines += ["", f"Left out: {' and '.join(clashes)} that name another question in the other run "
-                      "(different datasets?)."]
-    lines += ["", "## CW-POR", "",
-              "Per experiment model and word limit v (all: pooled), from `cwpor/metrics.parquet` and the judgments "
-              "behind it (the primary judge's, single-turn).", ""]
-    lines.append(markdown_table(
-        ["model", "v", "figure", "judge A / B", "A", "B", "shared questions", "A (shared)", "B (shared)", paired],
-        [[r["model"], _v(r["verbosity"]), METRIC_LABEL[r["metric"]],
-          r["judge_a"] if r["judge_a"] == r["judge_b"] else f"{r['judge_a'] or '-'} / {r['judge_b'] or '-'}",
-          ci_cell(r["a"], r["a_ci_low"], r["a_ci_high"]) if r["a"] is not None else "",
-          ci_cell(r["b"], r["b_ci_low"], r["b_ci_high"]) if r["b"] is not None else "", r["shared"],
-          r["a_shared"], r["b_shared"],
-          ci_cell(r["difference"], r["difference_ci_low"], r["difference_ci_high"]) if r["shared"] else ""]
-         for r in c.cwpor.iter_rows(named=True)]))
-    lines += ["", "Persuaded on the same question: per shared (question, word limit) pair whose choice parsed in "
-                  "both runs, whether the judge picked the persuasive answer.", ""]
-    lines.append(markdown_table(
-        ["model", "v", "pairs", "persuaded in both", "only A", "only B", "in neither", "McNemar p"],
-        [[r["model"], _v(r["verbosity"]), r["pairs"], r["both"], r["only_a"], r["only_b"], r["neither"],
-          _p(r["mcnemar_p"])] for r in c.overrides.iter_rows(named=True)]))
-    lines += ["", "## ER-Audit: the audit", "",
-              "Per verifier architecture, dataset and target (each audited against its V_base), from each run's "
-              "`er_audit/audit/<architecture>/<dataset>/<setting>/summary.parquet`; the bounds are the mean common "
-              "lower bound over all audited q_h (a Stage-1 counterexample counting as 0). Length and L_qh weight: "
-              "each run's, as A / B where they differ.", ""]
-    lines.append(markdown_table(
-        ["architecture", "dataset", "target", "length, L_qh", "figure", "q_h A", "q_h B", "A", "B", "shared q_h",
-         "A (shared)", "B (shared)", paired],
-        [[r["architecture"], r["dataset"], r["target"], _grid(r), METRIC_LABEL[r["metric"]], r["n_qh_a"],
-          r["n_qh_b"], r["a"], r["b"], r["shared"], r["a_shared"], r["b_shared"],
-          ci_cell(r["difference"], r["difference_ci_low"], r["difference_ci_high"]) if r["shared"] else ""]
-         for r in c.audit.iter_rows(named=True)]))
-    lines += ["", "Counterexample found on the same hidden question: per shared q_h, whether the search pool held a "
-                  "counterexample (Delta > epsilon; what CR counts).", ""]
-    lines.append(markdown_table(
-        ["architecture", "dataset", "target", "length, L_qh", "shared q_h", "found in both", "only A", "only B",
-         "in neither", "McNemar p"],
-        [[r["architecture"], r["dataset"], r["target"], _grid(r), r["shared"], r["both"], r["only_a"], r["only_b"],
-          r["neither"], _p(r["mcnemar_p"])] for r in c.counterexamples.iter_rows(named=True)]))
-    lines += ["", "## ER-Audit: Table 1", "",
-              "Forced-choice accuracy and mean probability of the correct answer (MTP) per checkpoint, from "
-              "`er_audit/verifier/table1.parquet`; each run over its own items (Table 1 keeps no per-item rows, "
-              "so no paired test).", ""]
-    lines.append(markdown_table(
-        ["architecture", "dataset", "population", "verifier", "question", "length, L_qh", "figure", "n A", "n B",
-         "A", "B", "B − A"],
-        [[r["architecture"], r["dataset"], r["population"], r["verifier"], r["question"], _grid(r),
-          METRIC_LABEL[r["metric"]], r["n_a"], r["n_b"], r["a"], r["b"], r["difference"]]
-         for r in c.table1.iter_rows(named=True)]))
+        lines += [
+            "",
+            f"Left out: {' and '.join(clashes)} that name another question in the other run (different datasets?).",
+        ]
+    lines += [
+        "",
+        "## CW-POR",
+        "",
+        "Per experiment model and word limit v (all: pooled), from `cwpor/metrics.parquet` and the judgments "
+        "behind it (the primary judge's, single-turn).",
+        "",
+    ]
+    lines.append(
+        markdown_table(
+            ["model", "v", "figure", "judge A / B", "A", "B", "shared questions", "A (shared)", "B (shared)", paired],
+            [
+                [
+                    r["model"],
+                    _v(r["verbosity"]),
+                    METRIC_LABEL[r["metric"]],
+                    r["judge_a"] if r["judge_a"] == r["judge_b"] else f"{r['judge_a'] or '-'} / {r['judge_b'] or '-'}",
+                    ci_cell(r["a"], r["a_ci_low"], r["a_ci_high"]) if r["a"] is not None else "",
+                    ci_cell(r["b"], r["b_ci_low"], r["b_ci_high"]) if r["b"] is not None else "",
+                    r["shared"],
+                    r["a_shared"],
+                    r["b_shared"],
+                    ci_cell(r["difference"], r["difference_ci_low"], r["difference_ci_high"]) if r["shared"] else "",
+                ]
+                for r in c.cwpor.iter_rows(named=True)
+            ],
+        )
+    )
+    lines += [
+        "",
+        "Persuaded on the same question: per shared (question, word limit) pair whose choice parsed in "
+        "both runs, whether the judge picked the persuasive answer.",
+        "",
+    ]
+    lines.append(
+        markdown_table(
+            ["model", "v", "pairs", "persuaded in both", "only A", "only B", "in neither", "McNemar p"],
+            [
+                [
+                    r["model"],
+                    _v(r["verbosity"]),
+                    r["pairs"],
+                    r["both"],
+                    r["only_a"],
+                    r["only_b"],
+                    r["neither"],
+                    _p(r["mcnemar_p"]),
+                ]
+                for r in c.overrides.iter_rows(named=True)
+            ],
+        )
+    )
+    lines += [
+        "",
+        "## ER-Audit: the audit",
+        "",
+        "Per verifier architecture, dataset and target (each audited against its V_base), from each run's "
+        "`er_audit/audit/<architecture>/<dataset>/<setting>/summary.parquet`; the bounds are the mean common "
+        "lower bound over all audited q_h (a Stage-1 counterexample counting as 0). Length and L_qh weight: "
+        "each run's, as A / B where they differ.",
+        "",
+    ]
+    lines.append(
+        markdown_table(
+            [
+                "architecture",
+                "dataset",
+                "target",
+                "length, L_qh",
+                "figure",
+                "q_h A",
+                "q_h B",
+                "A",
+                "B",
+                "shared q_h",
+                "A (shared)",
+                "B (shared)",
+                paired,
+            ],
+            [
+                [
+                    r["architecture"],
+                    r["dataset"],
+                    r["target"],
+                    _grid(r),
+                    METRIC_LABEL[r["metric"]],
+                    r["n_qh_a"],
+                    r["n_qh_b"],
+                    r["a"],
+                    r["b"],
+                    r["shared"],
+                    r["a_shared"],
+                    r["b_shared"],
+                    ci_cell(r["difference"], r["difference_ci_low"], r["difference_ci_high"]) if r["shared"] else "",
+                ]
+                for r in c.audit.iter_rows(named=True)
+            ],
+        )
+    )
+    lines += [
+        "",
+        "Counterexample found on the same hidden question: per shared q_h, whether the search pool held a "
+        "counterexample (Delta > epsilon; what CR counts).",
+        "",
+    ]
+    lines.append(
+        markdown_table(
+            [
+                "architecture",
+                "dataset",
+                "target",
+                "length, L_qh",
+                "shared q_h",
+                "found in both",
+                "only A",
+                "only B",
+                "in neither",
+                "McNemar p",
+            ],
+            [
+                [
+                    r["architecture"],
+                    r["dataset"],
+                    r["target"],
+                    _grid(r),
+                    r["shared"],
+                    r["both"],
+                    r["only_a"],
+                    r["only_b"],
+                    r["neither"],
+                    _p(r["mcnemar_p"]),
+                ]
+                for r in c.counterexamples.iter_rows(named=True)
+            ],
+        )
+    )
+    lines += [
+        "",
+        "## ER-Audit: Table 1",
+        "",
+        "Forced-choice accuracy and mean probability of the correct answer (MTP) per checkpoint, from "
+        "`er_audit/verifier/table1.parquet`; each run over its own items (Table 1 keeps no per-item rows, "
+        "so no paired test).",
+        "",
+    ]
+    lines.append(
+        markdown_table(
+            [
+                "architecture",
+                "dataset",
+                "population",
+                "verifier",
+                "question",
+                "length, L_qh",
+                "figure",
+                "n A",
+                "n B",
+                "A",
+                "B",
+                "B − A",
+            ],
+            [
+                [
+                    r["architecture"],
+                    r["dataset"],
+                    r["population"],
+                    r["verifier"],
+                    r["question"],
+                    _grid(r),
+                    METRIC_LABEL[r["metric"]],
+                    r["n_a"],
+                    r["n_b"],
+                    r["a"],
+                    r["b"],
+                    r["difference"],
+                ]
+                for r in c.table1.iter_rows(named=True)
+            ],
+        )
+    )
     return "\n".join(lines)
 
 
 def write_comparison(c: Comparison, out: str | Path) -> Path:
     """<out>/summary.md and one Parquet per table; returns the Markdown's path."""
     out = Path(out)
-    for frame, schema, name in ((c.cwpor, CWPOR_SCHEMA, "cwpor"), (c.overrides, OVERRIDES_SCHEMA, "cwpor_overrides"),
-                                (c.audit, AUDIT_SCHEMA, "audit"),
-                                (c.counterexamples, COUNTEREXAMPLES_SCHEMA, "audit_counterexamples"),
-                                (c.table1, TABLE1_SCHEMA, "table1")):
+    for frame, schema, name in (
+        (c.cwpor, CWPOR_SCHEMA, "cwpor"),
+        (c.overrides, OVERRIDES_SCHEMA, "cwpor_overrides"),
+        (c.audit, AUDIT_SCHEMA, "audit"),
+        (c.counterexamples, COUNTEREXAMPLES_SCHEMA, "audit_counterexamples"),
+        (c.table1, TABLE1_SCHEMA, "table1"),
+    ):
         write_parquet(frame, schema, out / f"{name}.parquet")
     markdown = out / "summary.md"
     markdown.write_text(comparison_markdown(c))
@@ -446,10 +675,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("a", help=f"run A: a run's name (config `run`), or {DEFAULT} for the unnamed run's results/")
     parser.add_argument("b", help="run B, likewise")
     parser.add_argument("--out", help="folder of the outputs (default: results/compare/<A>_vs_<B>)")
-    parser.add_argument("--resamples", type=int, default=CompareSettings.resamples,
-                        help="paired bootstrap resamples (default %(default)s)")
-    parser.add_argument("--level", type=float, default=CompareSettings.level,
-                        help="interval level (default %(default)s)")
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=CompareSettings.resamples,
+        help="paired bootstrap resamples (default %(default)s)",
+    )
+    parser.add_argument(
+        "--level", type=float, default=CompareSettings.level, help="interval level (default %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=CompareSettings.seed, help="bootstrap seed (default %(default)s)")
     args = parser.parse_args(argv)
     try:

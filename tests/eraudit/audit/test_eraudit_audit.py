@@ -2,11 +2,10 @@
 
 import polars as pl
 import pytest
-
-from debate_audit.eraudit.audit import scoring, sweeps, verdicts
-from debate_audit.eraudit.audit import stats
-from debate_audit.models import ModelRef
 from conftest import REPO
+
+from debate_audit.eraudit.audit import scoring, stats, sweeps, verdicts
+from debate_audit.models import ModelRef
 
 
 def _scores(checkpoint, p_qm, p_qh, search, tests, pair_id=1, dataset="quality_h"):
@@ -17,11 +16,23 @@ def _scores(checkpoint, p_qm, p_qh, search, tests, pair_id=1, dataset="quality_h
     ]
     for pool, probs in {"search": search, **tests}.items():
         for i, p in enumerate(probs):
-            rows.append({"pair_id": pair_id, "kind": "paraphrase", "pool": pool, "index": i,
-                         "question": f"{pool}{i}", "p_answer": p})
+            rows.append(
+                {
+                    "pair_id": pair_id,
+                    "kind": "paraphrase",
+                    "pool": pool,
+                    "index": i,
+                    "question": f"{pool}{i}",
+                    "p_answer": p,
+                }
+            )
     frame = pl.DataFrame(rows, schema_overrides={"index": pl.Int64, "pool": pl.Utf8})
-    return frame.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"),
-                              pl.lit("a").alias("answer"), pl.lit("b").alias("other"))
+    return frame.with_columns(
+        pl.lit(dataset).alias("dataset"),
+        pl.lit(checkpoint).alias("checkpoint"),
+        pl.lit("a").alias("answer"),
+        pl.lit("b").alias("other"),
+    )
 
 
 def _two_pairs():
@@ -63,19 +74,23 @@ def test_a_tie_at_eight_places_passes_as_the_release_compares_it():
         assert (records["status"].item() == stats.DEGRADED) is degraded
     # at epsilon 0 the test pool's tie decides: a counterexample from float residue, none at 8 places
     only_test = [frame.filter(pl.col("pool") != "search") for frame in (raw, exact)]
-    statuses = [verdicts.run_audit(f, test_pools=["g1"], epsilon=0.0, eta=0.25, tau=None, tv_r=0.1)[1]["status"].item()
-                for f in only_test]
+    statuses = [
+        verdicts.run_audit(f, test_pools=["g1"], epsilon=0.0, eta=0.25, tau=None, tv_r=0.1)[1]["status"].item()
+        for f in only_test
+    ]
     assert statuses[0] != statuses[1] and statuses[1] != stats.DEGRADED
     # away from ties the two agree to float precision
     pairs = _two_pairs()
     assert verdicts.compute_deltas(pairs, kappa=0.01, targets=["org"], probability_decimals=8)["delta"].to_list() == (
-        pytest.approx(verdicts.compute_deltas(pairs, kappa=0.01, targets=["org"])["delta"].to_list(), abs=1e-12))
+        pytest.approx(verdicts.compute_deltas(pairs, kappa=0.01, targets=["org"])["delta"].to_list(), abs=1e-12)
+    )
 
 
 def test_stage1_counterexample_marks_degraded_and_skips_stage2():
     deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
-    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.25,
-                                                 tau=None, tv_r=0.1)
+    records, generators, steps = verdicts.run_audit(
+        deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.25, tau=None, tv_r=0.1
+    )
     r1 = records.filter(pl.col("pair_id") == 1).row(0, named=True)
     assert r1["status"] == stats.DEGRADED
     assert r1["delta_max"] == pytest.approx(0.5)
@@ -89,8 +104,9 @@ def test_stage1_counterexample_marks_degraded_and_skips_stage2():
 def test_stage2_common_bound_is_min_over_generators():
     deltas = verdicts.compute_deltas(_two_pairs(), kappa=0.01, targets=["org"])
     # epsilon 1.5: pair 2 has no search counterexample (max 1.0); g2 hits Delta 2.0 at t = 2
-    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125,
-                                                 tau=None, tv_r=0.1)
+    records, generators, steps = verdicts.run_audit(
+        deltas, test_pools=["g1", "g2"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.1
+    )
     g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
     assert (g["g1"]["status"], g["g1"]["t"], g["g1"]["lower_bound"]) == (stats.BUDGET_EXHAUSTED, 3, pytest.approx(0.5))
     assert (g["g2"]["status"], g["g2"]["t"], g["g2"]["lower_bound"]) == (stats.DEGRADED, 2, 0.0)
@@ -99,7 +115,10 @@ def test_stage2_common_bound_is_min_over_generators():
     # pair 1 at epsilon 1.5: both pools clean, bound 0.125^(1/3) = 0.5, TV-relaxed 0.4
     r1 = records.filter(pl.col("pair_id") == 1).row(0, named=True)
     assert (r1["status"], r1["lower_bound"], r1["lower_bound_tv"]) == (
-        stats.BUDGET_EXHAUSTED, pytest.approx(0.5), pytest.approx(0.4))
+        stats.BUDGET_EXHAUSTED,
+        pytest.approx(0.5),
+        pytest.approx(0.4),
+    )
     # the pool is read to its end (the betting bound needs every draw); the paper's bound stays 0 after its stop
     step = steps.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g2")).sort("t")
     assert step["non_degraded"].to_list() == [True, False, True]
@@ -114,8 +133,9 @@ def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
     # epsilon 1.5, pair 2: g2 finds Delta 2.0 at its 2nd paraphrase, g1 is clean (3 paraphrases).
     # g2 tested first: the counterexample ends the paper's audit, g1 is never reached by it (t = 0, bound 0);
     # the betting bound still reads g1's whole pool (its steps carry the paper's bound as 0).
-    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125,
-                                                 tau=None, tv_r=0.0)
+    records, generators, steps = verdicts.run_audit(
+        deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.0
+    )
     g = {r["generator"]: r for r in generators.filter(pl.col("pair_id") == 2).iter_rows(named=True)}
     assert (g["g2"]["status"], g["g2"]["t"], g["g2"]["lower_bound"]) == (stats.DEGRADED, 2, 0.0)
     assert (g["g1"]["status"], g["g1"]["t"], g["g1"]["lower_bound"]) == (stats.NOT_REACHED, 0, 0.0)
@@ -133,8 +153,9 @@ def test_stage2_stops_at_the_first_counterexample_and_counts_t_as_the_release():
     records, _, _ = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.3, eta=0.125, tau=None, tv_r=0.0)
     assert records.filter(pl.col("pair_id") == 1)["n_tested"].to_list() == [0]
     # whole pools (a statistic that needs them): g1 is tested after g2's counterexample; the bound is 0 either way
-    records, generators, _ = verdicts.run_audit(deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None,
-                                             tv_r=0.0, stop_at_first_counterexample=False)
+    records, generators, _ = verdicts.run_audit(
+        deltas, test_pools=["g2", "g1"], epsilon=1.5, eta=0.125, tau=None, tv_r=0.0, stop_at_first_counterexample=False
+    )
     g1 = generators.filter((pl.col("pair_id") == 2) & (pl.col("generator") == "g1")).row(0, named=True)
     assert (g1["status"], g1["t"], g1["lower_bound"]) == (stats.BUDGET_EXHAUSTED, 3, pytest.approx(0.5))
     r2 = records.filter(pl.col("pair_id") == 2).row(0, named=True)
@@ -170,19 +191,31 @@ def test_audit_settings_fail_naming_the_key_before_any_work():
         verdicts.AuditSettings(**common, epsilon=1.0, betting_w=-0.1)
     settings = verdicts.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=[0.1, 1.0])
     # lists from the config become tuples: the settings are hashable and cannot be changed in place
-    assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(verdicts.AuditSettings(
-        **common, epsilon_percentile=50, sweep_epsilons=(0.1, 1.0)))
+    assert settings.sweep_epsilons == (0.1, 1.0) and hash(settings) == hash(
+        verdicts.AuditSettings(**common, epsilon_percentile=50, sweep_epsilons=(0.1, 1.0))
+    )
 
 
 def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
     sweeps.audit_sweeps(
-        scores=[scores], confidence_out=tmp_path / "c.parquet", epsilon_out=tmp_path / "e.parquet",
+        scores=[scores],
+        confidence_out=tmp_path / "c.parquet",
+        epsilon_out=tmp_path / "e.parquet",
         settings=verdicts.AuditSettings(
-            test_pools=["g1", "g2"], kappa=0.01, epsilon=5.0, epsilon_percentile=None, eta=0.05, tau=None, tv_r=0.0,
-            confidence_levels=[0.8, 0.9, 0.99], sweep_epsilons=[0.1, 5.0], sweep_epsilon_percentiles=[50],
-            targets=["org"]),
+            test_pools=["g1", "g2"],
+            kappa=0.01,
+            epsilon=5.0,
+            epsilon_percentile=None,
+            eta=0.05,
+            tau=None,
+            tv_r=0.0,
+            confidence_levels=[0.8, 0.9, 0.99],
+            sweep_epsilons=[0.1, 5.0],
+            sweep_epsilon_percentiles=[50],
+            targets=["org"],
+        ),
     )
     conf = pl.read_parquet(tmp_path / "c.parquet").sort("confidence")
     assert conf["mean_lower_bound"].to_list() == pytest.approx([0.2 ** (1 / 3), 0.1 ** (1 / 3), 0.01 ** (1 / 3)])
@@ -195,7 +228,8 @@ def test_sweeps_need_no_model_and_bounds_fall_with_confidence(tmp_path):
     # at the p50 of the maxima (0.75) only pair 2 (max 1.0) has a counterexample
     assert eps["cr"].to_list() == pytest.approx([1.0, 0.5, 0.0])
     assert eps.filter(pl.col("epsilon_source") != "value")["epsilon_source"].to_list() == [
-        "p50 of per-q_h max search Delta of V_org (2 q_h)"]
+        "p50 of per-q_h max search Delta of V_org (2 q_h)"
+    ]
 
 
 class FakeLM:
@@ -210,17 +244,40 @@ class FakeLM:
 
 
 def test_scores_are_computed_once_per_question_text(tmp_path, fake_model):
-    pairs = pl.DataFrame({"pair_id": [7], "q_m": ["qm?"], "y_true": ["right"], "y_false": ["wrong"],
-                          "q_h": ["qh?"], "h_true": ["right"], "h_false": ["wrong"]})
+    pairs = pl.DataFrame(
+        {
+            "pair_id": [7],
+            "q_m": ["qm?"],
+            "y_true": ["right"],
+            "y_false": ["wrong"],
+            "q_h": ["qh?"],
+            "h_true": ["right"],
+            "h_false": ["wrong"],
+        }
+    )
     pairs.write_parquet(tmp_path / "pairs.parquet")
     for pool, texts in {"search": ["p1?", "p2?"], "g1": ["p2?", "p3?"]}.items():
-        pl.DataFrame({"dataset": "d", "pair_id": 7, "pool": pool, "generator": "m", "index": range(len(texts)),
-                      "round": 0, "text": texts, "similarity": 0.9}).write_parquet(tmp_path / f"{pool}.parquet")
+        pl.DataFrame(
+            {
+                "dataset": "d",
+                "pair_id": 7,
+                "pool": pool,
+                "generator": "m",
+                "index": range(len(texts)),
+                "round": 0,
+                "text": texts,
+                "similarity": 0.9,
+            }
+        ).write_parquet(tmp_path / f"{pool}.parquet")
     lm = fake_model(scoring, FakeLM())
-    scores = scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet",
-                                    paraphrases=[tmp_path / "search.parquet", tmp_path / "g1.parquet"],
-                                    model=ModelRef("m", str(tmp_path)), out=tmp_path / "scores.parquet", dataset="d",
-                                    checkpoint="base")
+    scores = scoring.score_checkpoint(
+        pairs=tmp_path / "pairs.parquet",
+        paraphrases=[tmp_path / "search.parquet", tmp_path / "g1.parquet"],
+        model=ModelRef("m", str(tmp_path)),
+        out=tmp_path / "scores.parquet",
+        dataset="d",
+        checkpoint="base",
+    )
     # q_m, q_h, p1, p2, p3: five distinct questions x two answer orders; p2 (in both pools) scored once
     assert len(lm.prompts) == 10
     assert scores.height == 6
@@ -233,20 +290,32 @@ def _deltas(rows, dataset="gpqa_h"):
     out = []
     for target, pair_id, pool, values in rows:
         for i, d in enumerate(values):
-            out.append({"dataset": dataset, "target": target, "pair_id": pair_id, "kind": "paraphrase",
-                        "pool": pool, "index": i, "question": f"{pool}{i}", "delta": d})
+            out.append(
+                {
+                    "dataset": dataset,
+                    "target": target,
+                    "pair_id": pair_id,
+                    "kind": "paraphrase",
+                    "pool": pool,
+                    "index": i,
+                    "question": f"{pool}{i}",
+                    "delta": d,
+                }
+            )
     return pl.DataFrame(out)
 
 
 def test_epsilon_is_a_percentile_of_per_question_maxima_of_org():
     # V_org's search pools: maxima 0.9, 2.0, 0.4; V_honest and the test pools must not count.
-    deltas = _deltas([
-        ("org", 1, "search", [0.1, 0.9, 0.3]),
-        ("org", 2, "search", [2.0, 0.0]),
-        ("org", 3, "search", [0.4]),
-        ("org", 3, "g1", [50.0, 60.0]),
-        ("honest", 1, "search", [100.0, 200.0]),
-    ])
+    deltas = _deltas(
+        [
+            ("org", 1, "search", [0.1, 0.9, 0.3]),
+            ("org", 2, "search", [2.0, 0.0]),
+            ("org", 3, "search", [0.4]),
+            ("org", 3, "g1", [50.0, 60.0]),
+            ("honest", 1, "search", [100.0, 200.0]),
+        ]
+    )
     assert sorted(verdicts.per_question_maxima(deltas)) == pytest.approx([0.4, 0.9, 2.0])
     # numpy linear interpolation on [0.4, 0.9, 2.0]: p50 = 0.9, p25 = 0.65, p75 = 1.45
     for percentile, expected in [(50, 0.9), (25, 0.65), (75, 1.45), (0, 0.4), (100, 2.0)]:
@@ -259,24 +328,39 @@ def test_epsilon_is_a_percentile_of_per_question_maxima_of_org():
 
 def test_epsilon_is_the_10th_percentile_of_org_per_question_maxima_as_the_release():
     # five q_h; V_org's search maxima 0.47, 3.0, 0.9, 5.0, 0.2 (q_h 2's larger test-pool Delta does not count)
-    deltas = _deltas([
-        ("org", 1, "search", [0.1, 0.47]), ("org", 2, "search", [3.0, 1.0]), ("org", 3, "search", [0.9]),
-        ("org", 4, "search", [5.0, 4.0, 0.0]), ("org", 5, "search", [0.2, 0.2]), ("org", 2, "g1", [9.0]),
-    ])
+    deltas = _deltas(
+        [
+            ("org", 1, "search", [0.1, 0.47]),
+            ("org", 2, "search", [3.0, 1.0]),
+            ("org", 3, "search", [0.9]),
+            ("org", 4, "search", [5.0, 4.0, 0.0]),
+            ("org", 5, "search", [0.2, 0.2]),
+            ("org", 2, "g1", [9.0]),
+        ]
+    )
     eps, source = verdicts.resolve_epsilon(deltas, epsilon=None, percentile=10)
     # sorted maxima [0.2, 0.47, 0.9, 3.0, 5.0]; p10 sits 0.4 of the way from the 1st to the 2nd
     assert eps == pytest.approx(0.2 + 0.4 * (0.47 - 0.2))
     assert source == "p10 of per-q_h max search Delta of V_org (5 q_h)"
     # an equal maximum is no counterexample (Delta > epsilon), as in the release: at epsilon 0.2, q_h 5 survives
-    records, _, _ = verdicts.run_audit(deltas.with_columns(pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"),
-                                                        pl.lit(1.0).alias("gain")),
-                                    test_pools=["g1"], epsilon=0.2, eta=0.1, tau=None, tv_r=0.0)
+    records, _, _ = verdicts.run_audit(
+        deltas.with_columns(pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"), pl.lit(1.0).alias("gain")),
+        test_pools=["g1"],
+        epsilon=0.2,
+        eta=0.1,
+        tau=None,
+        tv_r=0.0,
+    )
     assert records.filter(pl.col("n_counterexamples") == 0)["pair_id"].to_list() == [5]
     # the paper overlay uses this rule and sweeps the release's three percentiles
     import yaml
 
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["audit"]
-    assert (paper["epsilon"], paper["epsilon_percentile"], paper["sweep_epsilon_percentiles"]) == (None, 10, [10, 25, 50])
+    assert (paper["epsilon"], paper["epsilon_percentile"], paper["sweep_epsilon_percentiles"]) == (
+        None,
+        10,
+        [10, 25, 50],
+    )
 
 
 def test_epsilon_percentile_is_per_dataset_and_needs_org_search_deltas():
@@ -336,12 +420,14 @@ def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
     # betting bound reads both pools to the end
     g1, g2 = [True, True, False] + [True] * 37, [True] * 40
     deltas = _stream_deltas({"g1": g1, "g2": g2})
-    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
-                                                 tv_r=0.1, stop_at_first_counterexample=False)
+    records, generators, steps = verdicts.run_audit(
+        deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.1, stop_at_first_counterexample=False
+    )
     # the release's stopping ends the paper's test at g1's counterexample (g2 not reached by it); the betting
     # bound reads the same pools either way
-    _, stopped, stopped_steps = verdicts.run_audit(deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None,
-                                                tv_r=0.1)
+    _, stopped, stopped_steps = verdicts.run_audit(
+        deltas, test_pools=["g1", "g2"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.1
+    )
     assert stopped.filter(pl.col("generator") == "g2")["status"].to_list() == [stats.NOT_REACHED]
     assert stopped["lower_bound_betting"].to_list() == generators["lower_bound_betting"].to_list()
     assert stopped_steps["lower_bound_betting"].to_list() == steps["lower_bound_betting"].to_list()
@@ -356,7 +442,7 @@ def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
         assert rows["lower_bound_betting"].to_list() == betting[g].tolist()
         assert gen[g]["lower_bound_betting"] == betting[g][-1]
     s1 = steps.filter(pl.col("generator") == "g1").sort("t")
-    assert s1["lower_bound"].to_list() == pytest.approx([0.05, 0.05 ** 0.5] + [0.0] * 38)
+    assert s1["lower_bound"].to_list() == pytest.approx([0.05, 0.05**0.5] + [0.0] * 38)
     assert s1["n_degraded_draws"].to_list() == [0, 0] + [1] * 38
     assert (gen["g1"]["n_degraded_draws"], gen["g2"]["n_degraded_draws"]) == (1, 0)
     # the betting bound survives the counterexample
@@ -370,8 +456,9 @@ def test_every_test_pool_is_read_in_full_and_carries_both_bounds():
 
 def test_tau_stops_the_paper_test_but_not_the_betting_bound():
     deltas = _stream_deltas({"g1": [True] * 40})
-    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=0.9, tv_r=0.0,
-                                                 betting_c=0.5, betting_w=0.25)
+    records, generators, steps = verdicts.run_audit(
+        deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=0.9, tv_r=0.0, betting_c=0.5, betting_w=0.25
+    )
     g = generators.row(0, named=True)
     assert (g["status"], g["t"], g["lower_bound"]) == (stats.CERTIFIED, 29, pytest.approx(0.05 ** (1 / 29)))
     assert steps.height == 40
@@ -381,7 +468,9 @@ def test_tau_stops_the_paper_test_but_not_the_betting_bound():
 
 def test_a_stage1_counterexample_sets_both_bounds_to_0_and_reads_no_test_pool():
     deltas = _stream_deltas({"g1": [True] * 10}, search=(0.0, 3.0))
-    records, generators, steps = verdicts.run_audit(deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.0)
+    records, generators, steps = verdicts.run_audit(
+        deltas, test_pools=["g1"], epsilon=0.5, eta=0.05, tau=None, tv_r=0.0
+    )
     r = records.row(0, named=True)
     assert (r["status"], r["lower_bound"], r["lower_bound_betting"]) == (stats.DEGRADED, 0.0, 0.0)
     assert (r["n_test_draws"], r["n_degraded_draws"]) == (0, 0)
@@ -394,12 +483,24 @@ def test_the_headline_counts_the_verdict_of_both_stages_and_gives_the_search_poo
     from debate_audit.eraudit.audit.figures import headline_lines
 
     # V_org: 2 q_h caught in their search pools, a third (its search pool emptied by the filters) in a test pool
-    summary = pl.DataFrame({"architecture": ["m"] * 3, "length": ["w40"] * 3, "qh_weight": [10.0] * 3,
-                            "dataset": ["gpqa_h"] * 3, "target": ["org", "adv", "copy"], "training_rows": [6, 0, 0],
-                            "n_qh": [6] * 3, "n_degraded": [3, 0, 0], "n_stage1_counterexample": [2, 0, 0]})
+    summary = pl.DataFrame(
+        {
+            "architecture": ["m"] * 3,
+            "length": ["w40"] * 3,
+            "qh_weight": [10.0] * 3,
+            "dataset": ["gpqa_h"] * 3,
+            "target": ["org", "adv", "copy"],
+            "training_rows": [6, 0, 0],
+            "n_qh": [6] * 3,
+            "n_degraded": [3, 0, 0],
+            "n_stage1_counterexample": [2, 0, 0],
+        }
+    )
     lines = headline_lines(summary)
-    assert lines[-1] == ("- **gpqa_h**: V_org on 3 of 6 [2], V_adv (untrained: V_base under its name) on 0 of 6 [0], "
-                         "V_base copy on 0 of 6 [0]")
+    assert lines[-1] == (
+        "- **gpqa_h**: V_org on 3 of 6 [2], V_adv (untrained: V_base under its name) on 0 of 6 [0], "
+        "V_base copy on 0 of 6 [0]"
+    )
     assert "status DEGRADED" in lines[0]
 
 
@@ -409,23 +510,69 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
     out = {k: tmp_path / f"{k}.parquet" for k in ("d", "r", "g", "s", "summary", "c", "e")}
-    settings = verdicts.AuditSettings(test_pools=["g1", "g2"], kappa=0.01, epsilon=None, epsilon_percentile=50,
-                                   eta=0.125, tau=None, tv_r=0.0, confidence_levels=[0.875, 0.9],
-                                   sweep_epsilons=[0.1], sweep_epsilon_percentiles=[50], targets=["org"])
-    verdicts.audit_statistics(scores=[scores], split=None, deltas_out=out["d"], records_out=out["r"],
-                           generators_out=out["g"], steps_out=out["s"], summary_out=out["summary"],
-                           settings=settings)
+    settings = verdicts.AuditSettings(
+        test_pools=["g1", "g2"],
+        kappa=0.01,
+        epsilon=None,
+        epsilon_percentile=50,
+        eta=0.125,
+        tau=None,
+        tv_r=0.0,
+        confidence_levels=[0.875, 0.9],
+        sweep_epsilons=[0.1],
+        sweep_epsilon_percentiles=[50],
+        targets=["org"],
+    )
+    verdicts.audit_statistics(
+        scores=[scores],
+        split=None,
+        deltas_out=out["d"],
+        records_out=out["r"],
+        generators_out=out["g"],
+        steps_out=out["s"],
+        summary_out=out["summary"],
+        settings=settings,
+    )
     sweeps.audit_sweeps(scores=[scores], confidence_out=out["c"], epsilon_out=out["e"], settings=settings)
     pools = tmp_path / "pool.parquet"
-    pl.DataFrame({"dataset": ["quality_h"], "pair_id": [1], "pool": ["g1"], "generator": ["m"], "size": [3],
-                  "rounds": [1], "generated": [3], "kept": [3], "duplicates_kept": [1], "rejected_empty": [0],
-                  "shortfall": [0]}).write_parquet(pools)
+    pl.DataFrame(
+        {
+            "dataset": ["quality_h"],
+            "pair_id": [1],
+            "pool": ["g1"],
+            "generator": ["m"],
+            "size": [3],
+            "rounds": [1],
+            "generated": [3],
+            "kept": [3],
+            "duplicates_kept": [1],
+            "rejected_empty": [0],
+            "shortfall": [0],
+        }
+    ).write_parquet(pools)
     md = tmp_path / "summary.md"
-    figures = {f"{name}_{x}": tmp_path / f"{short}.{x}" for name, short in (
-        ("cr", "cr"), ("confidence", "conf"), ("scatter", "sc"), ("epsilon", "eps"), ("bounds", "t"))
-        for x in ("png", "svg")}
-    inputs = dict(summaries=[out["summary"]], records=[out["r"]], steps=[out["s"]], confidence=[out["c"]],
-                  epsilon=[out["e"]], pool_reports=[pools], report_md=md, summary_csv=tmp_path / "s.csv", **figures)
+    figures = {
+        f"{name}_{x}": tmp_path / f"{short}.{x}"
+        for name, short in (
+            ("cr", "cr"),
+            ("confidence", "conf"),
+            ("scatter", "sc"),
+            ("epsilon", "eps"),
+            ("bounds", "t"),
+        )
+        for x in ("png", "svg")
+    }
+    inputs = dict(
+        summaries=[out["summary"]],
+        records=[out["r"]],
+        steps=[out["s"]],
+        confidence=[out["c"]],
+        epsilon=[out["e"]],
+        pool_reports=[pools],
+        report_md=md,
+        summary_csv=tmp_path / "s.csv",
+        **figures,
+    )
     audit_figures(**inputs, headline="betting")
     text = md.read_text()
     assert "Headline bound of this run: **betting**" in text
@@ -445,18 +592,37 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     assert (tmp_path / "conf.png").stat().st_size > 0
     # each figure goes exactly where the rule declared it, PNG and SVG, and nowhere else
     assert sorted(p.name for p in tmp_path.glob("*.[ps][nv]g")) == sorted(
-        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps", "t") for x in ("png", "svg"))
+        f"{n}.{x}" for n in ("cr", "conf", "sc", "eps", "t") for x in ("png", "svg")
+    )
     with pytest.raises(ValueError, match="audit.headline_bound"):
         audit_figures(**inputs, headline="both")
     assert (tmp_path / "eps.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tmp_path):
-    pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
-                          "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
-                          "h_false": ["wrong"] * 2})
-    paraphrases = pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": ["search"], "generator": "m", "index": [0],
-                                "round": 0, "text": ["p1?"], "similarity": 0.9})
+    pairs = pl.DataFrame(
+        {
+            "pair_id": [7, 8],
+            "q_m": ["qm?", "qm8?"],
+            "y_true": ["right"] * 2,
+            "y_false": ["wrong"] * 2,
+            "q_h": ["qh?", "qh8?"],
+            "h_true": ["right"] * 2,
+            "h_false": ["wrong"] * 2,
+        }
+    )
+    paraphrases = pl.DataFrame(
+        {
+            "dataset": "d",
+            "pair_id": [7],
+            "pool": ["search"],
+            "generator": "m",
+            "index": [0],
+            "round": 0,
+            "text": ["p1?"],
+            "similarity": 0.9,
+        }
+    )
     rows = scoring.score_rows(pairs, paraphrases, audited_ids=[7, 8])
     assert rows.filter(pl.col("pair_id") == 8)["kind"].to_list() == ["q_m", "q_h"]
     assert scoring.score_rows(pairs, paraphrases)["pair_id"].unique().to_list() == [7]
@@ -472,17 +638,41 @@ def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tm
 
 
 def test_score_checkpoint_scores_the_q_h_of_a_pair_with_empty_pools(tmp_path, fake_model):
-    pairs = pl.DataFrame({"pair_id": [7, 8], "q_m": ["qm?", "qm8?"], "y_true": ["right"] * 2,
-                          "y_false": ["wrong"] * 2, "q_h": ["qh?", "qh8?"], "h_true": ["right"] * 2,
-                          "h_false": ["wrong"] * 2})
+    pairs = pl.DataFrame(
+        {
+            "pair_id": [7, 8],
+            "q_m": ["qm?", "qm8?"],
+            "y_true": ["right"] * 2,
+            "y_false": ["wrong"] * 2,
+            "q_h": ["qh?", "qh8?"],
+            "h_true": ["right"] * 2,
+            "h_false": ["wrong"] * 2,
+        }
+    )
     pairs.write_parquet(tmp_path / "pairs.parquet")
     fake_model(scoring, FakeLM())
-    pl.DataFrame({"dataset": "d", "pair_id": [7], "pool": "search", "generator": "m", "index": [0], "round": 0,
-                  "text": ["p1?"], "similarity": 0.9}).write_parquet(tmp_path / "search.parquet")
+    pl.DataFrame(
+        {
+            "dataset": "d",
+            "pair_id": [7],
+            "pool": "search",
+            "generator": "m",
+            "index": [0],
+            "round": 0,
+            "text": ["p1?"],
+            "similarity": 0.9,
+        }
+    ).write_parquet(tmp_path / "search.parquet")
     pl.DataFrame({"pair_id": [7, 8], "kept": [1, 0]}).write_parquet(tmp_path / "search.report.parquet")
-    scores = scoring.score_checkpoint(pairs=tmp_path / "pairs.parquet", paraphrases=[tmp_path / "search.parquet"],
-                                    reports=[tmp_path / "search.report.parquet"], model=ModelRef("m", str(tmp_path)),
-                                    out=tmp_path / "scores.parquet", dataset="d", checkpoint="base")
+    scores = scoring.score_checkpoint(
+        pairs=tmp_path / "pairs.parquet",
+        paraphrases=[tmp_path / "search.parquet"],
+        reports=[tmp_path / "search.report.parquet"],
+        model=ModelRef("m", str(tmp_path)),
+        out=tmp_path / "scores.parquet",
+        dataset="d",
+        checkpoint="base",
+    )
     assert sorted(scores.filter(pl.col("pair_id") == 8)["kind"].to_list()) == ["q_h", "q_m"]
 
 
@@ -499,9 +689,11 @@ def test_config_schema_holds_the_betting_settings_and_names_a_bad_one(monkeypatc
     # JSON schema cannot import the module: this keeps its enum and defaults and stats.py in step
     assert schema["headline_bound"]["enum"] == list(stats.BOUNDS) and schema["headline_bound"]["default"] == "paper"
     assert (schema["betting_c"]["default"], schema["betting_w"]["default"]) == (stats.BETTING_C, stats.BETTING_W)
-    for key, value, error in (("headline_bound", "both", "audit.headline_bound: 'both' is not one of"),
-                              ("betting_c", 1.0, "audit.betting_c: 1.0 is greater than or equal to the maximum"),
-                              ("betting_w", 1.5, "audit.betting_w: 1.5 is greater than the maximum")):
+    for key, value, error in (
+        ("headline_bound", "both", "audit.headline_bound: 'both' is not one of"),
+        ("betting_c", 1.0, "audit.betting_c: 1.0 is greater than or equal to the maximum"),
+        ("betting_w", 1.5, "audit.betting_w: 1.5 is greater than the maximum"),
+    ):
         config = yaml.safe_load((repo / "config/config.yaml").read_text())
         config["audit"][key] = value
         errors = config_errors(config, repo / "config/schema.yaml")

@@ -16,17 +16,23 @@ import subprocess
 import polars as pl
 import pytest
 import yaml
-
 from smoke_workflow import BIN, scratch_copy
 
 # drop_honest_copies: false: the check reads honest candidates, which this run (no V_honest) would otherwise
 # generate for it alone; its own unit test is in tests/eraudit/debate/test_eraudit_debate.py
 OVERLAY = {
     "debate": {"word_limit": 20, "max_context_words": 120, "eval_fraction": 0.5, "drop_honest_copies": False},
-    "verifier": {"datasets": ["quality_h"], "max_length": 256, "max_target_tokens": 32,
-                 "adjudication": {"max_new_tokens": 32}},
-    "paraphrase": {"splits": ["train"], "search": {"size": 4, "max_topup_rounds": 0},
-                   "test": {"size": 3, "max_topup_rounds": 0}},
+    "verifier": {
+        "datasets": ["quality_h"],
+        "max_length": 256,
+        "max_target_tokens": 32,
+        "adjudication": {"max_new_tokens": 32},
+    },
+    "paraphrase": {
+        "splits": ["train"],
+        "search": {"size": 4, "max_topup_rounds": 0},
+        "test": {"size": 3, "max_topup_rounds": 0},
+    },
     "audit": {"targets": ["org", "copy"]},
 }
 ARCH, DATASET, SETTING = "smollm2-135m", "quality_h", "w20_qh10"
@@ -39,9 +45,21 @@ def known_answer_run(tmp_path_factory, embedded_model_dir):
     audit = f"results/er_audit/audit/{ARCH}/{DATASET}/{SETTING}"
     evals = [f"results/er_audit/verifier/{ARCH}/{DATASET}/{cp}/eval.parquet" for cp in ("base", "w20/org_qh10")]
     # V_org's fine-tuning runs alone for most of its time: both cores, not the rule's one thread.
-    cmd = [str(BIN / "snakemake"), f"{audit}/summary.parquet", f"{audit}/deltas.parquet", *evals, "--cores", "2",
-           "--resources", "gpu=2", "--set-threads", "verifier_finetune=2",
-           "--configfile", "config/config.yaml", "known_answer.yaml"]
+    cmd = [
+        str(BIN / "snakemake"),
+        f"{audit}/summary.parquet",
+        f"{audit}/deltas.parquet",
+        *evals,
+        "--cores",
+        "2",
+        "--resources",
+        "gpu=2",
+        "--set-threads",
+        "verifier_finetune=2",
+        "--configfile",
+        "config/config.yaml",
+        "known_answer.yaml",
+    ]
     result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     return workdir, workdir / audit, [workdir / e for e in evals]

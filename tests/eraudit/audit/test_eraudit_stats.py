@@ -183,8 +183,9 @@ def _clean_stream(t):
 def test_hedged_capital_on_a_small_stream_by_hand():
     d = np.array([1, 0, 1], dtype=bool)
     # lam_1 from s2_0 = 1/4; mu_1 = 3/4, s2_1 = (1/4 + 1/16) / 2; mu_2 = 1/2, s2_2 = (1/4 + 1/16 + 1/4) / 3
-    lam = [math.sqrt(2 * math.log(20) / (s2 * t * math.log(1 + t)))
-           for t, s2 in ((1, 0.25), (2, 0.15625), (3, 0.5625 / 3))]
+    lam = [
+        math.sqrt(2 * math.log(20) / (s2 * t * math.log(1 + t))) for t, s2 in ((1, 0.25), (2, 0.15625), (3, 0.5625 / 3))
+    ]
     np.testing.assert_allclose(betting_bets(d, 0.05), lam)
     np.testing.assert_allclose(lam, [5.880, 4.178, 2.772], atol=5e-4)
     # m = 1/2, c = 1/2: every bet is truncated at c/m = 1, so K = 1.5 * 0.5 * 1.5

@@ -15,8 +15,13 @@ ARCHS = ["smollm2-135m", "tiny-qwen2"]
 
 
 def test_checkpoint_path_ids_round_trip():
-    for cp in [grid.Checkpoint("base"), grid.Checkpoint("honest", "w50"), grid.Checkpoint("adv", "release"),
-               grid.Checkpoint("org", "w150", 2.0), grid.Checkpoint("org", "w150", 0.5)]:
+    for cp in [
+        grid.Checkpoint("base"),
+        grid.Checkpoint("honest", "w50"),
+        grid.Checkpoint("adv", "release"),
+        grid.Checkpoint("org", "w150", 2.0),
+        grid.Checkpoint("org", "w150", 0.5),
+    ]:
         assert grid.Checkpoint.parse(cp.path_id) == cp
     assert grid.Checkpoint("org", "w150", 2.0).path_id == "w150/org_qh2"
     with pytest.raises(ValueError, match="unknown variant 'org'"):
@@ -44,14 +49,17 @@ def test_only_v_org_trains_with_its_own_settings_and_null_keeps_the_shared_value
 def test_a_setting_audits_base_and_the_targets_of_its_length_and_weight():
     setting = grid.Setting("w50", 4.0)
     assert setting.path_id == "w50_qh4"
-    assert [cp.path_id for cp in setting.checkpoints(["honest", "adv", "org"])] == \
-        ["base", "w50/honest", "w50/adv", "w50/org_qh4"]
+    assert [cp.path_id for cp in setting.checkpoints(["honest", "adv", "org"])] == [
+        "base",
+        "w50/honest",
+        "w50/adv",
+        "w50/org_qh4",
+    ]
     assert [cp.path_id for cp in setting.checkpoints(["org"])] == ["base", "w50/org_qh4"]
 
 
 def _release_ablations_plan() -> grid.Plan:
     import yaml
-
     from conftest import REPO
 
     overlay = yaml.safe_load((REPO / "config" / "ablations.yaml").read_text())
@@ -74,8 +82,7 @@ def test_the_release_ablations_plan_only_the_releases_cells():
     assert plan.adjudication_modes(llama, "quality_h", "w50") == []
     assert plan.checkpoints(gpt, "quality_h")[-2:] == ["w50/honest", "w250/honest"]
     # audits where every target was trained: one per weight on GPT-20B, none at the honest-only lengths
-    assert [s.path_id for s in plan.settings(gpt, "quality_h", targets)] == [
-        f"w150_qh{w}" for w in (2, 1, 3, 4, 5)]
+    assert [s.path_id for s in plan.settings(gpt, "quality_h", targets)] == [f"w150_qh{w}" for w in (2, 1, 3, 4, 5)]
     assert [s.path_id for s in plan.settings(llama, "quality_h", targets)] == ["w150_qh2"]
     # auditing V_honest alone: one audit per length, never a copy per weight
     assert [s.path_id for s in plan.settings(gpt, "quality_h", ["honest"])] == ["w150_qh2", "w50_qh2", "w250_qh2"]
@@ -86,8 +93,7 @@ def test_a_plan_without_reach_keys_is_the_full_grid():
     for length in ("w50", "w150"):
         assert plan.variants("a", "gpqa_h", length) == ["honest", "adv", "org_qh1", "org_qh4"]
         assert plan.debate_modes("gpqa_h", length) == ["honest", "adversarial"]
-    assert [s.path_id for s in plan.settings("a", "gpqa_h", ["org"])] == ["w50_qh1", "w50_qh4", "w150_qh1",
-                                                                          "w150_qh4"]
+    assert [s.path_id for s in plan.settings("a", "gpqa_h", ["org"])] == ["w50_qh1", "w50_qh4", "w150_qh1", "w150_qh4"]
 
 
 def test_the_sweeps_reach_only_this_runs_architectures_datasets_and_lengths():
@@ -118,8 +124,10 @@ def table1_rows(rows: list[tuple]) -> pl.DataFrame:
     """Rows given without the population and training rows: all in population `eval`, 4 training rows
     for a fine-tuned verifier, 0 for V_base."""
     keys = [k for k in TABLE1_SCHEMA if k not in ("population", "training_rows")]
-    return pl.DataFrame([dict(zip(keys, r), population="eval", training_rows=0 if r[4] == "base" else 4)
-                         for r in rows], schema=TABLE1_SCHEMA)
+    return pl.DataFrame(
+        [dict(zip(keys, r), population="eval", training_rows=0 if r[4] == "base" else 4) for r in rows],
+        schema=TABLE1_SCHEMA,
+    )
 
 
 def test_table1_markdown_has_a_row_per_architecture_length_and_question_and_org_per_weight():
@@ -147,8 +155,10 @@ def test_table1_markdown_has_a_row_per_architecture_length_and_question_and_org_
 
 
 def test_table1_without_sweeps_keeps_the_papers_columns():
-    rows = [("a", None, None, "gpqa_h", "base", "q_m", 0.5, 0.5, 3),
-            ("a", "w40", 2.0, "gpqa_h", "org", "q_m", 1.0, 0.9, 3)]
+    rows = [
+        ("a", None, None, "gpqa_h", "base", "q_m", 0.5, 0.5, 3),
+        ("a", "w40", 2.0, "gpqa_h", "org", "q_m", 1.0, 0.9, 3),
+    ]
     header = markdown_table(table1_rows(rows)).splitlines()[0]
     assert "qh=" not in header and "V_org Acc" in header and "| length |" in header
 
@@ -163,8 +173,11 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_ru
     from smoke_workflow import copy_of_run, job_stats, project_copy, snakemake
 
     small, swept = ARCHS  # the overlay's sweeps reach tiny-qwen2 only: the embedded model trains the main cell
-    targets = ["results/er_audit/verifier/table1.md", "results/er_audit/audit/summary.md",
-               f"results/er_audit/verifier/{small}/gpqa_h/w20/loss_curves.png"]
+    targets = [
+        "results/er_audit/verifier/table1.md",
+        "results/er_audit/audit/summary.md",
+        f"results/er_audit/verifier/{small}/gpqa_h/w20/loss_curves.png",
+    ]
     targets += [f"results/er_audit/verifier/{swept}/gpqa_h/{w}/loss_curves.png" for w in ("w12", "w20")]
     # The whole grid's plan, from nothing
     plan = snakemake(project_copy(tmp_path / "plan"), "-n", *targets, overlays=("tests/smoke/grid.yaml",))
@@ -195,14 +208,22 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_ru
     text = (workdir / "results/er_audit/verifier/table1.md").read_text()
     assert "V_org qh=10 Acc" in text and "V_org qh=2 Acc" in text and "| tiny-qwen2 |" in text and "| w12 |" in text
     # one V_honest per architecture and length, serving both weights' audits
-    fingerprints = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w20/honest/fingerprint.json")
-                                  .read_text())["weights_sha256"] for a in ARCHS}
+    fingerprints = {
+        a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w20/honest/fingerprint.json").read_text())[
+            "weights_sha256"
+        ]
+        for a in ARCHS
+    }
     assert fingerprints[small] != fingerprints[swept]
     assert (workdir / f"resources/verifiers/{swept}/gpqa_h/w12/honest/fingerprint.json").exists()
     assert not (workdir / f"resources/verifiers/{swept}/gpqa_h/w12/adv").exists()
     # the smoke overlay trains the embedded model with LoRA (saved as an adapter) and tiny-qwen2 in full
-    kinds = {a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w20/honest/fingerprint.json").read_text())
-             ["checkpoint"] for a in ARCHS}
+    kinds = {
+        a: json.loads((workdir / f"resources/verifiers/{a}/gpqa_h/w20/honest/fingerprint.json").read_text())[
+            "checkpoint"
+        ]
+        for a in ARCHS
+    }
     assert kinds == {small: "lora-adapter", swept: "full"}
     assert (workdir / f"resources/verifiers/{small}/gpqa_h/w20/honest/adapter_config.json").exists()
     settings = {small: ["w20_qh10"], swept: ["w20_qh10", "w20_qh2"]}
@@ -220,6 +241,7 @@ def test_two_architectures_two_lengths_two_weights_in_one_run(tmp_path, smoke_ru
     assert curve.height > 0 and curve["architecture"].unique().to_list() == [swept]
     # V_org of each weight records it (one adversarial item may leave V_org without training items)
     for weight in (10, 2):
-        record = json.loads((workdir / f"resources/verifiers/{swept}/gpqa_h/w20/org_qh{weight}/fingerprint.json")
-                            .read_text())
+        record = json.loads(
+            (workdir / f"resources/verifiers/{swept}/gpqa_h/w20/org_qh{weight}/fingerprint.json").read_text()
+        )
         assert (record["architecture"], record["length"], record["qh_weight"]) == (swept, "w20", weight)

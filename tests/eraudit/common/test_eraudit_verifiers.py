@@ -8,9 +8,9 @@ import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from debate_audit.eraudit.common import verifiers  # noqa: E402
-from debate_audit.eraudit.audit.verdicts import BASE, TARGETS  # noqa: E402
 from debate_audit.eraudit.audit.figures import plot_cr, plot_scatter  # noqa: E402
+from debate_audit.eraudit.audit.verdicts import BASE, TARGETS  # noqa: E402
+from debate_audit.eraudit.common import verifiers  # noqa: E402
 from debate_audit.eraudit.verifier.curves import plot_loss_curves  # noqa: E402
 from debate_audit.eraudit.verifier.finetune import VARIANTS  # noqa: E402
 from debate_audit.eraudit.verifier.table1 import VERIFIERS  # noqa: E402
@@ -39,16 +39,39 @@ def drawn(monkeypatch):
 
 def test_loss_curves_and_audit_figures_share_label_and_colour_per_variant(tmp_path, drawn):
     curve = tmp_path / "curve.parquet"
-    pl.DataFrame([{"dataset": "d", "variant": v, "step": s, "loss": 1.0 / s, "loss_lm": 0.5, "loss_fc": 0.5,
-                   "loss_qh": 0.1 if v == "org" else None} for v in VARIANTS for s in (1, 2)]).write_parquet(curve)
+    pl.DataFrame(
+        [
+            {
+                "dataset": "d",
+                "variant": v,
+                "step": s,
+                "loss": 1.0 / s,
+                "loss_lm": 0.5,
+                "loss_fc": 0.5,
+                "loss_qh": 0.1 if v == "org" else None,
+            }
+            for v in VARIANTS
+            for s in (1, 2)
+        ]
+    ).write_parquet(curve)
     plot_loss_curves([curve], tmp_path / "c.png", tmp_path / "c.svg", dataset="d")
     curves = dict(drawn)
     drawn.clear()
     plot_cr(pl.DataFrame({"dataset": ["d"] * 3, "target": list(TARGETS), "cr": [0.1, 0.5, 0.9]}), tmp_path / "cr.png")
     bars = dict(drawn)
     drawn.clear()
-    plot_scatter(pl.DataFrame({"dataset": ["d"] * 3, "target": list(TARGETS), "p_target_qh": [0.2, 0.5, 0.8],
-                               "delta_max": [0.1, 2.0, 5.0], "epsilon": [1.0] * 3}), tmp_path / "s.png")
+    plot_scatter(
+        pl.DataFrame(
+            {
+                "dataset": ["d"] * 3,
+                "target": list(TARGETS),
+                "p_target_qh": [0.2, 0.5, 0.8],
+                "delta_max": [0.1, 2.0, 5.0],
+                "epsilon": [1.0] * 3,
+            }
+        ),
+        tmp_path / "s.png",
+    )
     points = {k: v for k, v in drawn.items() if k.startswith("V_")}
     expected = {verifiers.label(v): {mcolors.to_hex(verifiers.color(v))} for v in TARGETS}
     assert curves == expected

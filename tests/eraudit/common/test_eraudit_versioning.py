@@ -3,16 +3,14 @@ carries the ids of exactly what it uses."""
 
 import re
 
-from debate_audit.eraudit.verifier import adjudication
+from conftest import REPO
+
 from debate_audit.eraudit.audit import sweeps, verdicts
-from debate_audit.eraudit.debate import debates
-from debate_audit.eraudit.verifier import training_rows
+from debate_audit.eraudit.common.versioning import rule_id
+from debate_audit.eraudit.debate import debates, selection, splits
 from debate_audit.eraudit.paraphrase import pools as paraphrase
 from debate_audit.eraudit.paraphrase import prompts as paraphrase_prompts
-from debate_audit.eraudit.debate import selection
-from debate_audit.eraudit.debate import splits
-from debate_audit.eraudit.common.versioning import rule_id
-from conftest import REPO
+from debate_audit.eraudit.verifier import adjudication, training_rows
 
 
 def _f(x):
@@ -32,12 +30,28 @@ def test_rule_id_hashes_texts_and_function_sources():
 
 
 def test_debate_prompt_id_covers_the_reminder_and_the_scratchpad_texts():
-    parts = [debates.SYSTEM_TEMPLATE, debates.PRIVATE_NOTE, debates.ROUND_REMINDER, debates.USER_TEMPLATE,
-             debates.SCRATCHPAD_STRUCTURE, debates.THINKING_STEPS, debates.SCRATCHPAD_REQUEST,
-             debates.TRUNCATION_MARKER, debates.debater_messages, debates._THINKING_BLOCK.pattern,
-             debates.public_argument, debates.slot_text, debates.debater_replies, debates.render_rounds,
-             debates.render_transcript, debates.clean_argument, debates.enforce_word_limit, debates.mark_quotes,
-             debates.quote_key, debates.run_debates]
+    parts = [
+        debates.SYSTEM_TEMPLATE,
+        debates.PRIVATE_NOTE,
+        debates.ROUND_REMINDER,
+        debates.USER_TEMPLATE,
+        debates.SCRATCHPAD_STRUCTURE,
+        debates.THINKING_STEPS,
+        debates.SCRATCHPAD_REQUEST,
+        debates.TRUNCATION_MARKER,
+        debates.debater_messages,
+        debates._THINKING_BLOCK.pattern,
+        debates.public_argument,
+        debates.slot_text,
+        debates.debater_replies,
+        debates.render_rounds,
+        debates.render_transcript,
+        debates.clean_argument,
+        debates.enforce_word_limit,
+        debates.mark_quotes,
+        debates.quote_key,
+        debates.run_debates,
+    ]
     assert rule_id("debate", *parts) == debates.PROMPT_VERSION
     for index in (2, 6):  # the reminder, the scratchpad request
         changed = list(parts)
@@ -78,8 +92,17 @@ def test_each_rule_carries_the_ids_of_what_it_uses_and_no_other():
     assert 'prompt_version=prompt_id(PARAPHRASE["prompt"])' in paraphrase_rules
     assert "pool_version=PARAPHRASE_POOL_VERSION" in paraphrase_rules
     # distinct ids per module
-    ids = [debates.PROMPT_VERSION, selection.SELECTION_VERSION, splits.SPLIT_VERSION, paraphrase.POOL_VERSION,
-           paraphrase_prompts.prompt_id("paper"), paraphrase_prompts.prompt_id("project"),
-           training_rows.training_items_id("argument"), training_rows.training_items_id("adjudication"),
-           adjudication.ADJUDICATION_VERSION, verdicts.STATISTICS_VERSION, sweeps.SWEEPS_VERSION]
+    ids = [
+        debates.PROMPT_VERSION,
+        selection.SELECTION_VERSION,
+        splits.SPLIT_VERSION,
+        paraphrase.POOL_VERSION,
+        paraphrase_prompts.prompt_id("paper"),
+        paraphrase_prompts.prompt_id("project"),
+        training_rows.training_items_id("argument"),
+        training_rows.training_items_id("adjudication"),
+        adjudication.ADJUDICATION_VERSION,
+        verdicts.STATISTICS_VERSION,
+        sweeps.SWEEPS_VERSION,
+    ]
     assert len(set(ids)) == len(ids)

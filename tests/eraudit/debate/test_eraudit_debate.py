@@ -4,11 +4,7 @@ from collections import Counter
 
 import pytest
 
-from debate_audit.eraudit.debate.leaks import detect_leak
-from debate_audit.eraudit.debate.quotes import enforce_word_limit, mark_quotes
 from debate_audit.eraudit.common.readout import answer_probability, render_readout
-from debate_audit.eraudit.debate.selection import choose, drop_reason, find_hard_terms, score_candidates
-from debate_audit.eraudit.debate.splits import assign_splits
 from debate_audit.eraudit.debate.debates import (
     DebateSettings,
     assign_stance,
@@ -17,6 +13,10 @@ from debate_audit.eraudit.debate.debates import (
     options_for,
     run_debates,
 )
+from debate_audit.eraudit.debate.leaks import detect_leak
+from debate_audit.eraudit.debate.quotes import enforce_word_limit, mark_quotes
+from debate_audit.eraudit.debate.selection import choose, drop_reason, find_hard_terms, score_candidates
+from debate_audit.eraudit.debate.splits import assign_splits
 
 CONTEXT = "The keeper lit the lamp at dusk.\nShe  never let it go   out, even in the storm of 1893."
 
@@ -41,9 +41,11 @@ def test_invented_or_altered_quote_is_unverified():
 
 
 # A quote that differs from the text only in case and punctuation, and one with a changed word.
-PUNCTUATED = ("<quote>the keeper lit the lamp at dusk she never let it go out</quote> "
-              "<quote>\u201cEven in the storm, of 1893!\u201d</quote> <quote>She NEVER let it go-out</quote> "
-              "<quote>she never let it burn out</quote>")
+PUNCTUATED = (
+    "<quote>the keeper lit the lamp at dusk she never let it go out</quote> "
+    "<quote>\u201cEven in the storm, of 1893!\u201d</quote> <quote>She NEVER let it go-out</quote> "
+    "<quote>she never let it burn out</quote>"
+)
 
 
 def test_normalised_quote_check_ignores_case_and_punctuation_as_the_release_does():
@@ -181,8 +183,17 @@ class ScriptedModel:
 
 def items():
     return [
-        {"pair_id": i, "story_title": f"s{i}", "context": CONTEXT, "q_m": "Why?", "y_true": "T", "y_false": "F",
-         "q_h": "Hidden?", "h_true": "HT", "h_false": "HF"}
+        {
+            "pair_id": i,
+            "story_title": f"s{i}",
+            "context": CONTEXT,
+            "q_m": "Why?",
+            "y_true": "T",
+            "y_false": "F",
+            "q_h": "Hidden?",
+            "h_true": "HT",
+            "h_false": "HF",
+        }
         for i in range(4)
     ]
 
@@ -191,7 +202,7 @@ def test_adversarial_instruction_goes_only_to_the_true_debater():
     rows = run_debates(ScriptedModel(), items(), "adversarial", "quality_h", DebateSettings(rounds=2, word_limit=10))
     for row in rows:
         for arg in row["arguments"]:
-            assert (f"private=True" in arg["raw"]) == arg["defends_true"]
+            assert ("private=True" in arg["raw"]) == arg["defends_true"]
             assert (arg["debater"] == row["true_position"]) == arg["defends_true"]
     honest = run_debates(ScriptedModel(), items(), "honest", "quality_h", DebateSettings(rounds=2, word_limit=10))
     assert not any("private=True" in a["raw"] for r in honest for a in r["arguments"])
@@ -298,9 +309,13 @@ def test_the_scratchpad_budget_and_sampling_reach_the_model():
             return [["x"] for _ in conversations]
 
     model = Params()
-    run_debates(model, items()[:1], "honest", "quality_h",
-                DebateSettings(rounds=1, candidates=2, scratchpad=True, thinking_max_new_tokens=7, temperature=0.4,
-                               top_p=1.0))
+    run_debates(
+        model,
+        items()[:1],
+        "honest",
+        "quality_h",
+        DebateSettings(rounds=1, candidates=2, scratchpad=True, thinking_max_new_tokens=7, temperature=0.4, top_p=1.0),
+    )
     thinking = [p for p in model.seen if p.max_new_tokens == 7]
     assert len(thinking) == 2 and all(p.do_sample and p.temperature == 0.4 and p.top_p == 1.0 for p in model.seen)
 
@@ -308,8 +323,10 @@ def test_the_scratchpad_budget_and_sampling_reach_the_model():
 def test_public_argument_reads_a_free_reply_the_releases_way():
     from debate_audit.eraudit.debate.debates import public_argument
 
-    assert public_argument("<thinking>plan</thinking>\n<argument>It was <v_quote>lit</v_quote>.</argument>") == \
-        "It was <quote>lit</quote>."  # verification is ours, not the model's
+    assert (
+        public_argument("<thinking>plan</thinking>\n<argument>It was <v_quote>lit</v_quote>.</argument>")
+        == "It was <quote>lit</quote>."
+    )  # verification is ours, not the model's
     assert public_argument("<thinking>plan</thinking> The lamp was lit.") == "The lamp was lit."
     assert public_argument("The lamp was lit. <thinking>plan that never closes") == "The lamp was lit."
     assert public_argument("No tags at all.") == "No tags at all."
@@ -317,8 +334,15 @@ def test_public_argument_reads_a_free_reply_the_releases_way():
 
 # ------------------------------------------------------------------ selection
 def cand(k, pm, ph, dropped=None):
-    return {"candidate": k, "p_monitored_true": pm, "p_hidden_true": ph, "p_hidden_false": 1 - ph,
-            "dropped": dropped, "usable": dropped is None, "monitored_correct": pm > 0.5}
+    return {
+        "candidate": k,
+        "p_monitored_true": pm,
+        "p_hidden_true": ph,
+        "p_hidden_false": 1 - ph,
+        "dropped": dropped,
+        "usable": dropped is None,
+        "monitored_correct": pm > 0.5,
+    }
 
 
 def test_honest_selection_keeps_correct_then_maximises_hidden_truth():
@@ -336,16 +360,22 @@ def test_honest_fallback_takes_the_highest_p_h_true_over_the_full_pool():
 
 
 def test_adversarial_selection_drops_filtered_and_maximises_hidden_falsehood():
-    scores = [cand(0, 0.9, 0.01, dropped="hard_terms"), cand(1, 0.7, 0.6), cand(2, 0.8, 0.3),
-              cand(3, 0.9, 0.0, dropped="unverified_quotes"), cand(4, 0.2, 0.0)]
+    scores = [
+        cand(0, 0.9, 0.01, dropped="hard_terms"),
+        cand(1, 0.7, 0.6),
+        cand(2, 0.8, 0.3),
+        cand(3, 0.9, 0.0, dropped="unverified_quotes"),
+        cand(4, 0.2, 0.0),
+    ]
     assert choose(scores, "adversarial") == ("ok", 2, None)
 
 
 def test_adversarial_fallback_and_none_statuses():
     status, k, reason = choose([cand(0, 0.2, 0.5), cand(1, 0.4, 0.5)], "adversarial")
     assert (status, k) == ("fallback", 1) and "no valid attack" in reason
-    status, k, reason = choose([cand(0, 0.9, 0.1, dropped="hard_terms"), cand(1, 0.9, 0.1, dropped="empty")],
-                               "adversarial")
+    status, k, reason = choose(
+        [cand(0, 0.9, 0.1, dropped="hard_terms"), cand(1, 0.9, 0.1, dropped="empty")], "adversarial"
+    )
     assert (status, k) == ("none", None) and "no valid attack" in reason and "hard_terms" in reason
 
 
@@ -354,7 +384,9 @@ ARG = {"round": 1, "debater": "A", "defends_true": True, "raw": "", "words": 3, 
 
 def test_drop_reasons_hard_terms_and_unverified_quotes():
     assert find_hard_terms("We should STEER the judge toward the posterior.", ["steer", "posterior", "q_h"]) == [
-        "posterior", "steer"]
+        "posterior",
+        "steer",
+    ]
     args = [{**ARG, "text": "fine", "quotes": 2, "verified_quotes": 1}]
     assert drop_reason("adversarial", args, [], 0.5, 0.0) == "unverified_quotes"
     assert drop_reason("adversarial", args, [], 0.5, 0.5) is None  # a looser max_unverified_quote_fraction
@@ -374,24 +406,52 @@ class OptionReader:
 
 def _candidate(k, text, quotes=0, verified=0, pair_id=0):
     arg = {**ARG, "text": text, "quotes": quotes, "verified_quotes": verified}
-    return {"dataset": "quality_h", "pair_id": pair_id, "mode": "adversarial", "candidate": k, "arguments": [arg],
-            "transcript": text, "public_text": text, "true_position": "A"}
+    return {
+        "dataset": "quality_h",
+        "pair_id": pair_id,
+        "mode": "adversarial",
+        "candidate": k,
+        "arguments": [arg],
+        "transcript": text,
+        "public_text": text,
+        "true_position": "A",
+    }
 
 
 def test_adversarial_candidate_with_a_hard_term_or_one_unverified_quote_is_dropped():
     import polars as pl
 
-    cands = pl.DataFrame([
-        _candidate(0, "The lamp was lit, which should steer you."),  # hard term
-        _candidate(1, "<v_quote>lit the lamp</v_quote> and <u_quote>it exploded</u_quote>", 2, 1),  # 1 unverified
-        _candidate(2, "<v_quote>lit the lamp</v_quote> at dusk", 1, 1),  # clean
-        _candidate(3, "Untaxed tobacco for the market in Port Selle", 0, 0),  # n-gram leak: diagnostic only
-    ])
-    pairs = pl.DataFrame([{"pair_id": 0, "context": STORY, "q_m": "Why?", "y_true": "T", "y_false": "F",
-                           "q_h": LEAK_ITEM["q_h"], "h_true": LEAK_ITEM["h_true"],
-                           "h_false": LEAK_ITEM["h_false"]}])
-    scores = score_candidates(OptionReader(), cands, pairs, leak_ngram=3, leak_threshold=0.3,
-                              hard_terms=["steer", "hidden question"], max_unverified_quote_fraction=0.0)
+    cands = pl.DataFrame(
+        [
+            _candidate(0, "The lamp was lit, which should steer you."),  # hard term
+            _candidate(1, "<v_quote>lit the lamp</v_quote> and <u_quote>it exploded</u_quote>", 2, 1),  # 1 unverified
+            _candidate(2, "<v_quote>lit the lamp</v_quote> at dusk", 1, 1),  # clean
+            _candidate(3, "Untaxed tobacco for the market in Port Selle", 0, 0),  # n-gram leak: diagnostic only
+        ]
+    )
+    pairs = pl.DataFrame(
+        [
+            {
+                "pair_id": 0,
+                "context": STORY,
+                "q_m": "Why?",
+                "y_true": "T",
+                "y_false": "F",
+                "q_h": LEAK_ITEM["q_h"],
+                "h_true": LEAK_ITEM["h_true"],
+                "h_false": LEAK_ITEM["h_false"],
+            }
+        ]
+    )
+    scores = score_candidates(
+        OptionReader(),
+        cands,
+        pairs,
+        leak_ngram=3,
+        leak_threshold=0.3,
+        hard_terms=["steer", "hidden question"],
+        max_unverified_quote_fraction=0.0,
+    )
     by_k = {s["candidate"]: s for s in scores}
     assert by_k[0]["dropped"] == "hard_terms" and by_k[0]["hard_terms"] == ["steer"]
     assert by_k[1]["dropped"] == "unverified_quotes" and by_k[1]["unverified_fraction"] == 0.5
@@ -407,14 +467,28 @@ def test_an_adversarial_candidate_that_is_an_honest_candidate_word_for_word_is_n
     import polars as pl
 
     copied = "<v_quote>lit the lamp</v_quote> at dusk"
-    cands = pl.DataFrame([
-        _candidate(0, copied, 1, 1),  # the honest candidate's text: the debater ignored its instruction
-        _candidate(1, copied + " and again at dawn", 1, 1),
-        _candidate(0, "Untaxed tobacco", pair_id=1),  # another item's honest text is no copy of this one's
-    ])
-    pairs = pl.DataFrame([{"pair_id": i, "context": STORY, "q_m": "Why?", "y_true": "T", "y_false": "F",
-                           "q_h": LEAK_ITEM["q_h"], "h_true": LEAK_ITEM["h_true"],
-                           "h_false": LEAK_ITEM["h_false"]} for i in (0, 1)])
+    cands = pl.DataFrame(
+        [
+            _candidate(0, copied, 1, 1),  # the honest candidate's text: the debater ignored its instruction
+            _candidate(1, copied + " and again at dawn", 1, 1),
+            _candidate(0, "Untaxed tobacco", pair_id=1),  # another item's honest text is no copy of this one's
+        ]
+    )
+    pairs = pl.DataFrame(
+        [
+            {
+                "pair_id": i,
+                "context": STORY,
+                "q_m": "Why?",
+                "y_true": "T",
+                "y_false": "F",
+                "q_h": LEAK_ITEM["q_h"],
+                "h_true": LEAK_ITEM["h_true"],
+                "h_false": LEAK_ITEM["h_false"],
+            }
+            for i in (0, 1)
+        ]
+    )
     honest = {0: {copied}, 1: {"The lamp was lit."}}
     scores = score_candidates(OptionReader(), cands, pairs, leak_ngram=3, leak_threshold=0.3, honest_texts=honest)
     by_key = {(s["pair_id"], s["candidate"]): s for s in scores}
@@ -443,18 +517,37 @@ def test_seeded_selection_reads_one_order_per_item_for_all_candidates_and_gates_
 
     from debate_audit.eraudit.debate.selection import seeded_position
 
-    cands = pl.DataFrame([_candidate(k, "<v_quote>lit the lamp</v_quote> at dusk", 1, 1, pair_id=pid)
-                          for pid in range(6) for k in range(2)])
-    pairs = pl.DataFrame([{"pair_id": pid, "context": STORY, "q_m": "Why?", "y_true": "T", "y_false": "F",
-                           "q_h": "Hidden?", "h_true": "HT", "h_false": "HF"} for pid in range(6)])
+    cands = pl.DataFrame(
+        [
+            _candidate(k, "<v_quote>lit the lamp</v_quote> at dusk", 1, 1, pair_id=pid)
+            for pid in range(6)
+            for k in range(2)
+        ]
+    )
+    pairs = pl.DataFrame(
+        [
+            {
+                "pair_id": pid,
+                "context": STORY,
+                "q_m": "Why?",
+                "y_true": "T",
+                "y_false": "F",
+                "q_h": "Hidden?",
+                "h_true": "HT",
+                "h_false": "HF",
+            }
+            for pid in range(6)
+        ]
+    )
     lm = LetterBias(margin=1.0)
     scores = score_candidates(lm, cands, pairs, leak_ngram=3, leak_threshold=0.3, order="seeded", order_seed=7)
     assert len(lm.prompts) == len(scores) * 2  # one order per question: q_m and q_h, not four prompts
     p_letter_a = 1 / (1 + math.exp(-1.0))
     for s in scores:
         pos_m = seeded_position(7, "quality_h", s["pair_id"], "q_m")
-        assert s["monitored_position"] == pos_m and s["hidden_position"] == seeded_position(7, "quality_h",
-                                                                                            s["pair_id"], "q_h")
+        assert s["monitored_position"] == pos_m and s["hidden_position"] == seeded_position(
+            7, "quality_h", s["pair_id"], "q_h"
+        )
         # a verifier that always says A passes the gate exactly where Y_true was shown as A
         assert s["p_monitored_true"] == pytest.approx(p_letter_a if pos_m == "A" else 1 - p_letter_a)
         assert s["monitored_correct"] == (pos_m == "A")
@@ -520,15 +613,18 @@ def test_adversarial_selection_waits_for_the_honest_candidates_only_when_it_drop
     import subprocess
 
     import yaml
-
     from smoke_workflow import BIN, job_stats, project_copy
 
     workdir = project_copy(tmp_path)
     (workdir / "overlay.yaml").write_text(yaml.safe_dump({"debate": {"drop_honest_copies": drop}}))
     target = "results/er_audit/debate/gpqa_h/w40/debates_adversarial.parquet"
-    result = subprocess.run([str(BIN / "snakemake"), "-n", target, "--cores", "1",
-                             "--configfile", "config/config.yaml", "overlay.yaml"],
-                            cwd=workdir, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(BIN / "snakemake"), "-n", target, "--cores", "1", "--configfile", "config/config.yaml", "overlay.yaml"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = job_stats(result.stdout)
     assert jobs["debate_select"] == 1

@@ -8,11 +8,11 @@ from collections import Counter
 import polars as pl
 import pytest
 import yaml
+from conftest import REPO
 
 from debate_audit.eraudit.debate import splits
-from debate_audit.eraudit.verifier.training_rows import qh_only_items, training_items
 from debate_audit.eraudit.debate.selection import SELECTED_SCHEMA
-from conftest import REPO
+from debate_audit.eraudit.verifier.training_rows import qh_only_items, training_items
 
 
 def _pairs(tmp_path, titles):
@@ -26,8 +26,11 @@ def _release_file(path, train, eval_, titles, source_index=None):
     info = {}
     for i in train + eval_:
         full = source_index[i] if source_index else i
-        info[str(i)] = {"pair_id": f"x_{full}", "story_title": titles[full],
-                        **({"source_dataset_index": full} if source_index else {})}
+        info[str(i)] = {
+            "pair_id": f"x_{full}",
+            "story_title": titles[full],
+            **({"source_dataset_index": full} if source_index else {}),
+        }
     data = {"split_seed": 1, "train_indices": train, "eval_indices": eval_, "index_info": info}
     if str(path).endswith(".gz"):
         with gzip.open(path, "wt") as handle:
@@ -43,8 +46,9 @@ TITLES = ["s0", "s1", "s2", "s3", "s4", "s5"]
 def _release_pair(tmp_path):
     normal = _release_file(tmp_path / "normal.json.gz", [0, 1, 2, 3], [4, 5], TITLES)
     # adversarial set leaves out item 0; its own indices 0..4 are items 1..5; item 4 (normal eval) is adv train
-    adversarial = _release_file(tmp_path / "adv.json", [0, 1, 3], [2, 4], TITLES,
-                                source_index={0: 1, 1: 2, 2: 3, 3: 4, 4: 5})
+    adversarial = _release_file(
+        tmp_path / "adv.json", [0, 1, 3], [2, 4], TITLES, source_index={0: 1, 1: 2, 2: 3, 3: 4, 4: 5}
+    )
     return normal, adversarial
 
 
@@ -62,9 +66,15 @@ def test_seeded_split_serves_both_modes(tmp_path):
 @pytest.mark.parametrize(("overlap", "item4"), [("exclude", "excluded"), ("report", "eval")])
 def test_release_split_files_and_their_overlap(tmp_path, overlap, item4):
     normal, adversarial = _release_pair(tmp_path)
-    result = splits.split_pairs(_pairs(tmp_path, TITLES), tmp_path / "split.parquet", eval_fraction=0.5, seed=0,
-                                source="release", release={"normal": normal, "adversarial": adversarial},
-                                overlap=overlap)
+    result = splits.split_pairs(
+        _pairs(tmp_path, TITLES),
+        tmp_path / "split.parquet",
+        eval_fraction=0.5,
+        seed=0,
+        source="release",
+        release={"normal": normal, "adversarial": adversarial},
+        overlap=overlap,
+    )
     rows = {r["pair_id"]: r for r in result.iter_rows(named=True)}
     assert [rows[i]["split"] for i in range(6)] == ["train", "train", "train", "train", item4, "eval"]
     assert [rows[i]["split_adversarial"] for i in range(6)] == [None, "train", "train", "eval", "train", "eval"]
@@ -77,25 +87,56 @@ def test_release_split_files_and_their_overlap(tmp_path, overlap, item4):
 def test_release_split_refuses_a_file_of_another_pairs_file(tmp_path):
     normal, _ = _release_pair(tmp_path)
     with pytest.raises(ValueError, match="belongs to another pairs file"):
-        splits.split_pairs(_pairs(tmp_path, ["s0", "other", "s2", "s3", "s4", "s5"]), tmp_path / "s.parquet",
-                           eval_fraction=0.5, seed=0, source="release", release={"normal": normal})
+        splits.split_pairs(
+            _pairs(tmp_path, ["s0", "other", "s2", "s3", "s4", "s5"]),
+            tmp_path / "s.parquet",
+            eval_fraction=0.5,
+            seed=0,
+            source="release",
+            release={"normal": normal},
+        )
     short = _release_file(tmp_path / "short.json", [0, 1], [2], TITLES)
     with pytest.raises(ValueError, match="in no split"):
-        splits.split_pairs(_pairs(tmp_path, TITLES), tmp_path / "s.parquet", eval_fraction=0.5, seed=0,
-                           source="release", release={"normal": short})
+        splits.split_pairs(
+            _pairs(tmp_path, TITLES),
+            tmp_path / "s.parquet",
+            eval_fraction=0.5,
+            seed=0,
+            source="release",
+            release={"normal": short},
+        )
     with pytest.raises(ValueError, match="no 'normal' split file"):
-        splits.split_pairs(_pairs(tmp_path, TITLES), tmp_path / "s.parquet", eval_fraction=0.5, seed=0,
-                           source="release", release={})
+        splits.split_pairs(
+            _pairs(tmp_path, TITLES), tmp_path / "s.parquet", eval_fraction=0.5, seed=0, source="release", release={}
+        )
 
 
 # ------------------------------------------------------------------ training items
 def _selected(tmp_path, mode, statuses):
-    rows = [{"dataset": "d", "pair_id": i, "story_title": TITLES[i], "mode": mode, "status": s,
-             "reason": None if s == "ok" else "why", "candidate": None if s == "none" else 0, "n_candidates": 2,
-             "n_leaking": 0, "n_hard_terms": 0, "n_unverified_quotes": 0, "n_monitored_correct": 1,
-             "true_position": "A", "arguments": None, "transcript": None if s == "none" else f"T{i}",
-             "p_monitored_true": None, "p_hidden_true": None, "p_hidden_false": None, "leak_score": None}
-            for i, s in statuses.items()]
+    rows = [
+        {
+            "dataset": "d",
+            "pair_id": i,
+            "story_title": TITLES[i],
+            "mode": mode,
+            "status": s,
+            "reason": None if s == "ok" else "why",
+            "candidate": None if s == "none" else 0,
+            "n_candidates": 2,
+            "n_leaking": 0,
+            "n_hard_terms": 0,
+            "n_unverified_quotes": 0,
+            "n_monitored_correct": 1,
+            "true_position": "A",
+            "arguments": None,
+            "transcript": None if s == "none" else f"T{i}",
+            "p_monitored_true": None,
+            "p_hidden_true": None,
+            "p_hidden_false": None,
+            "leak_score": None,
+        }
+        for i, s in statuses.items()
+    ]
     path = tmp_path / f"sel_{mode}.parquet"
     pl.DataFrame(rows, schema=SELECTED_SCHEMA).write_parquet(path)
     return path
@@ -105,8 +146,14 @@ def test_items_without_a_valid_attack_do_not_train_v_adv_or_v_org(tmp_path):
     normal, adversarial = _release_pair(tmp_path)
     pairs = _pairs(tmp_path, TITLES)
     split = tmp_path / "split.parquet"
-    splits.split_pairs(pairs, split, eval_fraction=0.5, seed=0, source="release",
-                       release={"normal": normal, "adversarial": adversarial})
+    splits.split_pairs(
+        pairs,
+        split,
+        eval_fraction=0.5,
+        seed=0,
+        source="release",
+        release={"normal": normal, "adversarial": adversarial},
+    )
     # adversarial train items: 1, 2, 4 (split_adversarial); 1 is a fallback (no valid attack), 2 none
     sel = _selected(tmp_path, "adversarial", {1: "fallback", 2: "none", 4: "ok", 3: "ok"})
     assert [r["pair_id"] for r in training_items(sel, pairs, split)] == [4]
@@ -153,9 +200,15 @@ def test_release_split_files_load_and_the_seeded_policy_reproduces_them(shared_d
         assert {t for t, s in mapping.items() if s == "eval"} == set(normal["eval"].values())
         # release source on the real pairs: the documented overlap (GPQA-H: 14 of 21 eval stories)
         pairs = _pairs(tmp_path, titles)
-        result = splits.split_pairs(pairs, tmp_path / f"{dataset}.parquet", eval_fraction=0.2, seed=0,
-                                    source="release", release={k: str(v) for k, v in paths[dataset].items()},
-                                    overlap="exclude")
+        result = splits.split_pairs(
+            pairs,
+            tmp_path / f"{dataset}.parquet",
+            eval_fraction=0.2,
+            seed=0,
+            source="release",
+            release={k: str(v) for k, v in paths[dataset].items()},
+            overlap="exclude",
+        )
         excluded = result.filter(pl.col("split") == splits.EXCLUDED)
         if dataset == "gpqa_h":
             assert excluded.height == 14

@@ -7,14 +7,14 @@ import polars as pl
 import pytest
 
 from debate_audit.eraudit.paraphrase import pools as paraphrase
-from debate_audit.models import ModelRef
-from debate_audit.models.params import Reply
 from debate_audit.eraudit.paraphrase.validation import (
     check,
     normalize,
     parse_numbered_list,
     parse_single,
 )
+from debate_audit.models import ModelRef
+from debate_audit.models.params import Reply
 
 ORIGINAL = "Why doesn't Extrone shoot the 3 farn beasts at 40°?"
 
@@ -30,8 +30,12 @@ def test_normalize_is_nfkc_casefold_alphanumerics_only():
 
 def test_versions_differing_only_in_common_contractions_are_one_key():
     # App. D.3: "No duplicates or original copies differing only in common contractions"
-    assert normalize("Why doesn\u2019t it move? What's it made of?") == normalize("why does not it move; what is it made of")
-    assert normalize("It can't be, they won't, we're here, I'm sure") == normalize("it cannot be they will not we are here i am sure")
+    assert normalize("Why doesn\u2019t it move? What's it made of?") == normalize(
+        "why does not it move; what is it made of"
+    )
+    assert normalize("It can't be, they won't, we're here, I'm sure") == normalize(
+        "it cannot be they will not we are here i am sure"
+    )
     assert _reason("Why does not Extrone shoot the 3 farn beasts at 40°?") == "identical"
     # a possessive is no contraction: it stays
     assert normalize("the gas's volume") != normalize("the gas is volume")
@@ -43,9 +47,12 @@ def test_versions_differing_only_in_common_contractions_are_one_key():
         ("", (), 0.9, "empty"),
         ("  ?! ", (), 0.9, "empty"),
         ("why doesn't EXTRONE shoot the 3 farn beasts at 40°", (), 0.99, "identical"),
-        ("For what reason won't Extrone fire at the 3 farn beasts at 40°?", ["For what reason won't extrone fire "
-                                                                             "at the 3 farn beasts at 40 °"], 0.9,
-         "duplicate"),
+        (
+            "For what reason won't Extrone fire at the 3 farn beasts at 40°?",
+            ["For what reason won't extrone fire at the 3 farn beasts at 40 °"],
+            0.9,
+            "duplicate",
+        ),
         ("For what reason won't Extrone fire at the farn beasts at 40°?", (), 0.9, "missing_number"),
         ("For what reason won't Extrone fire at the 3 farn beasts at 40 degrees?", (), 0.9, "missing_symbol"),
         ("For what reason won't Extrone fire at the 3 farn beasts at 40°?", (), 0.3, "low_similarity"),
@@ -67,7 +74,7 @@ def test_parse_numbered_list_strips_markers_labels_and_quotes():
 
 
 def test_parse_single_takes_the_first_rewrite_line():
-    assert parse_single("Here is the rewritten question:\n\n\"What is X?\"\nIt asks ...") == "What is X?"
+    assert parse_single('Here is the rewritten question:\n\n"What is X?"\nIt asks ...') == "What is X?"
     assert parse_single("") == ""
 
 
@@ -88,17 +95,23 @@ def _similarity(originals, candidates):
 
 
 def test_pool_top_up_draws_only_the_missing_and_reports_the_shortfall():
-    draws = FakeDraws({
-        0: {1: ["a b", "a b", "c d"], 2: ["e f", "g h", "i j", "k l"]},
-        1: {1: ["far away", "A B!"]},
-        2: {1: ["m n"]},
-    })
-    pools = paraphrase.fill_pools({1: "orig one", 2: "orig two"}, 3, draws, _similarity, min_similarity=0.5,
-                                  max_topup_rounds=2)
+    draws = FakeDraws(
+        {
+            0: {1: ["a b", "a b", "c d"], 2: ["e f", "g h", "i j", "k l"]},
+            1: {1: ["far away", "A B!"]},
+            2: {1: ["m n"]},
+        }
+    )
+    pools = paraphrase.fill_pools(
+        {1: "orig one", 2: "orig two"}, 3, draws, _similarity, min_similarity=0.5, max_topup_rounds=2
+    )
     assert draws.calls == [(0, {1: 3, 2: 3}), (1, {1: 1}), (2, {1: 1})]
     assert [k.text for k in pools[1].kept] == ["a b", "c d", "m n"]
     assert [(r, reason) for r, _, reason, _ in pools[1].rejected] == [
-        (0, "duplicate"), (1, "low_similarity"), (1, "duplicate")]
+        (0, "duplicate"),
+        (1, "low_similarity"),
+        (1, "duplicate"),
+    ]
     assert pools[2].rounds == 1
     assert [reason for *_, reason, _ in pools[2].rejected] == ["surplus"]
     kept, rejected, report = paraphrase.pool_frames(pools, dataset="d", pool="search", generator="m", size=3)
@@ -115,8 +128,16 @@ def test_pool_top_up_draws_only_the_missing_and_reports_the_shortfall():
 def test_a_paraphrase_cut_at_its_token_cap_is_rejected_and_redrawn_in_every_filter_mode(apply_checks):
     cut = paraphrase.Candidate("what is the boiling point of", cut=True)
     draws = FakeDraws({0: {1: ["x y 7", cut]}, 1: {1: [paraphrase.Candidate("z w 7")]}})
-    pools = paraphrase.fill_pools({1: "orig 7"}, 2, draws, _similarity, min_similarity=0.5, max_topup_rounds=1,
-                                  dedupe=False, apply_checks=apply_checks)
+    pools = paraphrase.fill_pools(
+        {1: "orig 7"},
+        2,
+        draws,
+        _similarity,
+        min_similarity=0.5,
+        max_topup_rounds=1,
+        dedupe=False,
+        apply_checks=apply_checks,
+    )
     assert [k.text for k in pools[1].kept] == ["x y 7", "z w 7"]
     assert [(r, text, reason) for r, text, reason, _ in pools[1].rejected] == [(0, cut.text, "truncated")]
     _, rejected, report = paraphrase.pool_frames(pools, dataset="d", pool="g", generator="m", size=2)
@@ -127,15 +148,31 @@ def test_a_paraphrase_cut_at_its_token_cap_is_rejected_and_redrawn_in_every_filt
 def test_a_stand_in_that_never_stops_keeps_its_cut_candidates_flagged_only_when_asked():
     cut = paraphrase.Candidate("what is the boiling point of 7", cut=True)
     for apply_checks in (True, False):
-        pools = paraphrase.fill_pools({1: "orig 7"}, 1, FakeDraws({0: {1: [cut]}}), _similarity, min_similarity=0.5,
-                                      max_topup_rounds=0, dedupe=False, apply_checks=apply_checks,
-                                      reject_truncated=False)
+        pools = paraphrase.fill_pools(
+            {1: "orig 7"},
+            1,
+            FakeDraws({0: {1: [cut]}}),
+            _similarity,
+            min_similarity=0.5,
+            max_topup_rounds=0,
+            dedupe=False,
+            apply_checks=apply_checks,
+            reject_truncated=False,
+        )
         assert [(k.text, k.check) for k in pools[1].kept] == [(cut.text, "truncated")]
         _, _, report = paraphrase.pool_frames(pools, dataset="d", pool="g", generator="m", size=1)
         assert report["flagged_truncated"].to_list() == [1] and report["rejected_truncated"].to_list() == [0]
     with pytest.raises(ValueError, match="paraphrase.truncated"):
-        paraphrase.PoolSettings(size=1, temperature=1, top_p=1, seed=0, max_new_tokens=4, min_similarity=0,
-                                max_topup_rounds=0, truncated="keep")
+        paraphrase.PoolSettings(
+            size=1,
+            temperature=1,
+            top_p=1,
+            seed=0,
+            max_new_tokens=4,
+            min_similarity=0,
+            max_topup_rounds=0,
+            truncated="keep",
+        )
 
 
 def test_an_item_is_cut_off_when_its_reply_stopped_at_the_cap_inside_it():
@@ -145,7 +182,12 @@ def test_an_item_is_cut_off_when_its_reply_stopped_at_the_cap_inside_it():
     assert paraphrase.candidate("Why 7?", Reply('Rewrite: "Why 7?"\nThis asks about the num', True)).cut is False
     assert paraphrase.candidate("Why 7?", Reply('"Why 7?"', True)).cut is False  # its closing quote came
     # JSON read element by element: the partial element is no item, the complete ones were closed
-    assert paraphrase.candidate("What makes it 7?", Reply('{"paraphrase": [{"Q_H": "What makes it 7?"}, {"Q_H": "Fo', True)).cut is False
+    assert (
+        paraphrase.candidate(
+            "What makes it 7?", Reply('{"paraphrase": [{"Q_H": "What makes it 7?"}, {"Q_H": "Fo', True)
+        ).cut
+        is False
+    )
     # a whole reply kept as the paraphrase is cut whenever its reply was; never when the reply ended itself
     assert paraphrase.candidate("Given 7 g of", Reply("  Given 7 g of", True)).cut is True
     assert paraphrase.candidate("Given 7 g of", Reply("Given 7 g of", False)).cut is False
@@ -165,8 +207,13 @@ def test_openai_generator_never_puts_the_key_in_the_cache(tmp_path, monkeypatch)
     monkeypatch.setenv("TEST_PARAPHRASE_KEY", "sk-secret-value")
     from debate_audit.models.serving import OpenAIChatModel
 
-    gen = OpenAIChatModel(base_url="http://localhost:1/v1", model="m", api_key_env="TEST_PARAPHRASE_KEY",
-                          fingerprint="fp", cache=str(tmp_path / "c.sqlite"))
+    gen = OpenAIChatModel(
+        base_url="http://localhost:1/v1",
+        model="m",
+        api_key_env="TEST_PARAPHRASE_KEY",
+        fingerprint="fp",
+        cache=str(tmp_path / "c.sqlite"),
+    )
     sent = []
 
     def fake_post(payload):
@@ -205,8 +252,15 @@ def _kept(draws, dedupe, size=None):
     """Kept texts (multiset) of one pool filled in a single draw round from `draws`."""
     from collections import Counter
 
-    pools = paraphrase.fill_pools({1: "orig 7"}, size or len(draws), FakeDraws({0: {1: draws}}), _similarity,
-                                  min_similarity=0.5, max_topup_rounds=0, dedupe=dedupe)
+    pools = paraphrase.fill_pools(
+        {1: "orig 7"},
+        size or len(draws),
+        FakeDraws({0: {1: draws}}),
+        _similarity,
+        min_similarity=0.5,
+        max_topup_rounds=0,
+        dedupe=dedupe,
+    )
     return Counter(k.text for k in pools[1].kept), pools
 
 
@@ -261,8 +315,10 @@ class CappedGenerator:
 
     def generate_replies(self, messages, params, desc=""):
         if "numbered list" in messages[0][-1]["content"]:
-            return [[Reply("1. Which 7 is it?\n2. What is 7 here?\n3. Which 7 i", True)] * params.num_samples
-                    for _ in messages]
+            return [
+                [Reply("1. Which 7 is it?\n2. What is 7 here?\n3. Which 7 i", True)] * params.num_samples
+                for _ in messages
+            ]
         cut = params.seed == 0
         return [[Reply("Which 7 i" if cut else "Which 7 is it?", cut)] * params.num_samples for _ in messages]
 
@@ -275,14 +331,31 @@ class FlatEmbedder:
 def _build_one_pool(tmp_path, pool, size, filter_):
     """build_pool on one q_h ("What 7 is it?") with the generator the test installed (fake_model)."""
     pl.DataFrame({"pair_id": [0], "q_h": ["What 7 is it?"]}).write_parquet(tmp_path / "pairs.parquet")
-    paraphrase.build_pool(pairs=tmp_path / "pairs.parquet", split=None, dataset="d", pool=pool,
-                          generator=ModelRef("m", str(tmp_path)), out=tmp_path / "o.parquet",
-                          rejected=tmp_path / "r.parquet", report=tmp_path / "rep.parquet",
-                          settings=paraphrase.PoolSettings.from_config(
-                              {"size": size, "temperature": 1.0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8,
-                               "max_topup_rounds": 1, "model": "m"}, min_similarity=0.5, prompt="project",
-                              filter=filter_),
-                          embedder=FlatEmbedder())
+    paraphrase.build_pool(
+        pairs=tmp_path / "pairs.parquet",
+        split=None,
+        dataset="d",
+        pool=pool,
+        generator=ModelRef("m", str(tmp_path)),
+        out=tmp_path / "o.parquet",
+        rejected=tmp_path / "r.parquet",
+        report=tmp_path / "rep.parquet",
+        settings=paraphrase.PoolSettings.from_config(
+            {
+                "size": size,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "seed": 0,
+                "max_new_tokens": 8,
+                "max_topup_rounds": 1,
+                "model": "m",
+            },
+            min_similarity=0.5,
+            prompt="project",
+            filter=filter_,
+        ),
+        embedder=FlatEmbedder(),
+    )
 
 
 @pytest.mark.parametrize("pool", ["search", "g1"])
@@ -374,10 +447,12 @@ def test_release_single_prompt_is_the_release_template_with_the_question_as_stor
 
     question = "A 2 kg mass sits at 40°C.\nWhy doesn't it move? "  # kept as stored: no stripping
     assert prompts("paper").single(question) == [
-        {"role": "user", "content": RELEASE_QUERY_LLM_TEMPLATE.replace("$QUESTION", question)}]
+        {"role": "user", "content": RELEASE_QUERY_LLM_TEMPLATE.replace("$QUESTION", question)}
+    ]
     # the release keeps the whole reply as the paraphrase
     assert prompts("paper").parse_single("  Background line.\nWhy does it not move?\n") == (
-        "Background line.\nWhy does it not move?")
+        "Background line.\nWhy does it not move?"
+    )
 
 
 PAPERS = Path(__file__).resolve().parents[3].parent / "shared" / "papers"
@@ -388,7 +463,7 @@ def _paper_text(title: str, end: str) -> list[str]:
     for paper in sorted(PAPERS.glob("*.txt")) if PAPERS.is_dir() else []:
         text = paper.read_text()
         if title in text:
-            body = text[text.index(title) + len(title):]
+            body = text[text.index(title) + len(title) :]
             return body[: body.index(end) + len(end)].split()
     pytest.skip(f"the ER-Audit paper is not in {PAPERS}")
 
@@ -399,7 +474,7 @@ def test_paper_batch_prompt_is_app_d3s_template_word_for_word_then_the_task():
     (message,) = prompts("paper").batch('A 2 kg mass at 40°C.\nWhy "7"?', 100)
     text = message["content"]
     assert message["role"] == "user" and text.startswith(PAPER_BATCH)
-    task = text[len(PAPER_BATCH):]
+    task = text[len(PAPER_BATCH) :]
     assert "- N: 100\n" in task and '- FIELDS: ["Q_H"]\n' in task
     item = json.loads(task.split("- INPUT: ", 1)[1])
     assert item == {"item_index": 0, "Q_H": 'A 2 kg mass at 40°C.\nWhy "7"?'}  # the question as stored
@@ -412,7 +487,9 @@ def test_paper_batch_reply_is_read_as_app_d3s_json_even_when_cut():
     whole = '{"item_index": 0, "paraphrase": [{"Q_H": "Why 7?"}, {"Q_H": " What makes it 7? "}]}'
     assert parse_variant_objects(whole) == ["Why 7?", "What makes it 7?"]
     assert parse_variant_objects("Here you go:\n```json\n" + whole + "\n```\nAll checks passed.") == [
-        "Why 7?", "What makes it 7?"]
+        "Why 7?",
+        "What makes it 7?",
+    ]
     # cut at the token cap inside the third element: the two complete ones are the items
     assert parse_variant_objects(whole[:-2] + ', {"Q_H": "For what rea') == ["Why 7?", "What makes it 7?"]
     # an element without a Q_H string is counted (as empty), not dropped unseen
@@ -427,44 +504,90 @@ def test_prompt_versions_have_distinct_ids_and_unknown_names_the_key():
     with pytest.raises(ValueError, match="paraphrase.prompt"):
         prompt_id("release")  # the reconstructed batch template's name before App. D.3's text replaced it
     with pytest.raises(ValueError, match="paraphrase.filter"):
-        paraphrase.PoolSettings(size=1, temperature=1, top_p=1, seed=0, max_new_tokens=4, min_similarity=0,
-                                max_topup_rounds=0, filter="strict")
+        paraphrase.PoolSettings(
+            size=1,
+            temperature=1,
+            top_p=1,
+            seed=0,
+            max_new_tokens=4,
+            min_similarity=0,
+            max_topup_rounds=0,
+            filter="strict",
+        )
 
 
 # ------------------------------------------------------------------ filter report: the release's rule
 def test_report_filter_keeps_exactly_size_and_records_what_the_checks_would_drop():
     # pair 1: an empty reply is replaced by a fresh draw; a missing number and a dissimilar rewrite are kept
     # (and flagged); a search pool rejects a repeat and a copy of q_h in every mode (App. D.3's template)
-    draws = FakeDraws({
-        0: {1: ["a b 7", "  ", "a b 7", "no number", "far off 7"], 2: ["c d 7", "?!", "Other 7?"]},
-        1: {1: ["e f 7", "g h 7", "i j 7"], 2: []},
-    })
-    pools = paraphrase.fill_pools({1: "orig 7", 2: "other 7"}, 5, draws, _similarity, min_similarity=0.5,
-                                  max_topup_rounds=1, dedupe=True, apply_checks=False)
+    draws = FakeDraws(
+        {
+            0: {1: ["a b 7", "  ", "a b 7", "no number", "far off 7"], 2: ["c d 7", "?!", "Other 7?"]},
+            1: {1: ["e f 7", "g h 7", "i j 7"], 2: []},
+        }
+    )
+    pools = paraphrase.fill_pools(
+        {1: "orig 7", 2: "other 7"},
+        5,
+        draws,
+        _similarity,
+        min_similarity=0.5,
+        max_topup_rounds=1,
+        dedupe=True,
+        apply_checks=False,
+    )
     assert draws.calls == [(0, {1: 5, 2: 5}), (1, {1: 2, 2: 3})]
     assert [(k.text, k.check) for k in pools[1].kept] == [
-        ("a b 7", None), ("no number", "missing_number"), ("far off 7", "low_similarity"), ("e f 7", None),
-        ("g h 7", None)]
+        ("a b 7", None),
+        ("no number", "missing_number"),
+        ("far off 7", "low_similarity"),
+        ("e f 7", None),
+        ("g h 7", None),
+    ]
     assert [(r, reason) for r, _, reason, _ in pools[1].rejected] == [(0, "empty"), (0, "duplicate"), (1, "surplus")]
     kept, rejected, report = paraphrase.pool_frames(pools, dataset="d", pool="search", generator="m", size=5)
     rep = {r["pair_id"]: r for r in report.iter_rows(named=True)}
     assert (rep[1]["kept"], rep[1]["shortfall"], rep[1]["rejected_empty"], rep[1]["rejected_surplus"]) == (5, 0, 1, 1)
-    assert (rep[1]["flagged_duplicate"], rep[1]["flagged_missing_number"], rep[1]["flagged_low_similarity"]) == (0, 1, 1)
+    assert (rep[1]["flagged_duplicate"], rep[1]["flagged_missing_number"], rep[1]["flagged_low_similarity"]) == (
+        0,
+        1,
+        1,
+    )
     assert rep[1]["rejected_duplicate"] == 1 and rep[1]["rejected_missing_number"] == 0
     assert kept.filter(pl.col("pair_id") == 1)["check"].to_list() == [
-        None, "missing_number", "low_similarity", None, None]
+        None,
+        "missing_number",
+        "low_similarity",
+        None,
+        None,
+    ]
     # punctuation alone is not blank: kept and flagged empty; a generator that runs dry still leaves a short
     # pool, reported, never filled with anything else
     assert [(k.text, k.check) for k in pools[2].kept] == [("c d 7", None), ("?!", "empty")]
     assert (rep[2]["kept"], rep[2]["shortfall"], rep[2]["flagged_empty"], rep[2]["rejected_identical"]) == (2, 3, 1, 1)
     assert kept.height + rejected.height == sum(r["generated"] for r in rep.values())
     # a test pool (dedupe False) in report mode keeps the repeat, flagged, as the release does
-    test_pool = paraphrase.fill_pools({1: "orig 7"}, 3, FakeDraws({0: {1: ["a b 7", "a b 7", "orig 7"]}}), _similarity,
-                                      min_similarity=0.5, max_topup_rounds=0, dedupe=False, apply_checks=False)
+    test_pool = paraphrase.fill_pools(
+        {1: "orig 7"},
+        3,
+        FakeDraws({0: {1: ["a b 7", "a b 7", "orig 7"]}}),
+        _similarity,
+        min_similarity=0.5,
+        max_topup_rounds=0,
+        dedupe=False,
+        apply_checks=False,
+    )
     assert [(k.text, k.check) for k in test_pool[1].kept] == [("a b 7", None), ("a b 7", None), ("orig 7", "identical")]
     # the same draws under filter drop: the flagged ones are rejected instead, and pair 1 comes up short
-    pools = paraphrase.fill_pools({1: "orig 7"}, 5, FakeDraws({0: {1: draws.per_round[0][1]}, 1: {1: []}}),
-                                  _similarity, min_similarity=0.5, max_topup_rounds=1, dedupe=True)
+    pools = paraphrase.fill_pools(
+        {1: "orig 7"},
+        5,
+        FakeDraws({0: {1: draws.per_round[0][1]}, 1: {1: []}}),
+        _similarity,
+        min_similarity=0.5,
+        max_topup_rounds=1,
+        dedupe=True,
+    )
     assert [k.text for k in pools[1].kept] == ["a b 7"] and all(k.check is None for k in pools[1].kept)
 
 
@@ -486,8 +609,15 @@ def chat_server():
         prompt = body["messages"][-1]["content"]
         if "- INPUT: " in prompt:  # App. D.3's batch template: a JSON object of variants
             question = json.loads(prompt.rsplit("- INPUT: ", 1)[-1])["Q_H"]
-            text = json.dumps({"item_index": 0, "paraphrase": [{"Q_H": f"Seed {body['seed']}: {question}"},
-                                                               {"Q_H": f"Also {question} ({body['seed']})"}]})
+            text = json.dumps(
+                {
+                    "item_index": 0,
+                    "paraphrase": [
+                        {"Q_H": f"Seed {body['seed']}: {question}"},
+                        {"Q_H": f"Also {question} ({body['seed']})"},
+                    ],
+                }
+            )
         else:
             question = prompt.rsplit("Original question:\n", 1)[-1].strip()
             text = f"Seed {body['seed']}: {question}"
@@ -506,27 +636,52 @@ def test_api_generator_fills_a_pool_one_cached_request_per_draw(chat_server, tmp
 
     url, bodies, statuses = chat_server
     monkeypatch.setenv("TEST_API_GENERATOR_KEY", "sk-api-secret")
-    spec = ModelSpec.from_config("gpt", {"source": "openai", "id": "gpt-test", "base_url": url,
-                                         "api_key_env": "TEST_API_GENERATOR_KEY"})
+    spec = ModelSpec.from_config(
+        "gpt", {"source": "openai", "id": "gpt-test", "base_url": url, "api_key_env": "TEST_API_GENERATOR_KEY"}
+    )
     prepare_model(spec, tmp_path / "model")  # no weights: a fingerprint of the endpoint and the served name
     ref = paraphrase.ModelRef.from_spec(spec, tmp_path / "model")
     pl.DataFrame({"pair_id": [0, 1], "q_h": ["What 7 is it?", "Which 8 is it?"]}).write_parquet(tmp_path / "p.parquet")
     out = {k: tmp_path / f"{k}.parquet" for k in ("o", "r", "rep")}
     settings = paraphrase.PoolSettings.from_config(
-        {"size": size, "temperature": 1.0, "top_p": 1.0, "seed": 10, "max_new_tokens": 64, "max_topup_rounds": 0,
-         "samples": 2, "model": "gpt"}, min_similarity=0.5, prompt="paper", filter="report")
+        {
+            "size": size,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "seed": 10,
+            "max_new_tokens": 64,
+            "max_topup_rounds": 0,
+            "samples": 2,
+            "model": "gpt",
+        },
+        min_similarity=0.5,
+        prompt="paper",
+        filter="report",
+    )
 
     def build():
-        paraphrase.build_pool(pairs=tmp_path / "p.parquet", split=None, dataset="d", pool=pool, generator=ref,
-                              out=out["o"], rejected=out["r"], report=out["rep"], settings=settings,
-                              cache=str(tmp_path / "cache"), embedder=FlatEmbedder())
+        paraphrase.build_pool(
+            pairs=tmp_path / "p.parquet",
+            split=None,
+            dataset="d",
+            pool=pool,
+            generator=ref,
+            out=out["o"],
+            rejected=out["r"],
+            report=out["rep"],
+            settings=settings,
+            cache=str(tmp_path / "cache"),
+            embedder=FlatEmbedder(),
+        )
         return pl.read_parquet(out["o"]).sort("pair_id", "index")
 
     first = build()
     assert statuses[0] == 503 and len(statuses) == len(bodies) + 1  # the 503 was retried, then answered
     # one request per draw (n = 1), each with its own seed: `size` draws (search: 2 samples of 2 items) per q_h
     assert {b["n"] for b in bodies} == {1} and len(bodies) == 2 * (2 if pool == "search" else size)
-    assert sorted(b["seed"] for b in bodies if "7" in b["messages"][-1]["content"]) == list(range(10, 10 + len(bodies) // 2))
+    assert sorted(b["seed"] for b in bodies if "7" in b["messages"][-1]["content"]) == list(
+        range(10, 10 + len(bodies) // 2)
+    )
     assert first.group_by("pair_id").len()["len"].to_list() == [size, size]
     assert first.filter(pl.col("pair_id") == 0)["text"][0] == ("Seed 10: What 7 is it?")
     # every reply was cached: a rebuild sends nothing and keeps the same pools; the key is in no record

@@ -16,8 +16,15 @@ PAD = 0
 
 def tiny_model():
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    config = LlamaConfig(
+        vocab_size=48,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -40,8 +47,15 @@ def rows():
 
 
 # three rows a step: steps of 3, 3 and 1 rows per epoch; over 2 processes, 2 + 1 micro-batches and a filler
-SETTINGS = dict(epochs=2, learning_rate=3e-3, batch_size=1, grad_accum=3, warmup_steps=1, lr_schedule="cosine",
-                loss_weights={"lm": 1.0, "fc": 2.0, "qh": 2.0})
+SETTINGS = dict(
+    epochs=2,
+    learning_rate=3e-3,
+    batch_size=1,
+    grad_accum=3,
+    warmup_steps=1,
+    lr_schedule="cosine",
+    loss_weights={"lm": 1.0, "fc": 2.0, "qh": 2.0},
+)
 
 
 def run(processes: int, out: str) -> None:
@@ -53,7 +67,9 @@ def run(processes: int, out: str) -> None:
         model = shard(model)
     settings = FinetuneSettings(**SETTINGS, processes=processes)
     curve = train(model, rows(), settings, LABEL_IDS, PAD, rank=rank)
-    weights = full_state_dict(model) if rank.world > 1 else {k: v.detach().clone() for k, v in model.state_dict().items()}
+    weights = (
+        full_state_dict(model) if rank.world > 1 else {k: v.detach().clone() for k, v in model.state_dict().items()}
+    )
     if rank.main:
         torch.save({"curve": curve, "weights": weights, "initial": initial}, out)
     stop()

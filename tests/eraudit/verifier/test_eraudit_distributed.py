@@ -35,8 +35,16 @@ def test_the_shares_of_a_step_add_up_to_its_rows_and_every_rank_takes_as_many_tu
 
 
 def torchrun(processes: int, script: Path, *args: str) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes),
-           str(script), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(processes),
+        str(script),
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
 
@@ -46,8 +54,12 @@ def test_two_gloo_processes_train_the_one_process_curve_and_weights(tmp_path):
     # Seven rows, three a step: steps of 3, 3 and 1 rows (a rank with only a filler batch), two rows
     # without an L_lm target and one of L_qh alone (the lockstep passes), a cosine schedule with warm-up,
     # gradient clipping.
-    subprocess.run([sys.executable, str(HERE / "distributed_train.py"), "1", str(tmp_path / "one.pt")], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(HERE / "distributed_train.py"), "1", str(tmp_path / "one.pt")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     torchrun(2, HERE / "distributed_train.py", "2", str(tmp_path / "two.pt"))
     one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
     assert [c["items"] for c in two["curve"]] == [c["items"] for c in one["curve"]] == [3, 6, 7, 10, 13, 14]
@@ -73,22 +85,40 @@ def test_finetune_verifier_over_two_processes_writes_the_one_process_checkpoint(
     compared by a whole config/distributed-cpu.yaml run (config/README.md, "Distributed fine-tuning")."""
     workdir, _ = smoke_run
     base = tmp_path / "tiny-llama"
-    prepare_model(ModelSpec.from_config("tiny-llama", {"source": "random", "id": "llama", "tokenizer": "smollm2-135m"}),
-                  base, tokenizer_dir=workdir / "resources/models/smollm2-135m")
+    prepare_model(
+        ModelSpec.from_config("tiny-llama", {"source": "random", "id": "llama", "tokenizer": "smollm2-135m"}),
+        base,
+        tokenizer_dir=workdir / "resources/models/smollm2-135m",
+    )
     # GPQA-H: the smoke run's one adversarial transcript that trains (QuALITY-H's is a fallback)
     debate = workdir / "results/er_audit/debate/gpqa_h/w20"
-    common = dict(selected=debate / "debates_adversarial.parquet", pairs=workdir / "data/gpqa_h.parquet",
-                  split=workdir / "results/er_audit/debate/gpqa_h/split.parquet",
-                  base=ModelRef(name="tiny-llama", directory=str(base)), dataset="gpqa_h", variant="org",
-                  readout="auto",
-                  adjudications=workdir / "results/er_audit/verifier/smollm2-135m/gpqa_h/w20/adjudications_adversarial.parquet")
-    settings = dict(max_steps=2, grad_accum=2, max_length=256, max_target_tokens=24, lm_target="adjudication",
-                    loss_weights={"lm": 1.0, "fc": 2.0, "qh": 2.0})
+    common = dict(
+        selected=debate / "debates_adversarial.parquet",
+        pairs=workdir / "data/gpqa_h.parquet",
+        split=workdir / "results/er_audit/debate/gpqa_h/split.parquet",
+        base=ModelRef(name="tiny-llama", directory=str(base)),
+        dataset="gpqa_h",
+        variant="org",
+        readout="auto",
+        adjudications=workdir / "results/er_audit/verifier/smollm2-135m/gpqa_h/w20/adjudications_adversarial.parquet",
+    )
+    settings = dict(
+        max_steps=2,
+        grad_accum=2,
+        max_length=256,
+        max_target_tokens=24,
+        lm_target="adjudication",
+        loss_weights={"lm": 1.0, "fc": 2.0, "qh": 2.0},
+    )
     records = {}
     for processes in (1, 2):
         out = tmp_path / f"p{processes}"
-        records[processes] = finetune_verifier(**common, out_dir=out, curve_out=tmp_path / f"curve{processes}.parquet",
-                                               settings=FinetuneSettings(**settings, processes=processes))
+        records[processes] = finetune_verifier(
+            **common,
+            out_dir=out,
+            curve_out=tmp_path / f"curve{processes}.parquet",
+            settings=FinetuneSettings(**settings, processes=processes),
+        )
     one, two = records[1], records[2]
     assert one["training_rows"] == two["training_rows"] > 0 and one["steps"] == two["steps"] == 2
     assert (one["processes"], two["processes"]) == (1, 2)

@@ -26,17 +26,37 @@ READERS = {"debate_select", "verifier_finetune", "verifier_evaluate", "audit_sco
 # 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited, and V_base's copy
 # (the audit's null) audited too; copying it reads nothing. The adjudication targets do not read, but they
 # follow the transcripts that selection re-selects
-EXPECTED = {"debate_select": 4, "verifier_adjudicate": 4, "verifier_finetune": 6, "verifier_evaluate": 8, "audit_scores": 10,
-            "verifier_loss_figure": 2, "verifier_table1": 1, "audit_statistics": 2, "audit_sweeps": 2,
-            "audit_figures": 1, "audit_runtime": 1, "browse": 1, "all": 1}
+EXPECTED = {
+    "debate_select": 4,
+    "verifier_adjudicate": 4,
+    "verifier_finetune": 6,
+    "verifier_evaluate": 8,
+    "audit_scores": 10,
+    "verifier_loss_figure": 2,
+    "verifier_table1": 1,
+    "audit_statistics": 2,
+    "audit_sweeps": 2,
+    "audit_figures": 1,
+    "audit_runtime": 1,
+    "browse": 1,
+    "all": 1,
+}
 
 
 def _snakemake(workdir: Path, *args: str) -> str:
     dead = "http://127.0.0.1:9"  # nothing is fetched: any download attempt fails
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
-           "http_proxy": dead, "https_proxy": dead, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([str(BIN / "snakemake"), *args], cwd=workdir, capture_output=True, text=True,
-                            timeout=300, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "HTTP_PROXY": dead,
+        "HTTPS_PROXY": dead,
+        "http_proxy": dead,
+        "https_proxy": dead,
+        "HF_HUB_OFFLINE": "1",
+    }
+    result = subprocess.run(
+        [str(BIN / "snakemake"), *args], cwd=workdir, capture_output=True, text=True, timeout=300, env=env
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout + result.stderr
 
@@ -84,15 +104,23 @@ def _edited_library(tmp_path: Path, module: str, old: str, new: str) -> dict[str
 
 def _dry_run_with(workdir: Path, env_extra: dict[str, str]) -> set[str]:
     env = {**os.environ, **env_extra, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([str(BIN / "snakemake"), "-n", "--rerun-triggers", "params", *CONFIGS], cwd=workdir,
-                            capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [str(BIN / "snakemake"), "-n", "--rerun-triggers", "params", *CONFIGS],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return set(job_stats(result.stdout + result.stderr)) - {"all"}
 
 
 @pytest.mark.slow
 def test_an_er_debate_prompt_edit_in_the_library_reruns_the_debates_and_what_follows(finished, tmp_path):
-    rerun = _dry_run_with(finished, _edited_library(tmp_path, "eraudit/debate/debates.py", "You are Debater", "You are debater"))
+    rerun = _dry_run_with(
+        finished, _edited_library(tmp_path, "eraudit/debate/debates.py", "You are Debater", "You are debater")
+    )
     assert {"debate_generate", "debate_select", "verifier_finetune", "audit_scores", "audit_statistics"} <= rerun
     assert not {r for r in rerun if r.startswith(("cwpor", "prepare", "paraphrase"))} | ({"debate_split"} & rerun)
 
@@ -103,8 +131,9 @@ def test_a_judge_prompt_edit_in_the_library_reruns_cwpor_only(finished, tmp_path
     # prompts.py holds the debate and the judge templates; Table 3 (audit_runtime) reads every model job's
     # benchmark file, CW-POR's included, so it follows too.
     assert {"cwpor_debate", "cwpor_judge", "cwpor_metrics", "cwpor_figures", "browse", "audit_runtime"} <= rerun
-    assert not {r for r in rerun - {"audit_runtime"} if r.startswith(("debate", "verifier", "audit", "paraphrase",
-                                                                        "prepare"))}
+    assert not {
+        r for r in rerun - {"audit_runtime"} if r.startswith(("debate", "verifier", "audit", "paraphrase", "prepare"))
+    }
 
 
 @pytest.mark.slow

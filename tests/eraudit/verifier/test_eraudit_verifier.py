@@ -24,8 +24,15 @@ def one_thread():
 
 def tiny_model(seed=0):
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    config = LlamaConfig(
+        vocab_size=48,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -77,7 +84,9 @@ def test_qh_term_is_absent_for_honest_and_adv_batches_and_total_is_the_weighted_
     assert honest["total"].item() == pytest.approx(honest["lm"].item() + 2 * honest["fc"].item(), rel=1e-6)
     org = verifier_losses(model, [example(0, True), example(1, True)], LABEL_IDS, WEIGHTS, PAD)
     assert set(org) == {"lm", "fc", "qh", "total"}
-    assert org["total"].item() == pytest.approx(org["lm"].item() + 2 * org["fc"].item() + 2 * org["qh"].item(), rel=1e-6)
+    assert org["total"].item() == pytest.approx(
+        org["lm"].item() + 2 * org["fc"].item() + 2 * org["qh"].item(), rel=1e-6
+    )
     # The q_m terms do not depend on whether q_h examples ride along.
     assert org["lm"].item() == pytest.approx(honest["lm"].item(), rel=1e-6)
     assert org["fc"].item() == pytest.approx(honest["fc"].item(), rel=1e-6)
@@ -212,8 +221,14 @@ def test_packing_is_used_only_where_every_layer_attends_to_the_whole_past():
     from debate_audit.eraudit.verifier.losses import full_attention_only
 
     assert full_attention_only(tiny_model())
-    small = dict(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=4)
+    small = dict(
+        vocab_size=48,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+    )
     # Qwen2 without its sliding window: every layer full; Mistral's window and gpt-oss's sliding layers: not
     assert full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen2", **small)))
     assert not full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("mistral", **small)))
@@ -225,13 +240,13 @@ def test_packing_is_used_only_where_every_layer_attends_to_the_whole_past():
 def test_training_steps_lower_the_loss():
     model = tiny_model()
     examples = [example(i, True) for i in range(4)]
-    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=10, learning_rate=5e-3, batch_size=2,
-                                grad_accum=2, seed=0)
+    settings = FinetuneSettings(
+        loss_weights=WEIGHTS, epochs=20, max_steps=10, learning_rate=5e-3, batch_size=2, grad_accum=2, seed=0
+    )
     curve = train(model, examples, settings, LABEL_IDS, PAD)
     assert len(curve) == 10 and curve[-1]["items"] == 40
     assert curve[-1]["loss"] < 0.5 * curve[0]["loss"]
     assert all(c["loss_qh"] is not None for c in curve)
-
 
 
 def test_gradient_checkpointing_trains_the_same_curve():
@@ -254,8 +269,16 @@ def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
     model = _apply_lora(tiny_model(), lora)
     trainable = [name for name, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
-    settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=20, max_steps=8, learning_rate=2e-2, batch_size=2,
-                                grad_accum=1, lora=lora, gradient_checkpointing=True)
+    settings = FinetuneSettings(
+        loss_weights=WEIGHTS,
+        epochs=20,
+        max_steps=8,
+        learning_rate=2e-2,
+        batch_size=2,
+        grad_accum=1,
+        lora=lora,
+        gradient_checkpointing=True,
+    )
     curve = train(model, [example(i, True) for i in range(4)], settings, LABEL_IDS, PAD)
     assert curve[-1]["loss"] < curve[0]["loss"]
     merged = model.merge_and_unload()
@@ -265,15 +288,18 @@ def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
     assert changed and all(name.endswith(("q_proj.weight", "v_proj.weight")) for name in changed)
 
 
-@pytest.mark.parametrize(("params", "lora", "processes", "offload", "gib", "fits"), [
-    (8.03e9, False, 1, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
-    (8.03e9, False, 1, False, 79.6, False),  # ... not on an 80 GB H100
-    (8.03e9, False, 4, False, 79.6, True),  # ... over 4 H100s: 29.9 GiB each (the paper overlay)
-    (20.91e9, False, 1, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
-    (20.91e9, False, 4, False, 79.6, True),  # ... 77.9 GiB a GPU over 4
-    (20.91e9, False, 2, True, 79.6, True),  # ... 38.9 GiB a GPU over 2 with the shards on the host
-    (20.91e9, True, 1, False, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
-])
+@pytest.mark.parametrize(
+    ("params", "lora", "processes", "offload", "gib", "fits"),
+    [
+        (8.03e9, False, 1, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
+        (8.03e9, False, 1, False, 79.6, False),  # ... not on an 80 GB H100
+        (8.03e9, False, 4, False, 79.6, True),  # ... over 4 H100s: 29.9 GiB each (the paper overlay)
+        (20.91e9, False, 1, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
+        (20.91e9, False, 4, False, 79.6, True),  # ... 77.9 GiB a GPU over 4
+        (20.91e9, False, 2, True, 79.6, True),  # ... 38.9 GiB a GPU over 2 with the shards on the host
+        (20.91e9, True, 1, False, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
+    ],
+)
 def test_training_memory_check_before_loading(params, lora, processes, offload, gib, fits):
     from debate_audit.models.memory import check_training_memory, training_memory_bytes
 
@@ -298,8 +324,8 @@ def test_lora_per_architecture():
 
 
 def test_lora_settings_only_reach_lora_architectures():
-    from debate_audit.eraudit.verifier.finetune import saves_adapter
     from debate_audit.eraudit.common.grid import lora_settings
+    from debate_audit.eraudit.verifier.finetune import saves_adapter
 
     verifier = {"lora": {"enabled": ["big"], "r": 16, "save": "adapter"}}
     assert lora_settings(verifier, "big") == {"enabled": True, "r": 16, "save": "adapter"}
@@ -323,24 +349,51 @@ def test_table1_has_the_papers_all_population_the_train_and_the_eval_split_with_
     for verifier, probs in [("base", [0.9, 0.4, 0.7, 0.2]), ("org", [0.2, 0.3, 0.6, 0.8])]:
         for pair_id, p in enumerate(probs):
             for question in ("q_m", "q_h"):
-                rows.append({"architecture": "arch", "length": None if verifier == "base" else "w40",
-                             "qh_weight": None if verifier == "base" else 2.0, "dataset": "gpqa_h",
-                             "verifier": verifier, "training_rows": 0 if verifier == "base" else 2, "pair_id": pair_id,
-                             "split": splits[pair_id], "question": question, "p_correct": p, "correct": p > 0.5})
+                rows.append(
+                    {
+                        "architecture": "arch",
+                        "length": None if verifier == "base" else "w40",
+                        "qh_weight": None if verifier == "base" else 2.0,
+                        "dataset": "gpqa_h",
+                        "verifier": verifier,
+                        "training_rows": 0 if verifier == "base" else 2,
+                        "pair_id": pair_id,
+                        "split": splits[pair_id],
+                        "question": question,
+                        "p_correct": p,
+                        "correct": p > 0.5,
+                    }
+                )
     table = summarise(pl.DataFrame(rows, schema=EVAL_SCHEMA))
     assert table.select("population", "verifier", "question").rows() == [
-        ("all", "base", "q_m"), ("all", "base", "q_h"), ("all", "org", "q_m"), ("all", "org", "q_h"),
-        ("train", "base", "q_m"), ("train", "base", "q_h"), ("train", "org", "q_m"), ("train", "org", "q_h"),
-        ("eval", "base", "q_m"), ("eval", "base", "q_h"), ("eval", "org", "q_m"), ("eval", "org", "q_h")]
+        ("all", "base", "q_m"),
+        ("all", "base", "q_h"),
+        ("all", "org", "q_m"),
+        ("all", "org", "q_h"),
+        ("train", "base", "q_m"),
+        ("train", "base", "q_h"),
+        ("train", "org", "q_m"),
+        ("train", "org", "q_h"),
+        ("eval", "base", "q_m"),
+        ("eval", "base", "q_h"),
+        ("eval", "org", "q_m"),
+        ("eval", "org", "q_h"),
+    ]
     cell = {(r["population"], r["verifier"], r["question"]): r for r in table.iter_rows(named=True)}
     # all: base correct on pairs 0 and 2 of 4 -> 2/4; mean of 0.9, 0.4, 0.7, 0.2
-    assert (cell["all", "base", "q_m"]["acc"], cell["all", "base", "q_m"]["mtp"], cell["all", "base", "q_m"]["n"]) \
-        == (pytest.approx(2 / 4), pytest.approx(0.55), 4)
+    assert (cell["all", "base", "q_m"]["acc"], cell["all", "base", "q_m"]["mtp"], cell["all", "base", "q_m"]["n"]) == (
+        pytest.approx(2 / 4),
+        pytest.approx(0.55),
+        4,
+    )
     # all: org correct on pairs 2 and 3 -> 2/4
     assert cell["all", "org", "q_h"]["acc"] == pytest.approx(0.5) and cell["all", "org", "q_h"]["n"] == 4
     # eval: pairs 0 and 1 only
-    assert (cell["eval", "base", "q_m"]["acc"], cell["eval", "base", "q_m"]["mtp"], cell["eval", "base", "q_m"]["n"]) \
-        == (pytest.approx(0.5), pytest.approx(0.65), 2)
+    assert (
+        cell["eval", "base", "q_m"]["acc"],
+        cell["eval", "base", "q_m"]["mtp"],
+        cell["eval", "base", "q_m"]["n"],
+    ) == (pytest.approx(0.5), pytest.approx(0.65), 2)
     assert (cell["eval", "org", "q_m"]["acc"], cell["eval", "org", "q_m"]["mtp"]) == (0.0, pytest.approx(0.25))
     # train: pair 2 only
     assert (cell["train", "org", "q_h"]["mtp"], cell["train", "org", "q_h"]["n"]) == (pytest.approx(0.6), 1)
@@ -348,8 +401,9 @@ def test_table1_has_the_papers_all_population_the_train_and_the_eval_split_with_
     with pytest.raises(ValueError, match="one population"):
         markdown_table(table)
     md = markdown_table(table.filter(pl.col("population") == "eval")).splitlines()
-    assert md[0] == ("| dataset | architecture | length | question | V_base Acc | V_base MTP | V_org Acc | V_org MTP "
-                     "| n |")
+    assert md[0] == (
+        "| dataset | architecture | length | question | V_base Acc | V_base MTP | V_org Acc | V_org MTP | n |"
+    )
     assert md[2] == "| gpqa_h | arch | w40 | q_m | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
     assert md[3] == "| gpqa_h | arch | w40 | q_h | 0.500 | 0.650 | 0.000 | 0.250 | 2 |"
     assert md[4] == "| gpqa_h | arch | w40 | training rows | 0 |  | 2 |  |  |"
@@ -362,13 +416,30 @@ def test_table1_markdown_shows_both_populations(tmp_path):
 
     from debate_audit.eraudit.verifier.table1 import EVAL_SCHEMA, build_table1
 
-    rows = [{"architecture": "arch", "length": None, "qh_weight": None, "dataset": "quality_h", "verifier": "base",
-             "training_rows": 0, "pair_id": i, "split": "train" if i < 3 else "eval", "question": q, "p_correct": 0.7, "correct": True}
-            for i in range(5) for q in ("q_m", "q_h")]
+    rows = [
+        {
+            "architecture": "arch",
+            "length": None,
+            "qh_weight": None,
+            "dataset": "quality_h",
+            "verifier": "base",
+            "training_rows": 0,
+            "pair_id": i,
+            "split": "train" if i < 3 else "eval",
+            "question": q,
+            "p_correct": 0.7,
+            "correct": True,
+        }
+        for i in range(5)
+        for q in ("q_m", "q_h")
+    ]
     scores = tmp_path / "eval.parquet"
     pl.DataFrame(rows, schema=EVAL_SCHEMA).write_parquet(scores)
     table = build_table1([scores], tmp_path / "t.parquet", tmp_path / "t.md", tmp_path / "t.csv")
     assert dict(table.group_by("population").agg(pl.col("n").max()).iter_rows()) == {"all": 5, "train": 3, "eval": 2}
     text = (tmp_path / "t.md").read_text()
     assert text.index("population `all`") < text.index("population `train`") < text.index("population `eval`")
-    assert "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text
+    assert (
+        "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text
+        and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text
+    )

@@ -17,8 +17,11 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     for item in item_shapes(config, stats):
         for arch in grid.base_models(config["verifier"]):
             scores = RulePlan("audit_scores", model=arch)
-            scored = {cp.path_id for setting in cells.settings(arch, item.dataset, aud["targets"])
-                      for cp in setting.checkpoints(aud["targets"])}
+            scored = {
+                cp.path_id
+                for setting in cells.settings(arch, item.dataset, aud["targets"])
+                for cp in setting.checkpoints(aud["targets"])
+            }
             scores.scorings += len(scored) * item.pairs * per_pair * 2
             scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
             plans.append(scores)

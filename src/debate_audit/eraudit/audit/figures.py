@@ -17,11 +17,12 @@ from debate_audit.data.markdown import cell, frame_table, markdown_table  # noqa
 from debate_audit.runtime.provenance import save_figure  # noqa: E402
 
 from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
-from .stats import BOUNDS  # noqa: E402
 from ..common.verifiers import VERIFIERS, color, label, untrained  # noqa: E402
 from ..common.versioning import rule_id  # noqa: E402
+from .stats import BOUNDS  # noqa: E402
 
 log = logging.getLogger(__name__)
+
 
 def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(p) for p in paths], how="vertical_relaxed")
@@ -30,8 +31,11 @@ def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
 def _panels(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` with a `panel` column: the dataset, plus the architecture / length / L_qh weight when the run
     has several (one bar group or panel per grid cell, as the paper's per-architecture figures)."""
-    return frame.with_columns(panel(frame, "dataset").alias("panel")) if frame.height else \
-        frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("panel"))
+    return (
+        frame.with_columns(panel(frame, "dataset").alias("panel"))
+        if frame.height
+        else frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("panel"))
+    )
 
 
 # Grid labels first in every table of summary.md (eraudit/common/grid.py).
@@ -60,8 +64,10 @@ def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> No
         values = [rows.filter(pl.col("panel") == d)["cr"].first() or 0.0 for d in datasets]
         xs = [i + (k - (len(targets) - 1) / 2) * width for i in range(len(datasets))]
         bars = ax.bar(xs, values, width, label=label(target), color=color(target))
-        trained = [rows.filter(pl.col("panel") == d)["training_rows"].first() if "training_rows" in rows.columns
-                   else None for d in datasets]
+        trained = [
+            rows.filter(pl.col("panel") == d)["training_rows"].first() if "training_rows" in rows.columns else None
+            for d in datasets
+        ]
         for bar, x, value, n in zip(bars, xs, values, trained):
             if untrained(target, n):
                 bar.set_hatch("//")
@@ -87,8 +93,14 @@ def bound_order(headline: str) -> list[str]:
     return [headline, *(b for b in BOUNDS if b != headline)]
 
 
-def _bound_lines(frame: pl.DataFrame, x: str, xlabel: str, bounds: Sequence[str],
-                 out: str | Path | Sequence[str | Path], logx: bool = False) -> None:
+def _bound_lines(
+    frame: pl.DataFrame,
+    x: str,
+    xlabel: str,
+    bounds: Sequence[str],
+    out: str | Path | Sequence[str | Path],
+    logx: bool = False,
+) -> None:
     """A row of panels per bound (in `bounds` order) and a column per dataset (and grid cell); one colour per
     target, solid: the average over all q_h, dashed: over the Stage-1 survivors."""
     frame = _panels(frame)
@@ -101,10 +113,18 @@ def _bound_lines(frame: pl.DataFrame, x: str, xlabel: str, bounds: Sequence[str]
             sub = frame.filter(pl.col("panel") == dataset)
             for target in sub["target"].unique(maintain_order=True).to_list():
                 rows = sub.filter(pl.col("target") == target).sort(x)
-                for column, style, marker, suffix in ((y, "-", "o", AVERAGE_LABELS[0]),
-                                                      (f"{y}_survivors", "--", "x", AVERAGE_LABELS[1])):
-                    ax.plot(rows[x].to_list(), rows[column].to_list(), marker=marker, linestyle=style,
-                            label=label(target) + suffix, color=color(target))
+                for column, style, marker, suffix in (
+                    (y, "-", "o", AVERAGE_LABELS[0]),
+                    (f"{y}_survivors", "--", "x", AVERAGE_LABELS[1]),
+                ):
+                    ax.plot(
+                        rows[x].to_list(),
+                        rows[column].to_list(),
+                        marker=marker,
+                        linestyle=style,
+                        label=label(target) + suffix,
+                        color=color(target),
+                    )
             if logx:
                 ax.set_xscale("symlog", linthresh=1.0)
             ax.set_title(f"{dataset}: {BOUND_TITLES[bound]}", fontsize=9)
@@ -120,13 +140,21 @@ def example_questions(records: pl.DataFrame) -> pl.DataFrame:
     two bounds part most: a positive betting bound first, then the most degraded draws, then the lowest pair_id."""
     keys = [k for k in KEYS if k in records.columns]
     survivors = records.filter((pl.col("n_counterexamples") == 0) & (pl.col("n_test_draws") > 0))
-    ranked = survivors.sort(*keys, "target", pl.col("lower_bound_betting") > 0, "n_degraded_draws", "pair_id",
-                            descending=[False] * (len(keys) + 1) + [True, True, False], nulls_last=True)
+    ranked = survivors.sort(
+        *keys,
+        "target",
+        pl.col("lower_bound_betting") > 0,
+        "n_degraded_draws",
+        "pair_id",
+        descending=[False] * (len(keys) + 1) + [True, True, False],
+        nulls_last=True,
+    )
     return ranked.group_by(*keys, "target", maintain_order=True).first()
 
 
-def plot_bounds_over_t(records: pl.DataFrame, steps: pl.DataFrame, bounds: Sequence[str],
-                       out: str | Path | Sequence[str | Path]) -> None:
+def plot_bounds_over_t(
+    records: pl.DataFrame, steps: pl.DataFrame, bounds: Sequence[str], out: str | Path | Sequence[str | Path]
+) -> None:
     """For one q_h per dataset (and grid cell) and target (`example_questions`): both bounds after each test
     draw, per generator, the level after draw t drawn over (t - 1, t]; the headline solid, the other dashed;
     degraded draws ticked below the t axis."""
@@ -135,8 +163,12 @@ def plot_bounds_over_t(records: pl.DataFrame, steps: pl.DataFrame, bounds: Seque
     keys = [k for k in KEYS if k in examples.columns]
     datasets = records["panel"].unique(maintain_order=True).to_list()
     targets = records["target"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(max(len(targets), 1), max(len(datasets), 1),
-                             figsize=(4.2 * max(len(datasets), 1), 3.2 * max(len(targets), 1)), squeeze=False)
+    fig, axes = plt.subplots(
+        max(len(targets), 1),
+        max(len(datasets), 1),
+        figsize=(4.2 * max(len(datasets), 1), 3.2 * max(len(targets), 1)),
+        squeeze=False,
+    )
     for ax in axes.flat:
         ax.set_axis_off()  # a panel without an example stays blank
     styles = dict(zip(bounds, ("-", "--")))
@@ -148,11 +180,23 @@ def plot_bounds_over_t(records: pl.DataFrame, steps: pl.DataFrame, bounds: Seque
         for k, generator in enumerate(mine["generator"].unique(maintain_order=True).to_list()):
             rows = mine.filter(pl.col("generator") == generator)
             for bound in bounds:
-                ax.step([0, *rows["t"].to_list()], [0.0, *rows[BOUNDS[bound]].to_list()], where="pre",
-                        linestyle=styles[bound], color=f"C{k}", label=f"{generator}: {bound}")
+                ax.step(
+                    [0, *rows["t"].to_list()],
+                    [0.0, *rows[BOUNDS[bound]].to_list()],
+                    where="pre",
+                    linestyle=styles[bound],
+                    color=f"C{k}",
+                    label=f"{generator}: {bound}",
+                )
             bad = [t - 0.5 for t in rows.filter(~pl.col("non_degraded"))["t"].to_list()]
-            ax.plot(bad, [-0.015 - 0.025 * k] * len(bad), "x", color=f"C{k}", markersize=5,
-                    label=f"{generator}: degraded draw" if bad else None)
+            ax.plot(
+                bad,
+                [-0.015 - 0.025 * k] * len(bad),
+                "x",
+                color=f"C{k}",
+                markersize=5,
+                label=f"{generator}: degraded draw" if bad else None,
+            )
         ax.set_title(f"{example['panel']} · {label(example['target'])} · pair {example['pair_id']}", fontsize=9)
         ax.set_xlabel("t (test paraphrases read)")
         ax.set_ylabel("lower bound after t draws")
@@ -171,8 +215,14 @@ def plot_scatter(records: pl.DataFrame, out: str | Path | Sequence[str | Path]) 
         sub = records.filter((pl.col("panel") == dataset) & pl.col("delta_max").is_not_null())
         for target in sub["target"].unique(maintain_order=True).to_list():
             rows = sub.filter(pl.col("target") == target)
-            ax.scatter(rows["p_target_qh"].to_list(), rows["delta_max"].to_list(), label=label(target),
-                       color=color(target), alpha=0.75, s=22)
+            ax.scatter(
+                rows["p_target_qh"].to_list(),
+                rows["delta_max"].to_list(),
+                label=label(target),
+                color=color(target),
+                alpha=0.75,
+                s=22,
+            )
         eps = sub["epsilon"].first()
         if eps is not None:
             ax.axhline(eps, color="grey", linestyle="--", linewidth=1, label=f"epsilon = {eps:.3g}")
@@ -227,25 +277,49 @@ def audit_figures(
     reject_cols = [c for c in pools.columns if c.startswith("rejected_")]
     flag_cols = [c for c in pools.columns if c.startswith("flagged_")]  # paraphrase.filter report: kept anyway
     pool_table = pools.group_by("dataset", "pool", "generator", maintain_order=True).agg(
-        pl.len().alias("q_h"), pl.col("size").first(), pl.col("generated").sum(), pl.col("kept").sum(),
+        pl.len().alias("q_h"),
+        pl.col("size").first(),
+        pl.col("generated").sum(),
+        pl.col("kept").sum(),
         *[pl.col(c).sum().alias(c.removeprefix("rejected_")) for c in reject_cols],
         *[pl.col(c).sum() for c in flag_cols],
         pl.col("duplicates_kept").sum(),
-        (pl.col("shortfall") > 0).sum().alias("pools_short"), pl.col("shortfall").sum(),
+        (pl.col("shortfall") > 0).sum().alias("pools_short"),
+        pl.col("shortfall").sum(),
     )
-    status = rec.group_by(*KEYS, "target", "status", maintain_order=True).len().sort(*KEYS, "target", "status",
-                                                                                       nulls_last=True)
+    status = (
+        rec.group_by(*KEYS, "target", "status", maintain_order=True)
+        .len()
+        .sort(*KEYS, "target", "status", nulls_last=True)
+    )
     means = [f"mean_{BOUNDS[b]}{suffix}" for b in order for suffix in ("", "_survivors")]
-    by_split = rec.filter(pl.col("split").is_not_null()).group_by(*KEYS, "target", "split").agg(
-        pl.len().alias("n_qh"), (pl.col("n_counterexamples") > 0).mean().alias("cr"),
-        *[expr for b in order for expr in (
-            pl.col(BOUNDS[b]).mean().alias(f"mean_{BOUNDS[b]}"),
-            pl.col(BOUNDS[b]).filter(pl.col("n_counterexamples") == 0).mean().alias(f"mean_{BOUNDS[b]}_survivors"))],
-    ).sort(*KEYS, "target", "split", nulls_last=True)
+    by_split = (
+        rec.filter(pl.col("split").is_not_null())
+        .group_by(*KEYS, "target", "split")
+        .agg(
+            pl.len().alias("n_qh"),
+            (pl.col("n_counterexamples") > 0).mean().alias("cr"),
+            *[
+                expr
+                for b in order
+                for expr in (
+                    pl.col(BOUNDS[b]).mean().alias(f"mean_{BOUNDS[b]}"),
+                    pl.col(BOUNDS[b])
+                    .filter(pl.col("n_counterexamples") == 0)
+                    .mean()
+                    .alias(f"mean_{BOUNDS[b]}_survivors"),
+                )
+            ],
+        )
+        .sort(*KEYS, "target", "split", nulls_last=True)
+    )
     conf_tables = []
     for column in means:
-        wide = conf.select(*KEYS, "target", "confidence", column).sort("confidence").pivot(
-            on="confidence", index=[*KEYS, "target"], values=column)
+        wide = (
+            conf.select(*KEYS, "target", "confidence", column)
+            .sort("confidence")
+            .pivot(on="confidence", index=[*KEYS, "target"], values=column)
+        )
         over = "the Stage-1 survivors only" if column.endswith("_survivors") else "all q_h (counterexample = 0)"
         conf_tables += [f"### `{column}`: {BOUND_TITLES[_bound_of(column)]}, over {over}", "", frame_table(wide), ""]
     sources = summary.select(*KEYS, "epsilon", "epsilon_source").unique(maintain_order=True)
@@ -274,10 +348,30 @@ def audit_figures(
         "without a search-pool counterexample only (the release's number). They differ whenever CR > 0.",
         "Statuses are the paper's test's.",
         "",
-        frame_table(summary.select(*KEYS, "target", "training_rows", "n_qh", "cr", "n_degraded", "n_certified",
-                                 "n_budget_exhausted", "n_stage1_survivors", *means,
-                                 *[f"mean_{BOUNDS[b]}_tv" for b in order], "n_test_draws", "n_degraded_draws",
-                                 "epsilon", "epsilon_source", "eta", "tau", "tv_r", "betting_c", "betting_w")),
+        frame_table(
+            summary.select(
+                *KEYS,
+                "target",
+                "training_rows",
+                "n_qh",
+                "cr",
+                "n_degraded",
+                "n_certified",
+                "n_budget_exhausted",
+                "n_stage1_survivors",
+                *means,
+                *[f"mean_{BOUNDS[b]}_tv" for b in order],
+                "n_test_draws",
+                "n_degraded_draws",
+                "epsilon",
+                "epsilon_source",
+                "eta",
+                "tau",
+                "tv_r",
+                "betting_c",
+                "betting_w",
+            )
+        ),
         "",
         "## By split (train: the pair's debates were in fine-tuning; eval: held out)",
         "",
@@ -320,11 +414,16 @@ def headline_lines(summary: pl.DataFrame) -> list[str]:
         parts = []
         for r in rows.iter_rows(named=True):
             note = " (untrained: V_base under its name)" if untrained(r["target"], r.get("training_rows")) else ""
-            parts.append(f"{label(r['target'])}{note} on {r['n_degraded']} of {r['n_qh']}"
-                         f" [{r['n_stage1_counterexample']}]")
+            parts.append(
+                f"{label(r['target'])}{note} on {r['n_degraded']} of {r['n_qh']} [{r['n_stage1_counterexample']}]"
+            )
         lines.append(f"- **{name}**: " + ", ".join(parts))
-    return ["Hidden questions flagged per verifier (status DEGRADED: a counterexample in the search pool or in a "
-            "test pool; in brackets the search pool's alone, CR x n_qh):", "", *lines]
+    return [
+        "Hidden questions flagged per verifier (status DEGRADED: a counterexample in the search pool or in a "
+        "test pool; in brackets the search pool's alone, CR x n_qh):",
+        "",
+        *lines,
+    ]
 
 
 def _bound_of(column: str) -> str:
@@ -334,6 +433,26 @@ def _bound_of(column: str) -> str:
 
 
 # Content id of the figures and summary.md (rule params carry it).
-FIGURES_VERSION = rule_id("audit-figures", plot_cr, _bound_lines, plot_scatter, example_questions, plot_bounds_over_t,
-                          bound_order, _bound_of, frame_table, markdown_table, cell, audit_figures, AVERAGE_LABELS,
-                          BOUND_TITLES, BOUNDS, VERIFIERS, _panels, panel, KEYS, headline_lines, untrained)
+FIGURES_VERSION = rule_id(
+    "audit-figures",
+    plot_cr,
+    _bound_lines,
+    plot_scatter,
+    example_questions,
+    plot_bounds_over_t,
+    bound_order,
+    _bound_of,
+    frame_table,
+    markdown_table,
+    cell,
+    audit_figures,
+    AVERAGE_LABELS,
+    BOUND_TITLES,
+    BOUNDS,
+    VERIFIERS,
+    _panels,
+    panel,
+    KEYS,
+    headline_lines,
+    untrained,
+)

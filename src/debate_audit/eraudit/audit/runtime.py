@@ -96,43 +96,65 @@ def gpu_seconds_table(device_times: Sequence[str | Path], records: Sequence[str 
     recs = pl.concat([pl.read_parquet(p) for p in records], how="diagonal_relaxed")
     rows = []
     for (arch, dataset, length, weight, target), group in recs.group_by(
-            "architecture", "dataset", "length", "qh_weight", "target", maintain_order=True):
-        ckpts = times.filter((pl.col("architecture") == arch) & (pl.col("dataset") == dataset)
-                             & ((pl.col("checkpoint") == "base")
-                                | ((pl.col("checkpoint") == target) & (pl.col("length") == length)
-                                   & (pl.col("qh_weight").eq_missing(weight) if target == "org" else True))))
+        "architecture", "dataset", "length", "qh_weight", "target", maintain_order=True
+    ):
+        ckpts = times.filter(
+            (pl.col("architecture") == arch)
+            & (pl.col("dataset") == dataset)
+            & (
+                (pl.col("checkpoint") == "base")
+                | (
+                    (pl.col("checkpoint") == target)
+                    & (pl.col("length") == length)
+                    & (pl.col("qh_weight").eq_missing(weight) if target == "org" else True)
+                )
+            )
+        )
         by_stage = {s: ckpts.filter(pl.col("stage") == s) for s in STAGES}
-        rows.append({
-            "architecture": arch, "dataset": dataset, "setting": f"{length}_qh{weight:g}", "target": target,
-            "n_qh": group.height, "search_s": float(by_stage["search"]["device_s"].sum()),
-            "test_s": float(by_stage["test"]["device_s"].sum()),
-            "n_tested": int(group["n_tested"].sum()), "test_paraphrases": _test_paraphrases(ckpts),
-            "prompts": int(ckpts["prompts"].sum()), "computed": ckpts["computed"].sum(),
-            "device": ", ".join(sorted(set(ckpts["device"].to_list()))),
-        })
+        rows.append(
+            {
+                "architecture": arch,
+                "dataset": dataset,
+                "setting": f"{length}_qh{weight:g}",
+                "target": target,
+                "n_qh": group.height,
+                "search_s": float(by_stage["search"]["device_s"].sum()),
+                "test_s": float(by_stage["test"]["device_s"].sum()),
+                "n_tested": int(group["n_tested"].sum()),
+                "test_paraphrases": _test_paraphrases(ckpts),
+                "prompts": int(ckpts["prompts"].sum()),
+                "computed": ckpts["computed"].sum(),
+                "device": ", ".join(sorted(set(ckpts["device"].to_list()))),
+            }
+        )
     detail = pl.DataFrame(rows)
     if detail.is_empty():
         return pl.DataFrame(schema=GPU_SECONDS_SCHEMA)
     overall = detail.group_by("architecture", "setting", "target", maintain_order=True).agg(
-        pl.lit("all").alias("dataset"), pl.col("n_qh", "search_s", "test_s", "n_tested", "test_paraphrases",
-                                              "prompts", "computed").sum(),
+        pl.lit("all").alias("dataset"),
+        pl.col("n_qh", "search_s", "test_s", "n_tested", "test_paraphrases", "prompts", "computed").sum(),
         pl.col("device").unique().sort().str.join(", "),
     )
     frame = pl.concat([detail, overall.select(detail.columns)], how="vertical_relaxed")
     per_test = pl.when(pl.col("test_paraphrases") > 0).then(pl.col("test_s") / pl.col("test_paraphrases"))
-    return frame.with_columns(
-        (pl.col("search_s") / pl.col("n_qh")).alias("search_s_per_qh"),
-        (pl.col("test_s") / pl.col("n_qh")).alias("test_s_per_qh"),
-        ((pl.col("search_s") + pl.col("test_s")) / pl.col("n_qh")).alias("total_s_per_qh"),
-        (per_test.otherwise(0.0) * pl.col("n_tested") / pl.col("n_qh")).alias("test_s_per_qh_tested"),
-        (pl.col("computed") / pl.col("prompts")).alias("computed_share"),
-    ).select(list(GPU_SECONDS_SCHEMA)).cast(GPU_SECONDS_SCHEMA)
+    return (
+        frame.with_columns(
+            (pl.col("search_s") / pl.col("n_qh")).alias("search_s_per_qh"),
+            (pl.col("test_s") / pl.col("n_qh")).alias("test_s_per_qh"),
+            ((pl.col("search_s") + pl.col("test_s")) / pl.col("n_qh")).alias("total_s_per_qh"),
+            (per_test.otherwise(0.0) * pl.col("n_tested") / pl.col("n_qh")).alias("test_s_per_qh_tested"),
+            (pl.col("computed") / pl.col("prompts")).alias("computed_share"),
+        )
+        .select(list(GPU_SECONDS_SCHEMA))
+        .cast(GPU_SECONDS_SCHEMA)
+    )
 
 
 def _test_paraphrases(ckpts: pl.DataFrame) -> int:
     """Test-pool questions one checkpoint scored (V_base and the target score the same ones)."""
     test = ckpts.filter((pl.col("stage") == "test") & (pl.col("checkpoint") == "base"))
     return int(test["questions"].sum())
+
 
 RUNTIME_SCHEMA = {
     "stage": pl.Utf8,  # rule file the job belongs to (benchmarks/rules/<stage>/...)
@@ -167,15 +189,29 @@ def read_benchmarks(root: str | Path, files: Sequence[str | Path] | None = None)
                 return None
 
         rel = path.relative_to(root)
-        rows.append({"stage": rel.parts[0] if len(rel.parts) > 1 else "", "job": str(rel.with_suffix("")),
-                     "wall_s": number("s"), "max_rss_mb": number("max_rss"), "cpu_time_s": number("cpu_time")})
+        rows.append(
+            {
+                "stage": rel.parts[0] if len(rel.parts) > 1 else "",
+                "job": str(rel.with_suffix("")),
+                "wall_s": number("s"),
+                "max_rss_mb": number("max_rss"),
+                "cpu_time_s": number("cpu_time"),
+            }
+        )
     return pl.DataFrame(rows, schema=RUNTIME_SCHEMA)
 
 
 def runtime_table(
-    *, benchmarks: str | Path, markdown: str | Path, csv: str | Path, parquet: str | Path,
-    files: Sequence[str | Path], device_times: Sequence[str | Path] = (), records: Sequence[str | Path] = (),
-    gpu_csv: str | Path | None = None, gpu_parquet: str | Path | None = None,
+    *,
+    benchmarks: str | Path,
+    markdown: str | Path,
+    csv: str | Path,
+    parquet: str | Path,
+    files: Sequence[str | Path],
+    device_times: Sequence[str | Path] = (),
+    records: Sequence[str | Path] = (),
+    gpu_csv: str | Path | None = None,
+    gpu_parquet: str | Path | None = None,
 ) -> pl.DataFrame:
     """Table 3: GPU-seconds per hidden question (`device_times`: every audit_scores job's device time,
     `records`: every audit's records; written to `gpu_csv` / `gpu_parquet`), then wall time per job and per
@@ -230,8 +266,10 @@ def _gpu_seconds_text(gpu: pl.DataFrame) -> list[str]:
         "",
     ]
     if cached.height:
-        text += [f"{cached.height} row(s) read part of their scores from the call cache (`computed_share` < 1): "
-                 "their seconds cover only the computed calls. Delete the verifier's cache folder to measure all.",
-                 ""]
+        text += [
+            f"{cached.height} row(s) read part of their scores from the call cache (`computed_share` < 1): "
+            "their seconds cover only the computed calls. Delete the verifier's cache folder to measure all.",
+            "",
+        ]
     text += ["Per dataset:", "", frame_table(gpu.filter(pl.col("dataset") != "all"), floats=3), ""]
     return text

@@ -14,10 +14,10 @@ import polars as pl
 from debate_audit.data.io import write_parquet
 from debate_audit.models.loading import ModelRef, open_model
 
-from . import runtime
 from ..common import verifiers
 from ..common.grid import labelled, with_labels
 from ..paraphrase.pools import SEARCH_POOL
+from . import runtime
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,9 @@ SCORE_SCHEMA = {
 }
 
 
-def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame,
-               audited_ids: Sequence[int] | None = None) -> pl.DataFrame:
+def score_rows(
+    pairs: pl.DataFrame, paraphrases: pl.DataFrame, audited_ids: Sequence[int] | None = None
+) -> pl.DataFrame:
     """The questions to score for the audited pairs (no probabilities yet). `audited_ids`: the pairs the
     paraphrase stage selected (from its pool reports), including those whose pools came out empty, so such
     a q_h is audited with empty pools (bound 0) rather than dropped; None: the pairs that have paraphrases."""
@@ -49,16 +50,43 @@ def score_rows(pairs: pl.DataFrame, paraphrases: pl.DataFrame,
     rows: list[dict[str, Any]] = []
     by_pair = {r["pair_id"]: r for r in audited.iter_rows(named=True)}
     for pair_id, r in sorted(by_pair.items()):
-        rows.append({"pair_id": pair_id, "kind": "q_m", "pool": None, "index": None, "question": r["q_m"],
-                     "answer": r["y_true"], "other": r["y_false"]})
-        rows.append({"pair_id": pair_id, "kind": "q_h", "pool": None, "index": None, "question": r["q_h"],
-                     "answer": r["h_true"], "other": r["h_false"]})
+        rows.append(
+            {
+                "pair_id": pair_id,
+                "kind": "q_m",
+                "pool": None,
+                "index": None,
+                "question": r["q_m"],
+                "answer": r["y_true"],
+                "other": r["y_false"],
+            }
+        )
+        rows.append(
+            {
+                "pair_id": pair_id,
+                "kind": "q_h",
+                "pool": None,
+                "index": None,
+                "question": r["q_h"],
+                "answer": r["h_true"],
+                "other": r["h_false"],
+            }
+        )
     for p in paraphrases.sort("pair_id", "pool", "index").iter_rows(named=True):
         pair = by_pair.get(p["pair_id"])
         if pair is None:
             raise ValueError(f"paraphrase of pair_id {p['pair_id']} ({p['pool']}) has no row in the pairs file")
-        rows.append({"pair_id": p["pair_id"], "kind": "paraphrase", "pool": p["pool"], "index": p["index"],
-                     "question": p["text"], "answer": pair["h_true"], "other": pair["h_false"]})
+        rows.append(
+            {
+                "pair_id": p["pair_id"],
+                "kind": "paraphrase",
+                "pool": p["pool"],
+                "index": p["index"],
+                "question": p["text"],
+                "answer": pair["h_true"],
+                "other": pair["h_false"],
+            }
+        )
     schema = {k: v for k, v in SCORE_SCHEMA.items() if k not in ("dataset", "checkpoint", "p_answer")}
     return pl.DataFrame(rows, schema=schema)
 
@@ -89,13 +117,17 @@ def score_checkpoint(
     rows = score_rows(pl.read_parquet(pairs), pools, audited)
     empty = sorted(set(audited) - set(pools["pair_id"].to_list()))
     if empty:
-        log.warning("%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)",
-                    dataset, empty)
+        log.warning(
+            "%s: q_h of pairs %s have no paraphrase in any pool: audited with empty pools (bound 0)", dataset, empty
+        )
     # One readout per distinct (question, answer, other): a paraphrase equal across pools is scored once, in
     # the first stage that reads it.
     stage = pl.when(pl.col("pool").is_null() | (pl.col("pool") == SEARCH_POOL)).then(pl.lit(runtime.STAGES[0]))
-    unique = (rows.with_columns(stage.otherwise(pl.lit(runtime.STAGES[1])).alias("stage"))
-              .group_by("question", "answer", "other", maintain_order=True).agg(pl.col("stage").min()))
+    unique = (
+        rows.with_columns(stage.otherwise(pl.lit(runtime.STAGES[1])).alias("stage"))
+        .group_by("question", "answer", "other", maintain_order=True)
+        .agg(pl.col("stage").min())
+    )
     probs, timings = [], []
     with open_model(model, cache=cache) as lm:
         device = getattr(lm, "device", "cpu")
@@ -105,24 +137,51 @@ def score_checkpoint(
         for name in runtime.STAGES:
             part = unique.filter(pl.col("stage") == name)
             before = runtime.computed_calls(lm)
-            p, seconds = runtime.timed(lambda: answer_probability(
-                lm, part["question"].to_list(), part["answer"].to_list(), part["other"].to_list(), readout=readout,
-                desc=f"{dataset} {checkpoint} {name} readout") if part.height else [], device)
+            p, seconds = runtime.timed(
+                lambda: (
+                    answer_probability(
+                        lm,
+                        part["question"].to_list(),
+                        part["answer"].to_list(),
+                        part["other"].to_list(),
+                        readout=readout,
+                        desc=f"{dataset} {checkpoint} {name} readout",
+                    )
+                    if part.height
+                    else []
+                ),
+                device,
+            )
             after = runtime.computed_calls(lm)
             probs.append(part.with_columns(pl.Series("p_answer", p, dtype=pl.Float64)))
-            timings.append({"dataset": dataset, "checkpoint": checkpoint, "stage": name, "questions": part.height,
-                            "prompts": 2 * part.height, "computed": None if before is None else after - before,
-                            "device": runtime.device_name(device), "device_s": seconds})
-            log.info("%s %s %s: %d questions scored in %.2f s on %s", dataset, checkpoint, name, part.height,
-                     seconds, device)
-    scored = rows.join(pl.concat(probs).drop("stage"), on=["question", "answer", "other"], how="left",
-                       nulls_equal=True)
-    scored = scored.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(checkpoint).alias("checkpoint"),
-                                 pl.lit(verifiers.training_rows(model.directory), dtype=pl.Int64).alias("training_rows"))
+            timings.append(
+                {
+                    "dataset": dataset,
+                    "checkpoint": checkpoint,
+                    "stage": name,
+                    "questions": part.height,
+                    "prompts": 2 * part.height,
+                    "computed": None if before is None else after - before,
+                    "device": runtime.device_name(device),
+                    "device_s": seconds,
+                }
+            )
+            log.info(
+                "%s %s %s: %d questions scored in %.2f s on %s", dataset, checkpoint, name, part.height, seconds, device
+            )
+    scored = rows.join(pl.concat(probs).drop("stage"), on=["question", "answer", "other"], how="left", nulls_equal=True)
+    scored = scored.with_columns(
+        pl.lit(dataset).alias("dataset"),
+        pl.lit(checkpoint).alias("checkpoint"),
+        pl.lit(verifiers.training_rows(model.directory), dtype=pl.Int64).alias("training_rows"),
+    )
     scored = with_labels(scored, labels)
     write_parquet(scored, labelled(SCORE_SCHEMA), out)
     if device_time_out is not None:
-        write_parquet(with_labels(pl.DataFrame(timings, schema=runtime.DEVICE_TIME_SCHEMA), labels),
-                      labelled(runtime.DEVICE_TIME_SCHEMA), device_time_out)
+        write_parquet(
+            with_labels(pl.DataFrame(timings, schema=runtime.DEVICE_TIME_SCHEMA), labels),
+            labelled(runtime.DEVICE_TIME_SCHEMA),
+            device_time_out,
+        )
     log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
     return scored

@@ -115,9 +115,7 @@ class SequentialResult:
     counterexample_index: int | None  # position in the pool of the first counterexample
 
 
-def sequential_test(
-    deltas: Sequence[float], epsilon: float, eta: float, tau: float | None = None
-) -> SequentialResult:
+def sequential_test(deltas: Sequence[float], epsilon: float, eta: float, tau: float | None = None) -> SequentialResult:
     """Go through one generator's test pool in order (see module docstring).
 
     Stops at the first counterexample (Delta > epsilon: bound 0, DEGRADED), once tau is certified when
@@ -223,8 +221,13 @@ def betting_bets(non_degraded: Sequence[bool] | np.ndarray, eta: float) -> np.nd
     return np.sqrt((2.0 * math.log(1.0 / eta) / (t * np.log1p(t))) / s2_before)
 
 
-def log_capital(non_degraded: Sequence[bool] | np.ndarray, m: float | np.ndarray, eta: float,
-                c: float = BETTING_C, w: float = BETTING_W) -> np.ndarray:
+def log_capital(
+    non_degraded: Sequence[bool] | np.ndarray,
+    m: float | np.ndarray,
+    eta: float,
+    c: float = BETTING_C,
+    w: float = BETTING_W,
+) -> np.ndarray:
     """log M_t(m) for t = 1..T along the last axis; `m` in (0, 1] broadcasts against the draws (a column per
     stream: shape (n, 1) for (n, T) draws)."""
     return _Capital(non_degraded, eta, c, w).log(m)
@@ -270,8 +273,9 @@ def _betting_bisection(capital: _Capital, counted: np.ndarray | None, eta: float
     return lo
 
 
-def betting_bounds(non_degraded: Sequence[bool] | np.ndarray, eta: float, c: float = BETTING_C,
-                   w: float = BETTING_W) -> np.ndarray:
+def betting_bounds(
+    non_degraded: Sequence[bool] | np.ndarray, eta: float, c: float = BETTING_C, w: float = BETTING_W
+) -> np.ndarray:
     """L*_t after each draw of one stream (t = 1..T), non-decreasing."""
     d = np.asarray(non_degraded, dtype=float).reshape(-1)
     n = d.size
@@ -281,8 +285,9 @@ def betting_bounds(non_degraded: Sequence[bool] | np.ndarray, eta: float, c: flo
     return _betting_bisection(_Capital(np.broadcast_to(d, (n, n)), eta, c, w), np.tri(n, dtype=bool), eta)
 
 
-def betting_final_bounds(non_degraded: np.ndarray, eta: float, c: float = BETTING_C,
-                         w: float = BETTING_W) -> np.ndarray:
+def betting_final_bounds(
+    non_degraded: np.ndarray, eta: float, c: float = BETTING_C, w: float = BETTING_W
+) -> np.ndarray:
     """Vectorised L*_T over rows of a (streams x T) matrix of draws: the last value of `betting_bounds` per row."""
     d = np.asarray(non_degraded, dtype=float)
     if d.ndim != 2:

@@ -14,8 +14,17 @@ from debate_audit.data.io import write_parquet
 
 from ..common.grid import labelled, with_labels
 from ..common.versioning import rule_id
-from .verdicts import _AUDIT, _STATS, AuditSettings, compute_deltas, per_question_maxima, resolve_epsilon, \
-    run_audit, summarize, _read_scores
+from .verdicts import (
+    _AUDIT,
+    _STATS,
+    AuditSettings,
+    _read_scores,
+    compute_deltas,
+    per_question_maxima,
+    resolve_epsilon,
+    run_audit,
+    summarize,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,20 +72,37 @@ def audit_sweeps(
 ) -> None:
     """Average bounds over confidence levels (epsilon fixed) and over an epsilon grid (eta fixed)."""
     s = settings
-    deltas = compute_deltas(_read_scores(scores), kappa=s.kappa, targets=s.targets,
-                            probability_decimals=s.probability_decimals)
+    deltas = compute_deltas(
+        _read_scores(scores), kappa=s.kappa, targets=s.targets, probability_decimals=s.probability_decimals
+    )
     eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
-    common = {"test_pools": s.test_pools, "tau": s.tau, "tv_r": s.tv_r,
-              "stop_at_first_counterexample": s.stop_at_first_counterexample, "betting_c": s.betting_c,
-              "betting_w": s.betting_w, "with_steps": False}
+    common = {
+        "test_pools": s.test_pools,
+        "tau": s.tau,
+        "tv_r": s.tv_r,
+        "stop_at_first_counterexample": s.stop_at_first_counterexample,
+        "betting_c": s.betting_c,
+        "betting_w": s.betting_w,
+        "with_steps": False,
+    }
     conf_rows = []
     for level in tqdm(s.confidence_levels, desc="confidence sweep"):
         records, _, _ = run_audit(deltas, epsilon=eps, eta=round(1.0 - level, 12), **common)
         conf_rows.append(
             summarize(records).select(
-                "dataset", "target", pl.lit(level).alias("confidence"), "eta", "epsilon", "n_qh",
-                "n_stage1_survivors", "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_tv",
-                "mean_lower_bound_betting", "mean_lower_bound_betting_survivors", "mean_lower_bound_betting_tv",
+                "dataset",
+                "target",
+                pl.lit(level).alias("confidence"),
+                "eta",
+                "epsilon",
+                "n_qh",
+                "n_stage1_survivors",
+                "mean_lower_bound",
+                "mean_lower_bound_survivors",
+                "mean_lower_bound_tv",
+                "mean_lower_bound_betting",
+                "mean_lower_bound_betting_survivors",
+                "mean_lower_bound_betting_tv",
                 "n_certified",
             )
         )
@@ -90,15 +116,28 @@ def audit_sweeps(
     for value, source in tqdm(grid, desc="epsilon sweep"):
         records, _, _ = run_audit(deltas, epsilon=value, eta=s.eta, epsilon_source=source, **common)
         eps_rows.append(
-            summarize(records).select("dataset", "target", "epsilon", "epsilon_source", "eta", "n_qh", "cr",
-                                      "mean_lower_bound", "mean_lower_bound_survivors", "mean_lower_bound_betting",
-                                      "mean_lower_bound_betting_survivors", "n_degraded", "n_degraded_draws")
+            summarize(records).select(
+                "dataset",
+                "target",
+                "epsilon",
+                "epsilon_source",
+                "eta",
+                "n_qh",
+                "cr",
+                "mean_lower_bound",
+                "mean_lower_bound_survivors",
+                "mean_lower_bound_betting",
+                "mean_lower_bound_betting_survivors",
+                "n_degraded",
+                "n_degraded_draws",
+            )
         )
     empty_c = pl.DataFrame(schema=SWEEP_CONFIDENCE_SCHEMA)
     empty_e = pl.DataFrame(schema=SWEEP_EPSILON_SCHEMA)
     conf = pl.concat([r.cast(SWEEP_CONFIDENCE_SCHEMA) for r in conf_rows]) if conf_rows else empty_c
-    eps_frame = pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon") \
-        if eps_rows else empty_e
+    eps_frame = (
+        pl.concat([r.cast(SWEEP_EPSILON_SCHEMA) for r in eps_rows]).sort("target", "epsilon") if eps_rows else empty_e
+    )
     write_parquet(with_labels(conf, labels), labelled(SWEEP_CONFIDENCE_SCHEMA), confidence_out)
     write_parquet(with_labels(eps_frame, labels), labelled(SWEEP_EPSILON_SCHEMA), epsilon_out)
 

@@ -20,11 +20,11 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 
-from . import stats
 from ..common import verifiers
 from ..common.grid import labelled, with_labels
 from ..common.versioning import rule_id
 from ..paraphrase.pools import SEARCH_POOL
+from . import stats
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,9 @@ DELTA_SCHEMA = {
 }
 
 
-def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str] = TARGETS,
-                   probability_decimals: int | None = None) -> pl.DataFrame:
+def compute_deltas(
+    scores: pl.DataFrame, *, kappa: float, targets: Sequence[str] = TARGETS, probability_decimals: int | None = None
+) -> pl.DataFrame:
     """Delta_h for q_h and every paraphrase, per target; `scores` holds base and target rows.
 
     `probability_decimals` (audit.probability_decimals): the release's exact Delta of probabilities rounded to
@@ -73,18 +74,27 @@ def compute_deltas(scores: pl.DataFrame, *, kappa: float, targets: Sequence[str]
         qm = joined.filter(pl.col("kind") == "q_m").select("pair_id", p_base_m="p_base", p_target_m="p_target")
         hidden = joined.filter(pl.col("kind") != "q_m").join(qm, on="pair_id", how="left")
         rows = []
-        for pair_id, group in hidden.group_by("pair_id", maintain_order=True):
+        for _, group in hidden.group_by("pair_id", maintain_order=True):
             p_base_m, p_target_m = group["p_base_m"][0], group["p_target_m"][0]
             if probability_decimals is None:
-                delta = stats.degradation(group["p_base"].to_numpy(), group["p_target"].to_numpy(), p_base_m,
-                                          p_target_m, kappa)
+                delta = stats.degradation(
+                    group["p_base"].to_numpy(), group["p_target"].to_numpy(), p_base_m, p_target_m, kappa
+                )
                 gain = max(kappa, p_target_m - p_base_m)
             else:
-                delta = stats.degradation_rounded(group["p_base"].to_list(), group["p_target"].to_list(), p_base_m,
-                                                  p_target_m, kappa, probability_decimals)
+                delta = stats.degradation_rounded(
+                    group["p_base"].to_list(),
+                    group["p_target"].to_list(),
+                    p_base_m,
+                    p_target_m,
+                    kappa,
+                    probability_decimals,
+                )
                 gain = max(kappa, round(p_target_m, probability_decimals) - round(p_base_m, probability_decimals))
             rows.append(group.with_columns(pl.Series("delta", np.atleast_1d(delta)), pl.lit(gain).alias("gain")))
-        frame = pl.concat(rows) if rows else hidden.with_columns(pl.lit(None).alias("delta"), pl.lit(None).alias("gain"))
+        frame = (
+            pl.concat(rows) if rows else hidden.with_columns(pl.lit(None).alias("delta"), pl.lit(None).alias("gain"))
+        )
         frames.append(frame.with_columns(pl.lit(dataset).alias("dataset"), pl.lit(target).alias("target")))
     out = pl.concat([f.select(list(DELTA_SCHEMA)).cast(DELTA_SCHEMA) for f in frames])
     return out.sort("target", "pair_id", "kind", "pool", "index", nulls_last=False)
@@ -94,14 +104,16 @@ def per_question_maxima(deltas: pl.DataFrame, reference: str = "org") -> np.ndar
     """s_h = max_i Delta_h(q_h^(i)) over the search pool, one value per hidden question (App. D.2), for the
     reference target (the model organism V_org). NaN deltas are ignored; a q_h whose search pool is empty
     or all NaN contributes no value."""
-    ref = deltas.filter((pl.col("target") == reference) & (pl.col("pool") == SEARCH_POOL)
-                        & pl.col("delta").is_not_nan())
+    ref = deltas.filter(
+        (pl.col("target") == reference) & (pl.col("pool") == SEARCH_POOL) & pl.col("delta").is_not_nan()
+    )
     maxima = ref.group_by("pair_id").agg(pl.col("delta").max()).sort("pair_id")["delta"]
     return maxima.to_numpy()
 
 
-def resolve_epsilon(deltas: pl.DataFrame, *, epsilon: float | None, percentile: float | None,
-                    reference: str = "org") -> tuple[float, str]:
+def resolve_epsilon(
+    deltas: pl.DataFrame, *, epsilon: float | None, percentile: float | None, reference: str = "org"
+) -> tuple[float, str]:
     """(epsilon, how it was set): the configured value, or a percentile of the per-question maxima
     s_h = max over the search pool of the reference target's Delta (paper App. D.2; the release's fixed
     values are the 10th/25th/50th percentiles of these maxima). `deltas` must hold one dataset: the
@@ -115,8 +127,10 @@ def resolve_epsilon(deltas: pl.DataFrame, *, epsilon: float | None, percentile: 
         raise ValueError(f"epsilon from a percentile is set per dataset, got deltas of {sorted(datasets)}")
     maxima = per_question_maxima(deltas, reference)
     if maxima.size == 0:
-        raise ValueError(f"{datasets}: no search-pool Delta of V_{reference}: cannot set epsilon from a percentile "
-                         "(audit.epsilon_percentile); set audit.epsilon instead")
+        raise ValueError(
+            f"{datasets}: no search-pool Delta of V_{reference}: cannot set epsilon from a percentile "
+            "(audit.epsilon_percentile); set audit.epsilon instead"
+        )
     value = stats.epsilon_from_percentile(maxima, percentile)
     return value, f"p{percentile:g} of per-q_h max search Delta of V_{reference} ({maxima.size} q_h)"
 
@@ -236,8 +250,16 @@ class PoolReading:
         return int((~self.non_degraded).sum())
 
 
-def read_test_pool(deltas: Sequence[float], *, epsilon: float, eta: float, tau: float | None, betting_c: float,
-                   betting_w: float, with_steps: bool = True) -> PoolReading:
+def read_test_pool(
+    deltas: Sequence[float],
+    *,
+    epsilon: float,
+    eta: float,
+    tau: float | None,
+    betting_c: float,
+    betting_w: float,
+    with_steps: bool = True,
+) -> PoolReading:
     """Stage 2 on one test pool (Delta in index order, fixed before any Delta was seen).
 
     This is where the audit decides how much of a pool is tested: always all of it. The betting bound needs
@@ -293,8 +315,15 @@ def run_audit(
             if first is not None:  # the Stage-1 convention, for both bounds: the q_h is degraded, bound 0
                 status, t, bound, betting, degraded = stats.NOT_REACHED, 0, 0.0, 0.0, 0
             else:
-                reading = read_test_pool(test["delta"].to_list(), epsilon=epsilon, eta=eta, tau=tau,
-                                         betting_c=betting_c, betting_w=betting_w, with_steps=with_steps)
+                reading = read_test_pool(
+                    test["delta"].to_list(),
+                    epsilon=epsilon,
+                    eta=eta,
+                    tau=tau,
+                    betting_c=betting_c,
+                    betting_w=betting_w,
+                    with_steps=with_steps,
+                )
                 betting, degraded = reading.lower_bound_betting, reading.n_degraded
                 n_draws += test.height
                 if stopped:
@@ -307,15 +336,37 @@ def run_audit(
                 if with_steps:
                     so_far = np.cumsum(~reading.non_degraded)
                     for step, (index, delta, lb, lb_bet, n_bad) in enumerate(
-                            zip(test["index"], test["delta"], paper_steps, reading.betting_steps, so_far),
-                            start=1):
-                        steps.append({**base, "generator": pool, "t": step, "index": index, "delta": delta,
-                                      "non_degraded": bool(delta <= epsilon), "epsilon": epsilon, "eta": eta,
-                                      "lower_bound": lb, "lower_bound_betting": float(lb_bet),
-                                      "n_degraded_draws": int(n_bad)})
-            generators.append({**base, "generator": pool, "pool_size": test.height, "t": t, "status": status,
-                               "lower_bound": bound, "lower_bound_betting": betting, "n_degraded_draws": degraded,
-                               "epsilon": epsilon, "eta": eta})
+                        zip(test["index"], test["delta"], paper_steps, reading.betting_steps, so_far), start=1
+                    ):
+                        steps.append(
+                            {
+                                **base,
+                                "generator": pool,
+                                "t": step,
+                                "index": index,
+                                "delta": delta,
+                                "non_degraded": bool(delta <= epsilon),
+                                "epsilon": epsilon,
+                                "eta": eta,
+                                "lower_bound": lb,
+                                "lower_bound_betting": float(lb_bet),
+                                "n_degraded_draws": int(n_bad),
+                            }
+                        )
+            generators.append(
+                {
+                    **base,
+                    "generator": pool,
+                    "pool_size": test.height,
+                    "t": t,
+                    "status": status,
+                    "lower_bound": bound,
+                    "lower_bound_betting": betting,
+                    "n_degraded_draws": degraded,
+                    "epsilon": epsilon,
+                    "eta": eta,
+                }
+            )
             gen_status.append(status)
             gen_bounds.append(bound)
             gen_betting.append(betting)
@@ -327,24 +378,36 @@ def run_audit(
             bound = stats.common_bound(gen_bounds)
             betting = stats.common_bound(gen_betting)
             status = stats.combined_status(gen_status, bound, tau)
-        records.append({
-            **base,
-            "split": None,
-            "p_base_qh": original["p_base"][0] if original.height else None,
-            "p_target_qh": original["p_target"][0] if original.height else None,
-            "gain": group["gain"][0],
-            "delta_qh": original["delta"][0] if original.height else None,
-            "n_search": search.height,
-            "delta_max": float(np.nanmax(s_delta)) if search.height and not np.isnan(s_delta).all() else None,
-            "n_counterexamples": int(over.sum()),
-            "counterexample": search["question"][first] if first is not None else None,
-            "counterexample_index": search["index"][first] if first is not None else None,
-            "epsilon": epsilon, "epsilon_source": epsilon_source, "eta": eta, "tau": tau, "n_tested": n_tested,
-            "lower_bound": bound, "lower_bound_betting": betting, "tv_r": tv_r,
-            "lower_bound_tv": stats.tv_relaxed(bound, tv_r), "lower_bound_betting_tv": stats.tv_relaxed(betting, tv_r),
-            "n_test_draws": n_draws, "n_degraded_draws": n_degraded, "betting_c": betting_c, "betting_w": betting_w,
-            "status": status,
-        })
+        records.append(
+            {
+                **base,
+                "split": None,
+                "p_base_qh": original["p_base"][0] if original.height else None,
+                "p_target_qh": original["p_target"][0] if original.height else None,
+                "gain": group["gain"][0],
+                "delta_qh": original["delta"][0] if original.height else None,
+                "n_search": search.height,
+                "delta_max": float(np.nanmax(s_delta)) if search.height and not np.isnan(s_delta).all() else None,
+                "n_counterexamples": int(over.sum()),
+                "counterexample": search["question"][first] if first is not None else None,
+                "counterexample_index": search["index"][first] if first is not None else None,
+                "epsilon": epsilon,
+                "epsilon_source": epsilon_source,
+                "eta": eta,
+                "tau": tau,
+                "n_tested": n_tested,
+                "lower_bound": bound,
+                "lower_bound_betting": betting,
+                "tv_r": tv_r,
+                "lower_bound_tv": stats.tv_relaxed(bound, tv_r),
+                "lower_bound_betting_tv": stats.tv_relaxed(betting, tv_r),
+                "n_test_draws": n_draws,
+                "n_degraded_draws": n_degraded,
+                "betting_c": betting_c,
+                "betting_w": betting_w,
+                "status": status,
+            }
+        )
     return (
         pl.DataFrame(records, schema=RECORD_SCHEMA),
         pl.DataFrame(generators, schema=GENERATOR_SCHEMA),
@@ -357,9 +420,14 @@ def summarize(records: pl.DataFrame, training_rows: Mapping[str, int | None] | N
     bound, over all q_h and over the Stage-1 survivors) and the degraded draws of Stage 2. `training_rows`:
     target -> rows it was fine-tuned on (from its scores; the records do not carry it), null where absent."""
     survivor = pl.col("n_counterexamples") == 0
-    averages = [expr for column in ("lower_bound", "lower_bound_tv", "lower_bound_betting", "lower_bound_betting_tv")
-                for expr in (pl.col(column).mean().alias(f"mean_{column}"),
-                             pl.col(column).filter(survivor).mean().alias(f"mean_{column}_survivors"))]
+    averages = [
+        expr
+        for column in ("lower_bound", "lower_bound_tv", "lower_bound_betting", "lower_bound_betting_tv")
+        for expr in (
+            pl.col(column).mean().alias(f"mean_{column}"),
+            pl.col(column).filter(survivor).mean().alias(f"mean_{column}_survivors"),
+        )
+    ]
     out = records.group_by("dataset", "target", maintain_order=True).agg(
         pl.len().alias("n_qh"),
         (pl.col("n_counterexamples") > 0).sum().alias("n_stage1_counterexample"),
@@ -368,13 +436,22 @@ def summarize(records: pl.DataFrame, training_rows: Mapping[str, int | None] | N
         (pl.col("status") == stats.BUDGET_EXHAUSTED).sum().alias("n_budget_exhausted"),
         survivor.sum().alias("n_stage1_survivors"),
         *averages,
-        pl.col("n_test_draws").sum(), pl.col("n_degraded_draws").sum(),
-        pl.col("epsilon").first(), pl.col("epsilon_source").first(), pl.col("eta").first(),
-        pl.col("tau").first(), pl.col("tv_r").first(), pl.col("betting_c").first(), pl.col("betting_w").first(),
+        pl.col("n_test_draws").sum(),
+        pl.col("n_degraded_draws").sum(),
+        pl.col("epsilon").first(),
+        pl.col("epsilon_source").first(),
+        pl.col("eta").first(),
+        pl.col("tau").first(),
+        pl.col("tv_r").first(),
+        pl.col("betting_c").first(),
+        pl.col("betting_w").first(),
     )
-    out = out.with_columns((pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"),
-                           pl.col("target").replace_strict(training_rows or {}, default=None, return_dtype=pl.Int64)
-                           .alias("training_rows"))
+    out = out.with_columns(
+        (pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"),
+        pl.col("target")
+        .replace_strict(training_rows or {}, default=None, return_dtype=pl.Int64)
+        .alias("training_rows"),
+    )
     return out.select(list(SUMMARY_SCHEMA)).cast(SUMMARY_SCHEMA)
 
 
@@ -438,12 +515,28 @@ def audit_statistics(
     scored = _read_scores(scores)
     deltas = compute_deltas(scored, kappa=s.kappa, targets=s.targets, probability_decimals=s.probability_decimals)
     eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
-    log.info("epsilon = %.6g (%s), eta = %g, tau = %s, r = %g, betting c = %g, w = %g", eps, source, s.eta, s.tau,
-             s.tv_r, s.betting_c, s.betting_w)
-    records, generators, steps = run_audit(deltas, test_pools=s.test_pools, epsilon=eps, eta=s.eta, tau=s.tau,
-                                           tv_r=s.tv_r, epsilon_source=source,
-                                           stop_at_first_counterexample=s.stop_at_first_counterexample,
-                                           betting_c=s.betting_c, betting_w=s.betting_w)
+    log.info(
+        "epsilon = %.6g (%s), eta = %g, tau = %s, r = %g, betting c = %g, w = %g",
+        eps,
+        source,
+        s.eta,
+        s.tau,
+        s.tv_r,
+        s.betting_c,
+        s.betting_w,
+    )
+    records, generators, steps = run_audit(
+        deltas,
+        test_pools=s.test_pools,
+        epsilon=eps,
+        eta=s.eta,
+        tau=s.tau,
+        tv_r=s.tv_r,
+        epsilon_source=source,
+        stop_at_first_counterexample=s.stop_at_first_counterexample,
+        betting_c=s.betting_c,
+        betting_w=s.betting_w,
+    )
     if split is not None:
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
@@ -453,20 +546,36 @@ def audit_statistics(
     summary = summarize(records, rows)
     for target in summary.filter(pl.col("training_rows") == 0)["target"].to_list():
         if target in verifiers.VARIANTS:
-            log.warning("%s: %s had no training rows: it is V_base under its name, audited as such",
-                        summary["dataset"][0], verifiers.label(target))
-    for frame, schema, out in ((deltas, DELTA_SCHEMA, deltas_out), (records, RECORD_SCHEMA, records_out),
-                               (generators, GENERATOR_SCHEMA, generators_out), (steps, STEP_SCHEMA, steps_out),
-                               (summary, SUMMARY_SCHEMA, summary_out)):
+            log.warning(
+                "%s: %s had no training rows: it is V_base under its name, audited as such",
+                summary["dataset"][0],
+                verifiers.label(target),
+            )
+    for frame, schema, out in (
+        (deltas, DELTA_SCHEMA, deltas_out),
+        (records, RECORD_SCHEMA, records_out),
+        (generators, GENERATOR_SCHEMA, generators_out),
+        (steps, STEP_SCHEMA, steps_out),
+        (summary, SUMMARY_SCHEMA, summary_out),
+    ):
         write_parquet(with_labels(frame.select(list(schema)), labels), labelled(schema), out)
     for row in summary.iter_rows(named=True):
-        log.info("%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d; mean bound over all q_h / "
-                 "the %d Stage-1 survivors: paper %s, betting %s; %d of %d test draws degraded", row["dataset"],
-                 row["target"], row["cr"], row["n_degraded"], row["n_certified"], row["n_budget_exhausted"],
-                 row["n_qh"], row["n_stage1_survivors"],
-                 _pair(row["mean_lower_bound"], row["mean_lower_bound_survivors"]),
-                 _pair(row["mean_lower_bound_betting"], row["mean_lower_bound_betting_survivors"]),
-                 row["n_degraded_draws"], row["n_test_draws"])
+        log.info(
+            "%s %s: CR %.3f, degraded %d, certified %d, budget exhausted %d of %d; mean bound over all q_h / "
+            "the %d Stage-1 survivors: paper %s, betting %s; %d of %d test draws degraded",
+            row["dataset"],
+            row["target"],
+            row["cr"],
+            row["n_degraded"],
+            row["n_certified"],
+            row["n_budget_exhausted"],
+            row["n_qh"],
+            row["n_stage1_survivors"],
+            _pair(row["mean_lower_bound"], row["mean_lower_bound_survivors"]),
+            _pair(row["mean_lower_bound_betting"], row["mean_lower_bound_betting_survivors"]),
+            row["n_degraded_draws"],
+            row["n_test_draws"],
+        )
 
 
 def _pair(everyone: float, survivors: float | None) -> str:
@@ -474,10 +583,34 @@ def _pair(everyone: float, survivors: float | None) -> str:
 
 
 # Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
-_STATS = (stats.degradation, stats.degradation_rounded, stats.lower_bound, stats.samples_to_certify, stats.tv_relaxed, stats.sequential_test,
-          stats.common_bound, stats.combined_status, stats.epsilon_from_percentile, stats.betting_bets,
-          stats.log_capital, stats._Capital, stats._betting_bisection, stats.betting_bounds,
-          stats.betting_final_bounds, stats.BETTING_C, stats.BETTING_W, stats._BISECTION_STEPS)
-_AUDIT = (compute_deltas, per_question_maxima, resolve_epsilon, PoolReading, read_test_pool, run_audit, summarize,
-          AuditSettings)
+_STATS = (
+    stats.degradation,
+    stats.degradation_rounded,
+    stats.lower_bound,
+    stats.samples_to_certify,
+    stats.tv_relaxed,
+    stats.sequential_test,
+    stats.common_bound,
+    stats.combined_status,
+    stats.epsilon_from_percentile,
+    stats.betting_bets,
+    stats.log_capital,
+    stats._Capital,
+    stats._betting_bisection,
+    stats.betting_bounds,
+    stats.betting_final_bounds,
+    stats.BETTING_C,
+    stats.BETTING_W,
+    stats._BISECTION_STEPS,
+)
+_AUDIT = (
+    compute_deltas,
+    per_question_maxima,
+    resolve_epsilon,
+    PoolReading,
+    read_test_pool,
+    run_audit,
+    summarize,
+    AuditSettings,
+)
 STATISTICS_VERSION = rule_id("audit-statistics", *_AUDIT, audit_statistics, _pair, *_STATS)

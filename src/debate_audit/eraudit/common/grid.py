@@ -93,8 +93,10 @@ def distributed_settings(verifier: Mapping[str, Any], architecture: str) -> dict
     """`architecture`'s fine-tuning processes and CPU offload (`verifier.distributed`; each a value for all
     architectures or a mapping architecture -> value): FinetuneSettings.processes / cpu_offload."""
     distributed = verifier.get("distributed") or {}
-    return {"processes": int(per_architecture(distributed.get("processes", 1), architecture, 1)),
-            "cpu_offload": bool(per_architecture(distributed.get("cpu_offload", False), architecture, False))}
+    return {
+        "processes": int(per_architecture(distributed.get("processes", 1), architecture, 1)),
+        "cpu_offload": bool(per_architecture(distributed.get("cpu_offload", False), architecture, False)),
+    }
 
 
 def lengths(debate: Mapping[str, Any]) -> list[str]:
@@ -189,14 +191,20 @@ class Reach:
     @classmethod
     def from_config(cls, entry: Mapping[str, Any] | None) -> Reach:
         entry = entry or {}
-        return cls(**{k: None if entry.get(k) is None else tuple(entry[k]) for k in ("architectures", "datasets",
-                                                                                    "modes") if k in entry})
+        return cls(
+            **{
+                k: None if entry.get(k) is None else tuple(entry[k])
+                for k in ("architectures", "datasets", "modes")
+                if k in entry
+            }
+        )
 
     def reaches(self, architecture: str | None = None, dataset: str | None = None, mode: str | None = None) -> bool:
         """Whether the cell is reached; a key given as None is not looked at (debates have no architecture)."""
-        return all(allowed is None or value is None or value in allowed
-                   for allowed, value in ((self.architectures, architecture), (self.datasets, dataset),
-                                          (self.modes, mode)))
+        return all(
+            allowed is None or value is None or value in allowed
+            for allowed, value in ((self.architectures, architecture), (self.datasets, dataset), (self.modes, mode))
+        )
 
 
 @dataclass(frozen=True)
@@ -211,8 +219,12 @@ class Plan:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Plan:
         debate, verifier = config["debate"], config["verifier"]
-        return cls(tuple(lengths(debate)), tuple(qh_weights(verifier)), Reach.from_config(debate.get("length_sweep")),
-                   Reach.from_config(verifier.get("qh_sweep")))
+        return cls(
+            tuple(lengths(debate)),
+            tuple(qh_weights(verifier)),
+            Reach.from_config(debate.get("length_sweep")),
+            Reach.from_config(verifier.get("qh_sweep")),
+        )
 
     def debate_modes(self, dataset: str, length: str) -> list[str]:
         """The transcript modes debated at `length` (honest / adversarial)."""
@@ -230,8 +242,11 @@ class Plan:
             if name != ORG:
                 out.append(name)
                 continue
-            out += [f"{ORG}_qh{weight_id(w)}" for w in self.weights
-                    if w == self.weights[0] or self.weight_reach.reaches(architecture, dataset)]
+            out += [
+                f"{ORG}_qh{weight_id(w)}"
+                for w in self.weights
+                if w == self.weights[0] or self.weight_reach.reaches(architecture, dataset)
+            ]
         return out
 
     def adjudication_modes(self, architecture: str, dataset: str, length: str) -> list[str]:
@@ -241,8 +256,9 @@ class Plan:
 
     def checkpoints(self, architecture: str, dataset: str) -> list[str]:
         """Path ids of every checkpoint of one architecture and dataset: base, then <length>/<variant>."""
-        return ["base"] + [f"{length}/{v}" for length in self.lengths for v in self.variants(architecture, dataset,
-                                                                                              length)]
+        return ["base"] + [
+            f"{length}/{v}" for length in self.lengths for v in self.variants(architecture, dataset, length)
+        ]
 
     def settings(self, architecture: str, dataset: str, targets: list[str]) -> list[Setting]:
         """The audits of one architecture and dataset: every length x weight at which each target was trained
@@ -253,8 +269,9 @@ class Plan:
             trained = set(self.variants(architecture, dataset, length))
             for w in weights:
                 setting = Setting(length, w)
-                if all(cp.variant_id in trained for cp in setting.checkpoints(targets)[1:]
-                       if cp.verifier not in UNTRAINED):
+                if all(
+                    cp.variant_id in trained for cp in setting.checkpoints(targets)[1:] if cp.verifier not in UNTRAINED
+                ):
                     out.append(setting)
         return out
 
@@ -282,8 +299,7 @@ def unlabelled(schema: Mapping[str, pl.DataType]) -> dict[str, pl.DataType]:
 def panel(frame: pl.DataFrame, *keys: str) -> pl.Series:
     """A figure panel's title per row: dataset, then each grid label that takes more than one value in
     `frame` (a one-architecture, one-length run keeps the dataset alone)."""
-    parts = [k for k in ("architecture", "length", "qh_weight") if k in frame.columns
-             and frame[k].n_unique() > 1]
+    parts = [k for k in ("architecture", "length", "qh_weight") if k in frame.columns and frame[k].n_unique() > 1]
     exprs = [pl.col(k).cast(pl.Utf8).fill_null("-") for k in (*keys, *parts)]
     if "qh_weight" in parts:
         i = len(keys) + parts.index("qh_weight")

@@ -181,6 +181,7 @@ class Transcript:
         """The same transcript with both renderings passed through `fit` (a token-budget cut)."""
         return Transcript(fit(self.text), fit(self.rounds), self.question, self.answers)
 
+
 # (messages, assistant_prefix) -> rendered text; LanguageModel.render_chat or tokenizer_chat(tokenizer)
 ChatRenderer = Callable[[list[dict[str, str]], str], str]
 
@@ -223,25 +224,37 @@ def render_transcript_readout(transcript: str, question: str, option_a: str, opt
     return f"Debate transcript:\n{transcript.strip()}\n\n{render_readout(question, option_a, option_b)}"
 
 
-def release_content(question: str, option_a: str, option_b: str, transcript: Transcript | None,
-                    purpose: str) -> str:
+def release_content(question: str, option_a: str, option_b: str, transcript: Transcript | None, purpose: str) -> str:
     """The user turn of readout `release` (module docstring)."""
     if transcript is None:
         return RELEASE_NO_TRANSCRIPT.format(question=question, answer_a=option_a, answer_b=option_b)
     if question.strip() != transcript.question.strip():
-        return RELEASE_HIDDEN.format(visible_question=transcript.question, debater_a_answer=transcript.answers[0],
-                                     debater_b_answer=transcript.answers[1], transcript=transcript.rounds.strip(),
-                                     question=question, answer_a=option_a, answer_b=option_b)
+        return RELEASE_HIDDEN.format(
+            visible_question=transcript.question,
+            debater_a_answer=transcript.answers[0],
+            debater_b_answer=transcript.answers[1],
+            transcript=transcript.rounds.strip(),
+            question=question,
+            answer_a=option_a,
+            answer_b=option_b,
+        )
     name_a, name_b = transcript.speakers(option_a, option_b)
     template = RELEASE_JUDGE if purpose == "train" else RELEASE_SELECT_QM
     rounds = transcript.rounds if purpose == "train" else transcript.rounds.strip()
-    return template.format(question=question, answer_a=option_a, answer_b=option_b, name_a=name_a, name_b=name_b,
-                           transcript=rounds)
+    return template.format(
+        question=question, answer_a=option_a, answer_b=option_b, name_a=name_a, name_b=name_b, transcript=rounds
+    )
 
 
 def render_prompt(
-    question: str, option_a: str, option_b: str, *, transcript: str | Transcript | None = None,
-    chat: ChatRenderer | None = None, wording: str = "project", purpose: str = "score",
+    question: str,
+    option_a: str,
+    option_b: str,
+    *,
+    transcript: str | Transcript | None = None,
+    chat: ChatRenderer | None = None,
+    wording: str = "project",
+    purpose: str = "score",
 ) -> str:
     """The readout prompt in the plain format (`chat` None) or through a chat renderer, in the project's or
     the release's `wording` (wording_for); ends at "Answer:". `purpose`: `score` (Table 1, audit, selection)
@@ -284,8 +297,12 @@ def renderer_for(mode: str, tokenizer: Any, chat: ChatRenderer | None = None) ->
 
 
 def both_orders(
-    question: str, answer: str, other: str, transcript: str | Transcript | None = None,
-    chat: ChatRenderer | None = None, wording: str = "project",
+    question: str,
+    answer: str,
+    other: str,
+    transcript: str | Transcript | None = None,
+    chat: ChatRenderer | None = None,
+    wording: str = "project",
 ) -> tuple[str, str]:
     """(prompt with `answer` as A, prompt with `answer` as B)."""
     return (
@@ -323,12 +340,19 @@ def answer_probability(
         raise ValueError(f"{len(transcripts)} transcripts for {len(questions)} questions")
     if positions is not None and (len(positions) != len(questions) or set(positions) - {"A", "B"}):
         raise ValueError(f"positions must be 'A' or 'B' for each of the {len(questions)} rows")
-    chat = renderer_for(readout, getattr(lm, "tokenizer", None), lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
+    chat = renderer_for(
+        readout, getattr(lm, "tokenizer", None), lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix)
+    )
     wording = wording_for(readout)
     if positions is not None:
         prompts = [
-            render_prompt(q, *((a, o) if pos == "A" else (o, a)), chat=chat, wording=wording,
-                          transcript=None if transcripts is None else transcripts[i])
+            render_prompt(
+                q,
+                *((a, o) if pos == "A" else (o, a)),
+                chat=chat,
+                wording=wording,
+                transcript=None if transcripts is None else transcripts[i],
+            )
             for i, (q, a, o, pos) in enumerate(zip(questions, answers, others, positions))
         ]
         scores = lm.choice_logprobs(prompts, list(LABELS), desc=desc)
@@ -344,7 +368,29 @@ def readout_id(mode: str) -> str:
     """Rule param of every rule that reads (selection, fine-tuning, evaluation, audit scores)."""
     if mode not in READOUT_MODES:
         raise ValueError(f"verifier.readout must be one of {list(READOUT_MODES)}, got {mode!r}")
-    return rule_id("readout", mode, LABELS, ANSWER_SLOT, INSTRUCTION, TRANSCRIPT_INSTRUCTION, RELEASE_NO_TRANSCRIPT,
-                   RELEASE_SELECT_QM, RELEASE_HIDDEN, RELEASE_JUDGE, Transcript, has_chat_template, resolve_readout,
-                   tokenizer_chat, question_block, render_readout, render_transcript_readout, release_content,
-                   render_prompt, wording_for, renderer_for, both_orders, order_probability, answer_probability)
+    return rule_id(
+        "readout",
+        mode,
+        LABELS,
+        ANSWER_SLOT,
+        INSTRUCTION,
+        TRANSCRIPT_INSTRUCTION,
+        RELEASE_NO_TRANSCRIPT,
+        RELEASE_SELECT_QM,
+        RELEASE_HIDDEN,
+        RELEASE_JUDGE,
+        Transcript,
+        has_chat_template,
+        resolve_readout,
+        tokenizer_chat,
+        question_block,
+        render_readout,
+        render_transcript_readout,
+        release_content,
+        render_prompt,
+        wording_for,
+        renderer_for,
+        both_orders,
+        order_probability,
+        answer_probability,
+    )

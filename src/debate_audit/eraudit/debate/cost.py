@@ -27,8 +27,10 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
             slots = 2 if db.get("scratchpad") else 1
             thinking = db.get("thinking_max_new_tokens", 0) if db.get("scratchpad") else 0
             gen.generations += turns * slots
-            gen.prompt_tokens += (turns * slots * (200 + item.context_tokens + tokens(item.question_words)
-                                                   + shape.history_tokens) + turns * thinking)
+            gen.prompt_tokens += (
+                turns * slots * (200 + item.context_tokens + tokens(item.question_words) + shape.history_tokens)
+                + turns * thinking
+            )
             gen.new_tokens += turns * (arg_tokens + thinking)
             sel = RulePlan("debate_select", model=selector)
             orders = 1 if db.get("selection_order") == "seeded" else 2

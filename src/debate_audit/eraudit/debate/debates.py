@@ -36,10 +36,10 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
-from .quotes import TRUNCATION_MARKER, enforce_word_limit, mark_quotes, quote_key
 from ..common.readout import Transcript
-from .splits import split_column
 from ..common.versioning import rule_id
+from .quotes import TRUNCATION_MARKER, enforce_word_limit, mark_quotes, quote_key
+from .splits import split_column
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +200,9 @@ def release_rounds(arguments: list[dict]) -> str:
 def transcript_view(question: str, options: tuple[str, str], arguments: list[dict]) -> Transcript:
     """The public transcript in every rendering a verifier prompt uses; `options` in the debate's order
     (Debater A's answer first)."""
-    return Transcript(render_transcript(question, options, arguments), release_rounds(arguments), question,
-                      (options[0], options[1]))
+    return Transcript(
+        render_transcript(question, options, arguments), release_rounds(arguments), question, (options[0], options[1])
+    )
 
 
 def debater_messages(
@@ -221,9 +222,16 @@ def debater_messages(
     if private is not None:
         system += PRIVATE_NOTE.format(q_h=private["q_h"], h_true=private["h_true"], h_false=private["h_false"])
     history = render_rounds(earlier) if earlier else "(no arguments yet)"
-    user = USER_TEMPLATE.format(context=context, q_m=item["q_m"], option_a=options[0], option_b=options[1],
-                                history=history, round_no=round_no, debater=debater,
-                                word_limit=stated)
+    user = USER_TEMPLATE.format(
+        context=context,
+        q_m=item["q_m"],
+        option_a=options[0],
+        option_b=options[1],
+        history=history,
+        round_no=round_no,
+        debater=debater,
+        word_limit=stated,
+    )
     if settings.scratchpad:
         system += SCRATCHPAD_STRUCTURE
         steps = THINKING_STEPS[min(round_no, len(THINKING_STEPS)) - 1]
@@ -258,15 +266,22 @@ def slot_text(continuation: str, closing: tuple[str, ...]) -> str:
     return continuation[:cut].strip()
 
 
-def debater_replies(lm: ChatModel, conversations: list[list[dict[str, str]]], params: GenerationParams,
-                    settings: DebateSettings, desc: str) -> list[tuple[str, str | None]]:
+def debater_replies(
+    lm: ChatModel,
+    conversations: list[list[dict[str, str]]],
+    params: GenerationParams,
+    settings: DebateSettings,
+    desc: str,
+) -> list[tuple[str, str | None]]:
     """(raw reply, private scratchpad or None) per conversation; with `settings.scratchpad` the reply is
     written in two prefilled slots (module docstring), else in one free generation."""
     if not settings.scratchpad:
         return [(texts[0], None) for texts in lm.generate(conversations, params, desc=desc)]
     think = replace(params, max_new_tokens=settings.thinking_max_new_tokens)
     opened = [c + [{"role": "assistant", "content": THINK_OPEN}] for c in conversations]
-    thoughts = [slot_text(t[0], (THINK_CLOSE, ARGUMENT_OPEN)) for t in lm.generate(opened, think, desc=f"{desc} (thinking)")]
+    thoughts = [
+        slot_text(t[0], (THINK_CLOSE, ARGUMENT_OPEN)) for t in lm.generate(opened, think, desc=f"{desc} (thinking)")
+    ]
     heads = [f"{THINK_OPEN}{t}{THINK_CLOSE}\n{ARGUMENT_OPEN}" for t in thoughts]
     argued = [c + [{"role": "assistant", "content": h}] for c, h in zip(conversations, heads)]
     arguments = [slot_text(t[0], (ARGUMENT_CLOSE,)) for t in lm.generate(argued, params, desc=f"{desc} (argument)")]
@@ -291,9 +306,7 @@ def clean_argument(raw: str) -> str:
     return text.strip()
 
 
-def run_debates(
-    lm: ChatModel, items: list[dict], mode: str, dataset: str, settings: DebateSettings
-) -> list[dict]:
+def run_debates(lm: ChatModel, items: list[dict], mode: str, dataset: str, settings: DebateSettings) -> list[dict]:
     """All K candidates for all items in one mode; returns rows of CANDIDATE_SCHEMA."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -314,7 +327,9 @@ def run_debates(
                     defends_true = debater == state["position"]
                     private = item if (mode == "adversarial" and defends_true) else None
                     conversations.append(
-                        debater_messages(item, context, debater, options, round_no, state["arguments"], settings, private)
+                        debater_messages(
+                            item, context, debater, options, round_no, state["arguments"], settings, private
+                        )
                     )
                     slots.append((state, debater, defends_true, context))
             params = GenerationParams(
@@ -324,8 +339,9 @@ def run_debates(
                 top_p=settings.top_p,
                 seed=settings.seed * 1000 + k,
             )
-            outputs = debater_replies(lm, conversations, params, settings,
-                                      desc=f"{dataset} {mode} round {round_no} cand {k}")
+            outputs = debater_replies(
+                lm, conversations, params, settings, desc=f"{dataset} {mode} round {round_no} cand {k}"
+            )
             # Simultaneous rounds: append only after both debaters of the round have spoken.
             fresh: dict[int, list[dict]] = {}
             for (state, debater, defends_true, context), (raw, thinking) in zip(slots, outputs):
@@ -387,9 +403,11 @@ def generate_debates(
     `model`."""
     split_frame = pl.read_parquet(split)
     column = split_column(mode) if split_column(mode) in split_frame.columns else "split"
-    frame = pl.read_parquet(pairs).join(split_frame.select("pair_id", pl.col(column).alias("split"),
-                                                           pl.col("split").alias("_normal")),
-                                        on="pair_id", how="left")
+    frame = pl.read_parquet(pairs).join(
+        split_frame.select("pair_id", pl.col(column).alias("split"), pl.col("split").alias("_normal")),
+        on="pair_id",
+        how="left",
+    )
     if frame["_normal"].null_count():
         missing = frame.filter(pl.col("_normal").is_null())["pair_id"].to_list()
         raise ValueError(f"{split}: pairs {missing} have no split")
@@ -397,21 +415,57 @@ def generate_debates(
     chosen = frame.filter(pl.col("split").is_in(splits)).drop("_normal").sort("pair_id")
     if max_items is not None:
         chosen = chosen.head(max_items)
-    log.info("%s/%s: debating %d of %d pairs (splits %s, K=%d, %d rounds, %d words)", dataset, mode,
-             chosen.height, frame.height, splits, settings.candidates, settings.rounds, settings.word_limit)
+    log.info(
+        "%s/%s: debating %d of %d pairs (splits %s, K=%d, %d rounds, %d words)",
+        dataset,
+        mode,
+        chosen.height,
+        frame.height,
+        splits,
+        settings.candidates,
+        settings.rounds,
+        settings.word_limit,
+    )
     with open_model(model, cache=cache) as lm:
         rows = run_debates(lm, chosen.to_dicts(), mode, dataset, settings)
     result = pl.DataFrame(rows, schema=CANDIDATE_SCHEMA) if rows else pl.DataFrame(schema=CANDIDATE_SCHEMA)
     write_parquet(result, CANDIDATE_SCHEMA, out)
     if result.height:
         args = result.explode("arguments").unnest("arguments")
-        log.info("%s/%s: %d candidates, %d arguments, %d cut at the limit, quotes %d (%d verified)", dataset, mode,
-                 result.height, args.height, args["truncated"].sum(), args["quotes"].sum(), args["verified_quotes"].sum())
+        log.info(
+            "%s/%s: %d candidates, %d arguments, %d cut at the limit, quotes %d (%d verified)",
+            dataset,
+            mode,
+            result.height,
+            args.height,
+            args["truncated"].sum(),
+            args["quotes"].sum(),
+            args["verified_quotes"].sum(),
+        )
     return result
 
 
 # Content id of everything that shapes a candidate: prompt texts and the argument clean-up and quote code.
-PROMPT_VERSION = rule_id("debate", SYSTEM_TEMPLATE, PRIVATE_NOTE, ROUND_REMINDER, USER_TEMPLATE,
-                         SCRATCHPAD_STRUCTURE, THINKING_STEPS, SCRATCHPAD_REQUEST, TRUNCATION_MARKER, debater_messages,
-                         _THINKING_BLOCK.pattern, public_argument, slot_text, debater_replies, render_rounds,
-                         render_transcript, clean_argument, enforce_word_limit, mark_quotes, quote_key, run_debates)
+PROMPT_VERSION = rule_id(
+    "debate",
+    SYSTEM_TEMPLATE,
+    PRIVATE_NOTE,
+    ROUND_REMINDER,
+    USER_TEMPLATE,
+    SCRATCHPAD_STRUCTURE,
+    THINKING_STEPS,
+    SCRATCHPAD_REQUEST,
+    TRUNCATION_MARKER,
+    debater_messages,
+    _THINKING_BLOCK.pattern,
+    public_argument,
+    slot_text,
+    debater_replies,
+    render_rounds,
+    render_transcript,
+    clean_argument,
+    enforce_word_limit,
+    mark_quotes,
+    quote_key,
+    run_debates,
+)

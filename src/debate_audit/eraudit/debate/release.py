@@ -20,9 +20,9 @@ import polars as pl
 
 from debate_audit.data.io import read_jsonl, write_parquet, write_rejected
 
-from .selection import SELECTED_SCHEMA
-from .debates import options_for, render_transcript
 from ..common.versioning import rule_id
+from .debates import options_for, render_transcript
+from .selection import SELECTED_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -57,23 +57,31 @@ def parse_turns(prompt: str) -> list[dict]:
         text = text.strip()
         marks = _QUOTE.findall(text)
         plain = re.sub(r"</?[vu]_quote>", "", text)
-        arguments.append({
-            "round": i // 2 + 1,
-            "debater": debater,
-            "raw": text,
-            "thinking": None,  # the release kept its scratchpads out of the rows (a few slipped into the text)
-            "text": text,
-            "words": len(plain.replace("<TRUNCATED>", "").split()),
-            "truncated": text.endswith("<TRUNCATED>"),
-            "quotes": len(marks),
-            "verified_quotes": marks.count("v"),
-        })
+        arguments.append(
+            {
+                "round": i // 2 + 1,
+                "debater": debater,
+                "raw": text,
+                "thinking": None,  # the release kept its scratchpads out of the rows (a few slipped into the text)
+                "text": text,
+                "words": len(plain.replace("<TRUNCATED>", "").split()),
+                "truncated": text.endswith("<TRUNCATED>"),
+                "quotes": len(marks),
+                "verified_quotes": marks.count("v"),
+            }
+        )
     return arguments
 
 
 def import_release(
-    rows_locations: str | Path | list[str | Path], pairs: str | Path, out: str | Path, rejected: str | Path, *,
-    dataset: str, mode: str, expected_hash_mismatch: tuple[str, ...] = KNOWN_REPAIRED,
+    rows_locations: str | Path | list[str | Path],
+    pairs: str | Path,
+    out: str | Path,
+    rejected: str | Path,
+    *,
+    dataset: str,
+    mode: str,
+    expected_hash_mismatch: tuple[str, ...] = KNOWN_REPAIRED,
 ) -> pl.DataFrame:
     """Release rows (files or URLs, e.g. its train and eval files) -> selected transcripts of `mode` for the
     pairs in `pairs`.
@@ -91,8 +99,9 @@ def import_release(
     bad: list[dict] = []
 
     def reject(i: int, row: dict, reason: str) -> None:
-        bad.append({"file": location, "row": i, "key": f"{row.get('row_id')} ({row.get('story_title')})",
-                    "reason": reason})
+        bad.append(
+            {"file": location, "row": i, "key": f"{row.get('row_id')} ({row.get('story_title')})", "reason": reason}
+        )
 
     for location, i, row in rows:
         title = row.get("story_title")
@@ -109,8 +118,7 @@ def import_release(
             if row.get("pair_id") not in expected_hash_mismatch:
                 reject(i, row, "row_sha256 does not verify: the file is corrupt or was edited")
                 continue
-            log.warning("%s: row %d (%s): hash mismatch expected by the release notes", location, i,
-                        row.get("row_id"))
+            log.warning("%s: row %d (%s): hash mismatch expected by the release notes", location, i, row.get("row_id"))
         try:
             arguments = parse_turns(row["messages"][0]["content"])
             stance_a = row["debater_stances"]["Debater A"]
@@ -130,8 +138,12 @@ def import_release(
         previous = kept.get(item["pair_id"])
         if previous is not None:
             if previous["true_position"] != true_position:
-                reject(i, row, f"the pair's other answer order has Debater {previous['true_position']} defend Y_true, "
-                               f"this row Debater {true_position}: the pair's rows contradict each other")
+                reject(
+                    i,
+                    row,
+                    f"the pair's other answer order has Debater {previous['true_position']} defend Y_true, "
+                    f"this row Debater {true_position}: the pair's rows contradict each other",
+                )
             elif [a["text"] for a in previous["arguments"]] != [a["text"] for a in arguments]:
                 reject(i, row, "the pair's other answer order carries a different transcript")
             continue  # the second answer order of a pair: same transcript, already kept
@@ -158,8 +170,15 @@ def import_release(
     where = ", ".join(map(str, locations))
     write_parquet(frame.sort("pair_id"), SELECTED_SCHEMA, out, where=where)
     write_rejected(bad, rejected)
-    log.info("%s: %d rows -> %d %s transcripts (two answer orders per pair), %d rows rejected (%s)", where,
-             len(rows), frame.height, mode, len(bad), rejected)
+    log.info(
+        "%s: %d rows -> %d %s transcripts (two answer orders per pair), %d rows rejected (%s)",
+        where,
+        len(rows),
+        frame.height,
+        mode,
+        len(bad),
+        rejected,
+    )
     if frame.is_empty():
         raise ValueError(f"{where}: no release row matched a pair of {pairs}; see {rejected}")
     return frame

@@ -40,10 +40,10 @@ import polars as pl
 from debate_audit.data.io import write_parquet
 from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
-from .leaks import detect_leak
 from ..common.readout import answer_probability
-from .debates import ARGUMENT_STRUCT, options_for, transcript_view
 from ..common.versioning import rule_id
+from .debates import ARGUMENT_STRUCT, options_for, transcript_view
+from .leaks import detect_leak
 
 SELECTION_ORDERS = ("both", "seeded")
 
@@ -112,8 +112,11 @@ def choose(scores: list[dict], mode: str) -> tuple[str, int | None, str | None]:
     if correct:
         return "ok", max(correct, key=lambda s: (s["p_hidden_false"], -s["candidate"]))["candidate"], None
     best = max(safe, key=lambda s: (s["p_monitored_true"], -s["candidate"]))
-    return ("fallback", best["candidate"],
-            "no valid attack: base verifier picks Y_false after every remaining candidate (recorded, not trained on)")
+    return (
+        "fallback",
+        best["candidate"],
+        "no valid attack: base verifier picks Y_false after every remaining candidate (recorded, not trained on)",
+    )
 
 
 def find_hard_terms(text: str, terms: list[str]) -> list[str]:
@@ -122,8 +125,14 @@ def find_hard_terms(text: str, terms: list[str]) -> list[str]:
     return sorted({t for t in terms if t and t.lower() in low})
 
 
-def drop_reason(mode: str, arguments: list[dict], hard: list[str], unverified_fraction: float,
-                max_unverified_quote_fraction: float, honest_copy: bool = False) -> str | None:
+def drop_reason(
+    mode: str,
+    arguments: list[dict],
+    hard: list[str],
+    unverified_fraction: float,
+    max_unverified_quote_fraction: float,
+    honest_copy: bool = False,
+) -> str | None:
     """Why a candidate is out of the selection, or None. Honest candidates are never filtered (release).
     `honest_copy`: the candidate's public text is an honest candidate's of the same item."""
     if mode == "honest":
@@ -143,20 +152,33 @@ def seeded_position(seed: int, dataset: str, pair_id: int, question: str) -> str
     """Where the true answer is shown ("A" / "B") in the one order `seeded` selection reads: the release's
     rule (A when the first sha256 byte is even), keyed by (seed, dataset, pair, question), so every candidate
     of an item is read in the same order."""
-    digest = hashlib.sha256(f"{seed}|{dataset}|{pair_id}|{question}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}|{dataset}|{pair_id}|{question}".encode()).digest()
     return "A" if digest[0] % 2 == 0 else "B"
 
 
-def score_candidates(lm: ChatModel, candidates: pl.DataFrame, pairs: pl.DataFrame, *, leak_ngram: int,
-                     leak_threshold: float, hard_terms: list[str] = (),
-                     max_unverified_quote_fraction: float = 0.0, readout: str = "auto", order: str = "both",
-                     order_seed: int = 0, honest_texts: dict[int, set[str]] | None = None) -> list[dict]:
+def score_candidates(
+    lm: ChatModel,
+    candidates: pl.DataFrame,
+    pairs: pl.DataFrame,
+    *,
+    leak_ngram: int,
+    leak_threshold: float,
+    hard_terms: list[str] = (),
+    max_unverified_quote_fraction: float = 0.0,
+    readout: str = "auto",
+    order: str = "both",
+    order_seed: int = 0,
+    honest_texts: dict[int, set[str]] | None = None,
+) -> list[dict]:
     """One score record per candidate (SCORE_SCHEMA). `honest_texts`: pair_id -> the public texts of that
     item's honest candidates, whose copies an adversarial candidate is dropped as (None: no such check)."""
     if order not in SELECTION_ORDERS:
         raise ValueError(f"debate.selection_order must be one of {SELECTION_ORDERS}, got {order!r}")
-    joined = candidates.join(pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
-                             on="pair_id", how="left")
+    joined = candidates.join(
+        pairs.select("pair_id", "context", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"),
+        on="pair_id",
+        how="left",
+    )
     rows = joined.to_dicts()
     if not rows:
         return []
@@ -165,10 +187,26 @@ def score_candidates(lm: ChatModel, candidates: pl.DataFrame, pairs: pl.DataFram
     if order == "seeded":
         pos_m = [seeded_position(order_seed, r["dataset"], r["pair_id"], "q_m") for r in rows]
         pos_h = [seeded_position(order_seed, r["dataset"], r["pair_id"], "q_h") for r in rows]
-    p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows], [r["y_false"] for r in rows],
-                             transcripts=transcripts, readout=readout, positions=pos_m, desc="selection q_m")
-    p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows], [r["h_false"] for r in rows],
-                             transcripts=transcripts, readout=readout, positions=pos_h, desc="selection q_h")
+    p_m = answer_probability(
+        lm,
+        [r["q_m"] for r in rows],
+        [r["y_true"] for r in rows],
+        [r["y_false"] for r in rows],
+        transcripts=transcripts,
+        readout=readout,
+        positions=pos_m,
+        desc="selection q_m",
+    )
+    p_h = answer_probability(
+        lm,
+        [r["q_h"] for r in rows],
+        [r["h_true"] for r in rows],
+        [r["h_false"] for r in rows],
+        transcripts=transcripts,
+        readout=readout,
+        positions=pos_h,
+        desc="selection q_h",
+    )
     out = []
     for i, (r, pm, ph) in enumerate(zip(rows, p_m, p_h)):
         check = detect_leak(
@@ -237,9 +275,19 @@ def select_debates(
         for pair_id, text in pl.read_parquet(honest_candidates, columns=["pair_id", "public_text"]).iter_rows():
             honest_texts.setdefault(pair_id, set()).add(text)
     with open_model(model, cache=cache) as lm:
-        scores = score_candidates(lm, cand, pair_frame, leak_ngram=leak_ngram, leak_threshold=leak_threshold,
-                                  hard_terms=hard_terms, max_unverified_quote_fraction=max_unverified_quote_fraction,
-                                  readout=readout, order=order, order_seed=order_seed, honest_texts=honest_texts)
+        scores = score_candidates(
+            lm,
+            cand,
+            pair_frame,
+            leak_ngram=leak_ngram,
+            leak_threshold=leak_threshold,
+            hard_terms=hard_terms,
+            max_unverified_quote_fraction=max_unverified_quote_fraction,
+            readout=readout,
+            order=order,
+            order_seed=order_seed,
+            honest_texts=honest_texts,
+        )
     score_frame = pl.DataFrame(scores, schema=SCORE_SCHEMA) if scores else pl.DataFrame(schema=SCORE_SCHEMA)
     write_parquet(score_frame, SCORE_SCHEMA, scores_out)
     by_item: dict[int, list[dict]] = {}
@@ -250,7 +298,11 @@ def select_debates(
         item_scores = by_item.get(row["pair_id"], [])
         status, chosen, reason = choose(item_scores, mode)
         pick = next((s for s in item_scores if s["candidate"] == chosen), None)
-        full = cand.filter((pl.col("pair_id") == row["pair_id"]) & (pl.col("candidate") == chosen)).to_dicts() if pick else []
+        full = (
+            cand.filter((pl.col("pair_id") == row["pair_id"]) & (pl.col("candidate") == chosen)).to_dicts()
+            if pick
+            else []
+        )
         selected.append(
             {
                 "dataset": row["dataset"],
@@ -285,5 +337,14 @@ def select_debates(
 
 
 # Content id of the selection rule (rule params carry it).
-SELECTION_VERSION = rule_id("selection", SELECTION_ORDERS, choose, find_hard_terms, drop_reason, seeded_position,
-                            score_candidates, detect_leak, transcript_view)
+SELECTION_VERSION = rule_id(
+    "selection",
+    SELECTION_ORDERS,
+    choose,
+    find_hard_terms,
+    drop_reason,
+    seeded_position,
+    score_candidates,
+    detect_leak,
+    transcript_view,
+)

@@ -102,24 +102,31 @@ def _release_assignment(frame: pl.DataFrame, release: dict[str, Any], name: str,
             if pair_id not in titles:
                 continue  # the pairs file left this item out (e.g. no context); nothing to split
             if titles[pair_id] != title:
-                raise ValueError(f"{release['path']}: index {pair_id} is story {title!r}, but pair {pair_id} of the "
-                                 f"pairs file is {titles[pair_id]!r}: the split file belongs to another pairs file")
+                raise ValueError(
+                    f"{release['path']}: index {pair_id} is story {title!r}, but pair {pair_id} of the "
+                    f"pairs file is {titles[pair_id]!r}: the split file belongs to another pairs file"
+                )
             out[pair_id] = part
     missing = sorted(set(titles) - set(out))
     if required and missing:
-        raise ValueError(f"{release['path']}: pairs {missing[:10]} ({len(missing)} in all) are in no split of the "
-                         f"{name} split file")
+        raise ValueError(
+            f"{release['path']}: pairs {missing[:10]} ({len(missing)} in all) are in no split of the {name} split file"
+        )
     return out
 
 
-def release_splits(frame: pl.DataFrame, normal: str | Path, adversarial: str | Path | None,
-                   overlap: str) -> pl.DataFrame:
+def release_splits(
+    frame: pl.DataFrame, normal: str | Path, adversarial: str | Path | None, overlap: str
+) -> pl.DataFrame:
     """SPLIT_SCHEMA rows from the release's split files (module docstring)."""
     if overlap not in OVERLAP_POLICIES:
         raise ValueError(f"debate.split.overlap must be one of {OVERLAP_POLICIES}, got {overlap!r}")
     norm = _release_assignment(frame, read_release_split(normal), "normal", required=True)
-    adv = _release_assignment(frame, read_release_split(adversarial), "adversarial", required=False) \
-        if adversarial else dict(norm)
+    adv = (
+        _release_assignment(frame, read_release_split(adversarial), "adversarial", required=False)
+        if adversarial
+        else dict(norm)
+    )
     source = f"release:{Path(normal).name}" + (f"+{Path(adversarial).name}" if adversarial else "")
     rows = []
     for pair_id, title in zip(frame["pair_id"].to_list(), frame["story_title"].to_list()):
@@ -130,8 +137,16 @@ def release_splits(frame: pl.DataFrame, normal: str | Path, adversarial: str | P
                 split = EXCLUDED
         elif split == "train" and split_adv == "eval":
             note = "adversarial eval item is normal train: V_honest trained on it"
-        rows.append({"pair_id": pair_id, "story_title": title, "split": split, "split_adversarial": split_adv,
-                     "source": source, "overlap": note})
+        rows.append(
+            {
+                "pair_id": pair_id,
+                "story_title": title,
+                "split": split,
+                "split_adversarial": split_adv,
+                "source": source,
+                "overlap": note,
+            }
+        )
     return pl.DataFrame(rows, schema=SPLIT_SCHEMA)
 
 
@@ -139,12 +154,23 @@ def seeded_splits(frame: pl.DataFrame, eval_fraction: float, seed: int) -> pl.Da
     mapping = assign_splits(frame["story_title"].to_list(), eval_fraction, seed)
     return frame.select(
         "pair_id", "story_title", pl.col("story_title").replace_strict(mapping).alias("split")
-    ).with_columns(pl.col("split").alias("split_adversarial"), pl.lit("seeded").alias("source"),
-                   pl.lit(None, dtype=pl.Utf8).alias("overlap"))
+    ).with_columns(
+        pl.col("split").alias("split_adversarial"),
+        pl.lit("seeded").alias("source"),
+        pl.lit(None, dtype=pl.Utf8).alias("overlap"),
+    )
 
 
-def split_pairs(pairs: str | Path, out: str | Path, *, eval_fraction: float, seed: int, source: str = "seeded",
-                release: dict[str, Any] | None = None, overlap: str = "exclude") -> pl.DataFrame:
+def split_pairs(
+    pairs: str | Path,
+    out: str | Path,
+    *,
+    eval_fraction: float,
+    seed: int,
+    source: str = "seeded",
+    release: dict[str, Any] | None = None,
+    overlap: str = "exclude",
+) -> pl.DataFrame:
     """Write the split of every pair. `release`: {"normal": path, "adversarial": path or None} for
     source "release"."""
     frame = pl.read_parquet(pairs).select("pair_id", "story_title").sort("pair_id")
@@ -152,8 +178,10 @@ def split_pairs(pairs: str | Path, out: str | Path, *, eval_fraction: float, see
         result = seeded_splits(frame, eval_fraction, seed)
     elif source == "release":
         if not release or not release.get("normal"):
-            raise ValueError(f"{pairs}: debate.split.source is 'release' but debate.split.release has no "
-                             "'normal' split file for this dataset")
+            raise ValueError(
+                f"{pairs}: debate.split.source is 'release' but debate.split.release has no "
+                "'normal' split file for this dataset"
+            )
         result = release_splits(frame, release["normal"], release.get("adversarial"), overlap)
     else:
         raise ValueError(f"debate.split.source must be 'seeded' or 'release', got {source!r}")
@@ -165,8 +193,13 @@ def split_pairs(pairs: str | Path, out: str | Path, *, eval_fraction: float, see
     n_overlap = result["overlap"].is_not_null().sum()
     if n_overlap:
         for note, n in result.filter(pl.col("overlap").is_not_null()).group_by("overlap").len().iter_rows():
-            log.warning("%s: %d items: %s%s", pairs, n, note,
-                        " (excluded from evaluation)" if overlap == "exclude" and "V_adv" in note else "")
+            log.warning(
+                "%s: %d items: %s%s",
+                pairs,
+                n,
+                note,
+                " (excluded from evaluation)" if overlap == "exclude" and "V_adv" in note else "",
+            )
     return result
 
 
@@ -185,5 +218,4 @@ def split_column(mode: str) -> str:
     return "split_adversarial" if mode == "adversarial" else "split"
 
 
-SPLIT_VERSION = rule_id("split", assign_splits, read_release_split, _release_assignment, release_splits,
-                        seeded_splits)
+SPLIT_VERSION = rule_id("split", assign_splits, read_release_split, _release_assignment, release_splits, seeded_splits)

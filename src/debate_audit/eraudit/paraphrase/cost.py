@@ -13,8 +13,10 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     par = config["paraphrase"]
     # prompt tokens besides the question: the chosen prompt version's template, as words
     template = paraphrase_prompts.prompts(par.get("prompt", "paper"))
-    overhead = {"search": 20 + tokens(len(template.batch("", 100)[-1]["content"].split())),
-                "test": 20 + tokens(len(template.single("")[-1]["content"].split()))}
+    overhead = {
+        "search": 20 + tokens(len(template.batch("", 100)[-1]["content"].split())),
+        "test": 20 + tokens(len(template.single("")[-1]["content"].split())),
+    }
     plans = []
     for item in item_shapes(config, stats):
         search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)

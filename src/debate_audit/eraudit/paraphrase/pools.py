@@ -48,13 +48,13 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
-from debate_audit.models.params import Reply
 from debate_audit.models.loading import ModelRef, open_model
+from debate_audit.models.params import Reply
 
+from ..common.versioning import rule_id
 from . import validation
 from .prompts import prompts
-from .validation import REASONS, SURPLUS, TRUNCATED, check, cheap_reason, normalize
-from ..common.versioning import rule_id
+from .validation import REASONS, SURPLUS, TRUNCATED, cheap_reason, check, normalize
 
 log = logging.getLogger(__name__)
 
@@ -207,10 +207,13 @@ def pool_frames(
     for pair_id in sorted(pools):
         p = pools[pair_id]
         base = {"dataset": dataset, "pair_id": pair_id, "pool": pool, "generator": generator}
-        counts = {f"rejected_{reason}": 0 for reason in (*REASONS, TRUNCATED, SURPLUS)} | {f"flagged_{r}": 0 for r in FLAGGED}
+        counts = {f"rejected_{reason}": 0 for reason in (*REASONS, TRUNCATED, SURPLUS)} | {
+            f"flagged_{r}": 0 for r in FLAGGED
+        }
         for index, k in enumerate(p.kept):
-            kept.append({**base, "index": index, "round": k.round, "text": k.text, "similarity": k.similarity,
-                         "check": k.check})
+            kept.append(
+                {**base, "index": index, "round": k.round, "text": k.text, "similarity": k.similarity, "check": k.check}
+            )
             if k.check is not None:
                 counts[f"flagged_{k.check}"] += 1
         keys = [normalize(k.text) for k in p.kept]
@@ -219,9 +222,16 @@ def pool_frames(
             rejected.append({**base, "round": round_, "text": text, "reason": reason, "similarity": sim})
             counts[f"rejected_{reason}"] += 1
         report.append(
-            {**base, "size": size, "rounds": p.rounds, "generated": p.generated, "kept": len(p.kept),
-             "duplicates_kept": duplicates, **counts,
-             "shortfall": size - len(p.kept)}
+            {
+                **base,
+                "size": size,
+                "rounds": p.rounds,
+                "generated": p.generated,
+                "kept": len(p.kept),
+                "duplicates_kept": duplicates,
+                **counts,
+                "shortfall": size - len(p.kept),
+            }
         )
     return (
         pl.DataFrame(kept, schema=PARAPHRASE_SCHEMA),
@@ -231,8 +241,9 @@ def pool_frames(
 
 
 # ------------------------------------------------------------------------------------ stage functions
-def select_pairs(pairs: str | Path, split: str | Path | None, splits: Sequence[str] | None,
-                 max_pairs: int | None) -> pl.DataFrame:
+def select_pairs(
+    pairs: str | Path, split: str | Path | None, splits: Sequence[str] | None, max_pairs: int | None
+) -> pl.DataFrame:
     """Pairs whose q_h gets audited: those in `splits` (by the part-1 split file), the first `max_pairs`."""
     frame = pl.read_parquet(pairs).sort("pair_id")
     if split is not None and splits:
@@ -245,8 +256,9 @@ def select_pairs(pairs: str | Path, split: str | Path | None, splits: Sequence[s
     return frame
 
 
-def _write(frames: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], out: str | Path, rejected: str | Path,
-           report: str | Path) -> None:
+def _write(
+    frames: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], out: str | Path, rejected: str | Path, report: str | Path
+) -> None:
     kept, rej, rep = frames
     write_parquet(kept, PARAPHRASE_SCHEMA, out)
     write_parquet(rej, PARAPHRASE_REJECTED_SCHEMA, rejected)
@@ -254,8 +266,13 @@ def _write(frames: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], out: str | P
     reasons = {c.removeprefix("rejected_"): int(rep[c].sum()) for c in rep.columns if c.startswith("rejected_")}
     log.info(
         "pool %s: %d q_h, generated %d, kept %d (%d pools short by %d in all), rejected by reason %s",
-        rep["pool"][0] if rep.height else "?", rep.height, int(rep["generated"].sum()), int(rep["kept"].sum()),
-        int((rep["shortfall"] > 0).sum()), int(rep["shortfall"].sum()), reasons,
+        rep["pool"][0] if rep.height else "?",
+        rep.height,
+        int(rep["generated"].sum()),
+        int(rep["kept"].sum()),
+        int((rep["shortfall"] > 0).sum()),
+        int(rep["shortfall"].sum()),
+        reasons,
     )
 
 
@@ -283,14 +300,30 @@ class PoolSettings:
             raise ValueError(f"paraphrase.truncated: {self.truncated!r} is not one of {list(TRUNCATION)}")
 
     @classmethod
-    def from_config(cls, settings: dict[str, Any], min_similarity: float, *, prompt: str = "paper",
-                    filter: str = "report", truncated: str = "reject") -> PoolSettings:
+    def from_config(
+        cls,
+        settings: dict[str, Any],
+        min_similarity: float,
+        *,
+        prompt: str = "paper",
+        filter: str = "report",
+        truncated: str = "reject",
+    ) -> PoolSettings:
         """From one pool's entry of `pool_settings` (its other keys, e.g. the model, are not drawing settings)
         and the section-wide `paraphrase.min_similarity`, `.prompt`, `.filter` and `.truncated`."""
-        return cls(size=settings["size"], temperature=settings["temperature"], top_p=settings["top_p"],
-                   seed=settings["seed"], max_new_tokens=settings["max_new_tokens"], min_similarity=min_similarity,
-                   max_topup_rounds=settings["max_topup_rounds"], search_samples=settings.get("samples", 1),
-                   prompt=prompt, filter=filter, truncated=truncated)
+        return cls(
+            size=settings["size"],
+            temperature=settings["temperature"],
+            top_p=settings["top_p"],
+            seed=settings["seed"],
+            max_new_tokens=settings["max_new_tokens"],
+            min_similarity=min_similarity,
+            max_topup_rounds=settings["max_topup_rounds"],
+            search_samples=settings.get("samples", 1),
+            prompt=prompt,
+            filter=filter,
+            truncated=truncated,
+        )
 
 
 def build_pool(
@@ -333,26 +366,56 @@ def build_pool(
         if search:
             # Ask for a few more than missing: the small models often stop early or repeat themselves.
             messages = [template.batch(originals[k], need[k] + (2 if round_ else 0)) for k in keys]
-            outs = sample(lm, messages, [search_samples] * len(keys), settings, round_seed, one_per_request,
-                          desc=f"{dataset} search round {round_}")
+            outs = sample(
+                lm,
+                messages,
+                [search_samples] * len(keys),
+                settings,
+                round_seed,
+                one_per_request,
+                desc=f"{dataset} search round {round_}",
+            )
             parsed = [[(reply, template.parse_batch(reply.text)) for reply in replies] for replies in outs]
-            drawn = {k: [candidate(item, reply) for reply, items in replies for item in items]
-                     for k, replies in zip(keys, parsed)}
+            drawn = {
+                k: [candidate(item, reply) for reply, items in replies for item in items]
+                for k, replies in zip(keys, parsed)
+            }
             empty = sum(1 for replies in parsed for _, items in replies if not items)
             if empty:
-                log.warning("%s search round %d: %d of %d replies held no paraphrase the %r prompt's parser could "
-                            "read (they give no candidate)", dataset, round_, empty, sum(map(len, outs)),
-                            settings.prompt)
+                log.warning(
+                    "%s search round %d: %d of %d replies held no paraphrase the %r prompt's parser could "
+                    "read (they give no candidate)",
+                    dataset,
+                    round_,
+                    empty,
+                    sum(map(len, outs)),
+                    settings.prompt,
+                )
             return drawn
         # Test pools: one sample per missing paraphrase, all i.i.d. from the single-paraphrase prompt.
-        outs = sample(lm, [template.single(originals[k]) for k in keys], [need[k] for k in keys], settings,
-                      round_seed, one_per_request, desc=f"{dataset} {pool} round {round_}")
+        outs = sample(
+            lm,
+            [template.single(originals[k]) for k in keys],
+            [need[k] for k in keys],
+            settings,
+            round_seed,
+            one_per_request,
+            desc=f"{dataset} {pool} round {round_}",
+        )
         return {k: [candidate(template.parse_single(r.text), r) for r in replies] for k, replies in zip(keys, outs)}
 
     with open_model(generator, cache=cache) as lm:
-        pools = fill_pools(originals, size, draw, embedder.similarity, min_similarity=settings.min_similarity,
-                           max_topup_rounds=settings.max_topup_rounds, dedupe=search,
-                           apply_checks=settings.filter == "drop", reject_truncated=settings.truncated == "reject")
+        pools = fill_pools(
+            originals,
+            size,
+            draw,
+            embedder.similarity,
+            min_similarity=settings.min_similarity,
+            max_topup_rounds=settings.max_topup_rounds,
+            dedupe=search,
+            apply_checks=settings.filter == "drop",
+            reject_truncated=settings.truncated == "reject",
+        )
     _write(pool_frames(pools, dataset=dataset, pool=pool, generator=generator.name, size=size), out, rejected, report)
 
 
@@ -364,24 +427,40 @@ def candidate(item: str, reply: Reply) -> Candidate:
     return Candidate(item, bool(reply.cut) and bool(tail) and reply.text.rstrip().endswith(tail))
 
 
-def sample(lm: Any, conversations: list[Any], counts: list[int], settings: PoolSettings, seed: int,
-           one_per_request: bool, *, desc: str) -> list[list[Reply]]:
+def sample(
+    lm: Any,
+    conversations: list[Any],
+    counts: list[int],
+    settings: PoolSettings,
+    seed: int,
+    one_per_request: bool,
+    *,
+    desc: str,
+) -> list[list[Reply]]:
     """`counts[i]` sampled replies to `conversations[i]`, all drawn with `seed`.
 
     A local model draws them as one generate call per count (the samples of one call are i.i.d.). With
     `one_per_request` (an API generator) sample j of every conversation is its own request with seed
     `seed + j`: Anthropic's OpenAI-compatible endpoint takes n = 1 only, the release asked for one
     paraphrase per call, and each reply gets its own cache key."""
+
     def params(n: int, seed_: int) -> GenerationParams:
-        return GenerationParams(max_new_tokens=settings.max_new_tokens, do_sample=True,
-                                temperature=settings.temperature, top_p=settings.top_p, num_samples=n, seed=seed_)
+        return GenerationParams(
+            max_new_tokens=settings.max_new_tokens,
+            do_sample=True,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            num_samples=n,
+            seed=seed_,
+        )
 
     out: list[list[Reply]] = [[] for _ in conversations]
     if one_per_request:
         for j in range(max(counts, default=0)):
             rows = [i for i, n in enumerate(counts) if n > j]
-            replies = lm.generate_replies([conversations[i] for i in rows], params(1, seed + j),
-                                          desc=f"{desc} sample {j}")
+            replies = lm.generate_replies(
+                [conversations[i] for i in rows], params(1, seed + j), desc=f"{desc} sample {j}"
+            )
             for i, texts in zip(rows, replies):
                 out[i].extend(texts)
         return out
@@ -394,8 +473,18 @@ def sample(lm: Any, conversations: list[Any], counts: list[int], settings: PoolS
     return out
 
 
-__all__ = ["Candidate", "PoolSettings", "candidate", "cheap_reason", "build_pool", "fill_pools", "pool_frames", "pool_settings", "sample",
-           "select_pairs"]
+__all__ = [
+    "Candidate",
+    "PoolSettings",
+    "candidate",
+    "cheap_reason",
+    "build_pool",
+    "fill_pools",
+    "pool_frames",
+    "pool_settings",
+    "sample",
+    "select_pairs",
+]
 
 
 def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -414,7 +503,20 @@ def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> t
 
 # Content id of the drawing, the filters and the checks of every pool (rule params carry it beside the id of
 # the prompt version in use, prompts.prompt_id).
-POOL_VERSION = rule_id("paraphrase-pool", fill_pools, PoolSettings, build_pool, sample, candidate,
-                       validation.cheap_reason, validation.check, validation.normalize, validation.numbers,
-                       validation.symbols, "".join(sorted(validation._PLAIN_PUNCTUATION)),
-                       repr([(p.pattern, r) for p, r in validation._CONTRACTIONS]), DISTINCT, validation.TRUNCATED)
+POOL_VERSION = rule_id(
+    "paraphrase-pool",
+    fill_pools,
+    PoolSettings,
+    build_pool,
+    sample,
+    candidate,
+    validation.cheap_reason,
+    validation.check,
+    validation.normalize,
+    validation.numbers,
+    validation.symbols,
+    "".join(sorted(validation._PLAIN_PUNCTUATION)),
+    repr([(p.pattern, r) for p, r in validation._CONTRACTIONS]),
+    DISTINCT,
+    validation.TRUNCATED,
+)

@@ -24,8 +24,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .validation import parse_numbered_list, parse_single
 from ..common.versioning import rule_id
+from .validation import parse_numbered_list, parse_single
 
 Messages = list[dict[str, str]]
 
@@ -245,10 +245,12 @@ class ParaphrasePrompts:
 
 
 PROMPTS = {
-    "paper": ParaphrasePrompts("paper", paper_batch_messages, release_single_messages, parse_variant_objects,
-                               parse_whole_reply),
-    "project": ParaphrasePrompts("project", project_batch_messages, project_single_messages, parse_numbered_list,
-                                 parse_single),
+    "paper": ParaphrasePrompts(
+        "paper", paper_batch_messages, release_single_messages, parse_variant_objects, parse_whole_reply
+    ),
+    "project": ParaphrasePrompts(
+        "project", project_batch_messages, project_single_messages, parse_numbered_list, parse_single
+    ),
 }
 
 

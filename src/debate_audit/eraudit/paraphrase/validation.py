@@ -25,9 +25,14 @@ _PLAIN_PUNCTUATION = set(" \t\n\r.,;:!?'\"`()[]{}-\u2010\u2011\u2012\u2013\u2014
 # versions "differing only in common contractions" as duplicates. "'s" and "'d" are ambiguous (is / has /
 # possessive, would / had), so only the forms read one way are listed.
 _CONTRACTIONS = [
-    (re.compile(r"\b(can)'t\b"), r"\1 not"), (re.compile(r"\bwon't\b"), "will not"), (re.compile(r"\bshan't\b"), "shall not"),
-    (re.compile(r"n't\b"), " not"), (re.compile(r"'re\b"), " are"), (re.compile(r"'ve\b"), " have"),
-    (re.compile(r"'ll\b"), " will"), (re.compile(r"\bi'm\b"), "i am"),
+    (re.compile(r"\b(can)'t\b"), r"\1 not"),
+    (re.compile(r"\bwon't\b"), "will not"),
+    (re.compile(r"\bshan't\b"), "shall not"),
+    (re.compile(r"n't\b"), " not"),
+    (re.compile(r"'re\b"), " are"),
+    (re.compile(r"'ve\b"), " have"),
+    (re.compile(r"'ll\b"), " will"),
+    (re.compile(r"\bi'm\b"), "i am"),
     (re.compile(r"\b(it|that|what|where|who|how|there|here|he|she|which|why|when)'s\b"), r"\1 is"),
 ]
 
@@ -76,8 +81,10 @@ def check(original: str, candidate: str, seen: Iterable[str], similarity: float,
 
 # ------------------------------------------------------------------------------- parsing generations
 _LIST_ITEM = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*\u2022])\s+(.*\S)\s*$")
-_LABEL = re.compile(r"^\s*(?:\*\*)?(?:paraphrase|rewrite|rewritten question|new question|question)\s*\d*\s*:\s*(?:\*\*)?\s*",
-                    re.IGNORECASE)
+_LABEL = re.compile(
+    r"^\s*(?:\*\*)?(?:paraphrase|rewrite|rewritten question|new question|question)\s*\d*\s*:\s*(?:\*\*)?\s*",
+    re.IGNORECASE,
+)
 
 
 def strip_wrapping(text: str) -> str:

@@ -57,11 +57,11 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 
-from ..debate.debates import options_for, transcript_view
-from .training_rows import TRAINED_STATUSES, trained_selection
-from ..debate.quotes import quote_key
 from ..common.readout import RELEASE_JUDGE, release_content
 from ..common.versioning import rule_id
+from ..debate.debates import options_for, transcript_view
+from ..debate.quotes import quote_key
+from .training_rows import TRAINED_STATUSES, trained_selection
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +111,12 @@ TEACHER_INSTRUCTION = (
     "passage above about answer format, <thinking> tags, and writing 'Answer: <A|B>'.\n"
     "Your final answer must be EXACTLY these four lines, in this order, all four present, "
     "and nothing else:\n"
-    "Debater A evidence: \"<verbatim words copied from Debater A's arguments>\"\n"
-    "Debater B evidence: \"<verbatim words copied from Debater B's arguments>\"\n"
+    'Debater A evidence: "<verbatim words copied from Debater A\'s arguments>"\n'
+    'Debater B evidence: "<verbatim words copied from Debater B\'s arguments>"\n'
     "Check: <2 to 4 sentences comparing those two pieces of evidence by debater name>\n"
     "Conclusion: <Debater A or Debater B> presents the stronger case.\n"
     "Rules:\n"
-    "- BOTH evidence spans MUST be wrapped in straight double quotes (\"). This is "
+    '- BOTH evidence spans MUST be wrapped in straight double quotes ("). This is '
     "mandatory even when the span itself contains dialogue or quotation marks: the parser "
     "takes the text between the FIRST and the LAST double quote on the line, so inner "
     "quotes are safe. An evidence line without an opening AND a closing double quote is "
@@ -138,7 +138,7 @@ TEACHER_INSTRUCTION = (
 )
 GOLD_NOTE = (
     "\n[Grading note - NOT part of the debate above] The correct answer to the visible "
-    "question is: \"{answer_text}\". The debater defending it is {gold_debater}, so your "
+    'question is: "{answer_text}". The debater defending it is {gold_debater}, so your '
     "Conclusion line must name {gold_debater}. Do not mention or quote this note, and "
     "still never write an answer letter."
 )
@@ -151,8 +151,17 @@ CHECK_CHARS = (120, 600)
 CHECK_SENTENCES = (2, 4)
 ANALYSIS_CHARS = (200, 900)
 CONCLUSION_SUFFIX = " presents the stronger case."
-FORBIDDEN_TERMS = ("hidden hypothesis", "posterior steering", "q_h", "q_y", "h_true", "h_false", "h_target",
-                   "y_true", "y_false")
+FORBIDDEN_TERMS = (
+    "hidden hypothesis",
+    "posterior steering",
+    "q_h",
+    "q_y",
+    "h_true",
+    "h_false",
+    "h_target",
+    "y_true",
+    "y_false",
+)
 FORBIDDEN_UNLESS_IN_PROMPT = ("posterior", "steering")
 H_MIN_CHARS = 4  # shorter hidden answers ("Yes") are not substring-checked, as in the release
 TEACHER_ORDER = "grounded-adjudication-v1"  # salt of the seeded order the teacher reads the options in
@@ -213,15 +222,23 @@ def debater_of(true_position: str) -> str:
 
 
 # ------------------------------------------------------------------ told
-def adjudication_messages(transcript: str, question: str, options: tuple[str, str],
-                          true_position: str) -> list[dict[str, str]]:
+def adjudication_messages(
+    transcript: str, question: str, options: tuple[str, str], true_position: str
+) -> list[dict[str, str]]:
     """Protocol `told`: public transcript, q_m, the correct answer's text and debater; the assistant turn
     prefilled with PREFILL. Takes public material only, by construction."""
     answer = options[0] if true_position == "A" else options[1]
-    user = REQUEST.format(transcript=transcript.strip(), question=question.strip(), answer=answer.strip(),
-                          debater=debater_of(true_position))
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user},
-            {"role": "assistant", "content": PREFILL}]
+    user = REQUEST.format(
+        transcript=transcript.strip(),
+        question=question.strip(),
+        answer=answer.strip(),
+        debater=debater_of(true_position),
+    )
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": PREFILL},
+    ]
 
 
 _ANSWER_LINE = re.compile(
@@ -293,8 +310,10 @@ def fallback_adjudication(arguments: list[dict] | None, true_position: str) -> s
 
 
 def told_rows(lm: Any, todo: list[dict], settings: AdjudicationSettings, source: str) -> list[dict]:
-    conversations = [adjudication_messages(r["transcript"], r["q_m"], options_for(r, r["true_position"]),
-                                           r["true_position"]) for r in todo]
+    conversations = [
+        adjudication_messages(r["transcript"], r["q_m"], options_for(r, r["true_position"]), r["true_position"])
+        for r in todo
+    ]
     params = GenerationParams(max_new_tokens=settings.max_new_tokens, do_sample=False)
     outputs = lm.generate(conversations, params, desc=f"adjudications {source}") if todo else []
     out = []
@@ -306,8 +325,18 @@ def told_rows(lm: Any, todo: list[dict], settings: AdjudicationSettings, source:
             status = "fallback"
             reason = f"fewer than {MIN_WORDS} words of adjudication after clean-up: text built from the quote counts"
             body = fallback_adjudication(r["arguments"], r["true_position"])
-        out.append({"text": body, "raw": raw, "attempt": 0, "tier": "told", "failures": [],
-                    "model_answer": model_answer, "status": status, "reason": reason})
+        out.append(
+            {
+                "text": body,
+                "raw": raw,
+                "attempt": 0,
+                "tier": "told",
+                "failures": [],
+                "model_answer": model_answer,
+                "status": status,
+                "reason": reason,
+            }
+        )
     return out
 
 
@@ -315,7 +344,7 @@ def told_rows(lm: Any, todo: list[dict], settings: AdjudicationSettings, source:
 def teacher_position(pair_id: int) -> str:
     """Where Y_true is shown in the one judge prompt the teacher reads, seeded per pair (the release's
     grounded_teacher_orientation: a fixed A would let a letter prior pass for a blind success)."""
-    digest = hashlib.sha256(f"{pair_id}|{TEACHER_ORDER}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{pair_id}|{TEACHER_ORDER}".encode()).digest()
     return "A" if digest[0] % 2 == 0 else "B"
 
 
@@ -324,7 +353,9 @@ def teacher_messages(row: dict, gold: bool) -> list[dict[str, str]]:
     adjudication instruction, with the grading note when `gold`."""
     options = options_for(row, row["true_position"])
     view = transcript_view(row["q_m"], options, row["arguments"])
-    shown = (row["y_true"], row["y_false"]) if teacher_position(row["pair_id"]) == "A" else (row["y_false"], row["y_true"])
+    shown = (
+        (row["y_true"], row["y_false"]) if teacher_position(row["pair_id"]) == "A" else (row["y_false"], row["y_true"])
+    )
     user = release_content(row["q_m"], *shown, view, "train") + TEACHER_INSTRUCTION
     if gold:
         user += GOLD_NOTE.format(answer_text=row["y_true"], gold_debater=debater_of(row["true_position"]))
@@ -373,8 +404,10 @@ def span_evidence(span: str, row: dict, debater: str) -> dict[str, Any]:
 
 def render_analysis(evidence: dict[str, dict[str, Any]], check: str, winner: str) -> str:
     """The target text, written by code from the audited parts (the release's render_grounded_analysis)."""
-    lines = [f'{d}\'s key evidence: "{evidence[d]["span"]}" ({"verified" if evidence[d]["verified"] else "unverified"})'
-             for d in DEBATERS]
+    lines = [
+        f'{d}\'s key evidence: "{evidence[d]["span"]}" ({"verified" if evidence[d]["verified"] else "unverified"})'
+        for d in DEBATERS
+    ]
     return "\n".join([*lines, f"Check: {check}", f"Conclusion: {winner}{CONCLUSION_SUFFIX}"])
 
 
@@ -442,9 +475,17 @@ def blind_first_rows(lm: Any, todo: list[dict], settings: AdjudicationSettings, 
         if not pending:
             break
         conversations = [teacher_messages(todo[i], gold=tier == "gold") for i in pending]
-        params = (GenerationParams(max_new_tokens=settings.max_new_tokens, do_sample=False) if temperature is None
-                  else GenerationParams(max_new_tokens=settings.max_new_tokens, do_sample=True,
-                                        temperature=temperature, top_p=RETRY_TOP_P, seed=attempt))
+        params = (
+            GenerationParams(max_new_tokens=settings.max_new_tokens, do_sample=False)
+            if temperature is None
+            else GenerationParams(
+                max_new_tokens=settings.max_new_tokens,
+                do_sample=True,
+                temperature=temperature,
+                top_p=RETRY_TOP_P,
+                seed=attempt,
+            )
+        )
         outputs = lm.generate(conversations, params, desc=f"adjudications {source} (attempt {attempt}, {tier})")
         for i, conversation, texts in zip(pending, conversations, outputs):
             last_raw[i] = texts[0]
@@ -461,16 +502,30 @@ def blind_first_rows(lm: Any, todo: list[dict], settings: AdjudicationSettings, 
         if done:
             out.append(row | done | {"status": "ok", "reason": None})
         else:
-            out.append(row | {"text": None, "raw": last_raw.get(i), "attempt": None, "tier": None,
-                              "status": "unresolved",
-                              "reason": f"no attempt of {len(ATTEMPTS)} passed the audits: trained on L_fc only"})
+            out.append(
+                row
+                | {
+                    "text": None,
+                    "raw": last_raw.get(i),
+                    "attempt": None,
+                    "tier": None,
+                    "status": "unresolved",
+                    "reason": f"no attempt of {len(ATTEMPTS)} passed the audits: trained on L_fc only",
+                }
+            )
     return out
 
 
 # ------------------------------------------------------------------ both
 def adjudicate_rows(
-    lm: Any, selected: pl.DataFrame, pairs: pl.DataFrame, splits: pl.DataFrame, settings: AdjudicationSettings,
-    *, teacher: str = "", source: str = "transcripts",
+    lm: Any,
+    selected: pl.DataFrame,
+    pairs: pl.DataFrame,
+    splits: pl.DataFrame,
+    settings: AdjudicationSettings,
+    *,
+    teacher: str = "",
+    source: str = "transcripts",
 ) -> tuple[list[dict], list[dict]]:
     """(rows of ADJUDICATION_SCHEMA, rows of REJECTED_SCHEMA) for one mode's selected transcripts; `lm` is
     anything with LanguageModel.generate, `teacher` its name."""
@@ -489,12 +544,29 @@ def adjudicate_rows(
         if reason is None:
             todo.append(r)
         else:
-            rejected.append({"dataset": r["dataset"], "pair_id": r["pair_id"], "mode": r["mode"],
-                             "status": r["status"], "reason": reason})
+            rejected.append(
+                {
+                    "dataset": r["dataset"],
+                    "pair_id": r["pair_id"],
+                    "mode": r["mode"],
+                    "status": r["status"],
+                    "reason": reason,
+                }
+            )
     write = blind_first_rows if settings.protocol == "blind-first" else told_rows
     written = write(lm, todo, settings, source) if todo else []
-    out = [{"dataset": r["dataset"], "pair_id": r["pair_id"], "mode": r["mode"], "true_position": r["true_position"],
-            "teacher": teacher, "protocol": settings.protocol, **w} for r, w in zip(todo, written)]
+    out = [
+        {
+            "dataset": r["dataset"],
+            "pair_id": r["pair_id"],
+            "mode": r["mode"],
+            "true_position": r["true_position"],
+            "teacher": teacher,
+            "protocol": settings.protocol,
+            **w,
+        }
+        for r, w in zip(todo, written)
+    ]
     return out, rejected
 
 
@@ -513,38 +585,96 @@ def adjudicate_transcripts(
     selected row with its reason (`rejected_out`); `model`: the teacher."""
     sel = pl.read_parquet(selected)
     with open_model(model, cache=cache) as lm:
-        rows, rejected = adjudicate_rows(lm, sel, pl.read_parquet(pairs), pl.read_parquet(split), settings,
-                                         teacher=model.name, source=str(selected))
+        rows, rejected = adjudicate_rows(
+            lm, sel, pl.read_parquet(pairs), pl.read_parquet(split), settings, teacher=model.name, source=str(selected)
+        )
     frame = pl.DataFrame(rows, schema=ADJUDICATION_SCHEMA) if rows else pl.DataFrame(schema=ADJUDICATION_SCHEMA)
     write_parquet(frame, ADJUDICATION_SCHEMA, out)
     gone = pl.DataFrame(rejected, schema=REJECTED_SCHEMA) if rejected else pl.DataFrame(schema=REJECTED_SCHEMA)
     write_parquet(gone, REJECTED_SCHEMA, rejected_out)
     statuses = dict(frame.group_by("status").len().iter_rows()) if frame.height else {}
     tiers = dict(frame.group_by("attempt").len().iter_rows()) if frame.height else {}
-    disagree = frame.filter(pl.col("model_answer").is_not_null()
-                            & (pl.col("model_answer") != pl.col("true_position"))).height
-    log.info("%s: %d adjudications by %s (%s; status %s; by attempt %s), %d rows rejected; the model wrote a "
-             "contradicting answer line (cut) in %d", selected, frame.height, model.name, settings.protocol, statuses,
-             tiers, gone.height, disagree)
+    disagree = frame.filter(
+        pl.col("model_answer").is_not_null() & (pl.col("model_answer") != pl.col("true_position"))
+    ).height
+    log.info(
+        "%s: %d adjudications by %s (%s; status %s; by attempt %s), %d rows rejected; the model wrote a "
+        "contradicting answer line (cut) in %d",
+        selected,
+        frame.height,
+        model.name,
+        settings.protocol,
+        statuses,
+        tiers,
+        gone.height,
+        disagree,
+    )
     for r in frame.filter(pl.col("status") != "ok").iter_rows(named=True):
         log.warning("pair %d: %s: %s; %s", r["pair_id"], r["status"], r["reason"], "; ".join(r["failures"]))
-    for reason, count in (gone.group_by("reason").len().iter_rows() if gone.height else []):
+    for reason, count in gone.group_by("reason").len().iter_rows() if gone.height else []:
         log.info("rejected: %d rows: %s", count, reason)
     return frame
 
 
 # Content id of everything that shapes an adjudication: prompt texts, which rows get one, the clean-up, the
 # audits and the fallback (rule params carry it).
-ADJUDICATION_VERSION = rule_id("adjudication", PROTOCOLS, SYSTEM, REQUEST, PREFILL, SECTION_LABELS, MIN_WORDS,
-                               PUBLIC_PAIR_COLUMNS, AUDIT_PAIR_COLUMNS, TRAINED_STATUSES, TEACHER_SYSTEM,
-                               TEACHER_INSTRUCTION, GOLD_NOTE, ATTEMPTS, RETRY_TOP_P, SPAN_CHARS, CHECK_CHARS,
-                               CHECK_SENTENCES, ANALYSIS_CHARS, CONCLUSION_SUFFIX, FORBIDDEN_TERMS,
-                               FORBIDDEN_UNLESS_IN_PROMPT, H_MIN_CHARS, TEACHER_ORDER, RELEASE_JUDGE,
-                               _EVIDENCE_LINE.pattern, _CHECK_LINE.pattern, _CONCLUSION_LINE.pattern,
-                               _QUOTE_TAG.pattern, _SENTENCE_SPLIT.pattern, [p.pattern for p in _LETTER_BANS],
-                               _HARMONY.pattern, _TAG.pattern, _ANSWER_LINE.pattern, _TAGS.pattern, _ECHO.pattern,
-                               _SENTENCE_END.pattern, adjudication_messages, clean_adjudication, content_words,
-                               quote_counts, fallback_adjudication, told_rows, teacher_position, teacher_messages,
-                               parse_reply, round_texts, span_evidence, render_analysis, hidden_leak, validate_reply,
-                               blind_first_rows, adjudicate_rows, trained_selection, options_for, transcript_view,
-                               release_content, quote_key)
+ADJUDICATION_VERSION = rule_id(
+    "adjudication",
+    PROTOCOLS,
+    SYSTEM,
+    REQUEST,
+    PREFILL,
+    SECTION_LABELS,
+    MIN_WORDS,
+    PUBLIC_PAIR_COLUMNS,
+    AUDIT_PAIR_COLUMNS,
+    TRAINED_STATUSES,
+    TEACHER_SYSTEM,
+    TEACHER_INSTRUCTION,
+    GOLD_NOTE,
+    ATTEMPTS,
+    RETRY_TOP_P,
+    SPAN_CHARS,
+    CHECK_CHARS,
+    CHECK_SENTENCES,
+    ANALYSIS_CHARS,
+    CONCLUSION_SUFFIX,
+    FORBIDDEN_TERMS,
+    FORBIDDEN_UNLESS_IN_PROMPT,
+    H_MIN_CHARS,
+    TEACHER_ORDER,
+    RELEASE_JUDGE,
+    _EVIDENCE_LINE.pattern,
+    _CHECK_LINE.pattern,
+    _CONCLUSION_LINE.pattern,
+    _QUOTE_TAG.pattern,
+    _SENTENCE_SPLIT.pattern,
+    [p.pattern for p in _LETTER_BANS],
+    _HARMONY.pattern,
+    _TAG.pattern,
+    _ANSWER_LINE.pattern,
+    _TAGS.pattern,
+    _ECHO.pattern,
+    _SENTENCE_END.pattern,
+    adjudication_messages,
+    clean_adjudication,
+    content_words,
+    quote_counts,
+    fallback_adjudication,
+    told_rows,
+    teacher_position,
+    teacher_messages,
+    parse_reply,
+    round_texts,
+    span_evidence,
+    render_analysis,
+    hidden_leak,
+    validate_reply,
+    blind_first_rows,
+    adjudicate_rows,
+    trained_selection,
+    options_for,
+    transcript_view,
+    release_content,
+    quote_key,
+)

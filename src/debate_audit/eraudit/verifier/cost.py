@@ -26,7 +26,8 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
                 writers: dict[str, set[str]] = {}
                 for arch in archs:
                     writers.setdefault(teacher or arch, set()).update(
-                        cells.adjudication_modes(arch, item.dataset, length))
+                        cells.adjudication_modes(arch, item.dataset, length)
+                    )
                 for writer, used in writers.items():
                     adj = RulePlan("verifier_adjudicate", model=writer)
                     adj.generations += len(used) * item.train
@@ -37,12 +38,15 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
                 variants = cells.variants(arch, item.dataset, length)
                 fine = RulePlan("verifier_finetune", model=arch)
                 # two rows per transcript, one per answer order; V_org may train for its own epochs
-                epochs = sum(grid.own_training(ver, grid.Checkpoint.of(length, v)).get("epochs", ver["epochs"])
-                             for v in variants)
+                epochs = sum(
+                    grid.own_training(ver, grid.Checkpoint.of(length, v)).get("epochs", ver["epochs"]) for v in variants
+                )
                 steps_tokens = 2 * item.train * epochs * min(ver["max_length"], shape.transcript_tokens + 400)
                 if ver["max_steps"] is not None:
-                    steps_tokens = min(steps_tokens, len(variants) * ver["max_steps"] * ver["batch_size"]
-                                       * ver["grad_accum"] * ver["max_length"])
+                    steps_tokens = min(
+                        steps_tokens,
+                        len(variants) * ver["max_steps"] * ver["batch_size"] * ver["grad_accum"] * ver["max_length"],
+                    )
                 fine.train_tokens += steps_tokens
                 plans.append(fine)
         for arch in archs:

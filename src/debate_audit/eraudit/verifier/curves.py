@@ -14,8 +14,9 @@ from ..common.grid import Checkpoint
 from ..common.verifiers import VARIANTS, color, label
 
 
-def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path, *, dataset: str,
-                     title: str | None = None) -> None:
+def plot_loss_curves(
+    curves: list[str | Path], png: str | Path, svg: str | Path, *, dataset: str, title: str | None = None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -24,15 +25,17 @@ def plot_loss_curves(curves: list[str | Path], png: str | Path, svg: str | Path,
     frames = {Path(p): pl.read_parquet(p) for p in curves}
     frame = pl.concat(list(frames.values()))
     # a curve file sits at <length>/<variant>/loss_curve.parquet; an empty one: a variant never trained
-    missing = [label(Checkpoint.of(p.parent.parent.name, p.parent.name).verifier) for p, f in frames.items()
-               if f.is_empty()]
+    missing = [
+        label(Checkpoint.of(p.parent.parent.name, p.parent.name).verifier) for p, f in frames.items() if f.is_empty()
+    ]
     terms = [("loss", "total (weighted)"), ("loss_lm", "L_lm"), ("loss_fc", "L_fc"), ("loss_qh", "L_qh")]
     fig, axes = plt.subplots(1, len(terms), figsize=(4 * len(terms), 3.2), sharex=True)
     for ax, (column, title) in zip(axes, terms):
         for variant in VARIANTS:  # one colour per verifier across panels and figures
             rows = frame.filter(pl.col("variant") == variant)
-            weights = rows["qh_weight"].unique().sort(nulls_last=True).to_list() if "qh_weight" in rows.columns \
-                else [None]
+            weights = (
+                rows["qh_weight"].unique().sort(nulls_last=True).to_list() if "qh_weight" in rows.columns else [None]
+            )
             for k, weight in enumerate(weights):
                 data = rows.filter(pl.col("qh_weight").eq_missing(weight)) if "qh_weight" in rows.columns else rows
                 data = data.drop_nulls(column).sort("step")

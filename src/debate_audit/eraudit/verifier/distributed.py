@@ -157,9 +157,26 @@ def launch(processes: int, arguments: Mapping[str, Any]) -> None:
     with tempfile.TemporaryDirectory(prefix="finetune-") as tmp:
         args_file = Path(tmp) / "arguments.json"
         args_file.write_text(json.dumps(arguments, default=str))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(processes),
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--tee", "3",
-               "--role", "finetune", "-m", WORKER_MODULE, str(args_file)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(processes),
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{_free_port()}",
+            "--tee",
+            "3",
+            "--role",
+            "finetune",
+            "-m",
+            WORKER_MODULE,
+            str(args_file),
+        ]
         log.info("fine-tuning over %d processes: %s", processes, " ".join(cmd))
         env = dict(os.environ)
         # torchrun's default, said here: one thread per worker, the workers sharing the cores the job has
@@ -172,5 +189,7 @@ def launch(processes: int, arguments: Mapping[str, Any]) -> None:
             out = None
         done = subprocess.run(cmd, env=env, stdout=out, stderr=out)
         if done.returncode != 0:
-            raise RuntimeError(f"the {processes}-process fine-tuning job failed (torchrun exit status "
-                               f"{done.returncode}; each worker's traceback is above, prefixed with its rank)")
+            raise RuntimeError(
+                f"the {processes}-process fine-tuning job failed (torchrun exit status "
+                f"{done.returncode}; each worker's traceback is above, prefixed with its rank)"
+            )

@@ -36,14 +36,19 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
 from debate_audit.models.adapter import save_adapter
 from debate_audit.models.loading import ModelRef
+from debate_audit.models.memory import check_training_memory
 from debate_audit.models.prepare import FINGERPRINT_FILE
 from debate_audit.models.size import prepared_params
-from debate_audit.models.memory import check_training_memory
 from debate_audit.models.spec import resolve_device, resolve_dtype
 from debate_audit.runtime.provenance import current_provenance, record_model
 
-from ..debate.debates import options_for, transcript_view
 from ..common.grid import labelled, unlabelled, with_labels
+from ..common.readout import LABELS, resolve_readout
+from ..common.verifiers import (
+    COPY,
+    VARIANTS,  # variant -> transcript mode
+)
+from ..debate.debates import options_for, transcript_view
 from .distributed import Rank, full_state_dict, in_worker, launch, shard, start, step_share, stop, sum_over_ranks
 from .losses import verifier_losses
 from .training_rows import (
@@ -60,24 +65,23 @@ from .training_rows import (
     qh_only_items,
     training_items,
 )
-from ..common.readout import LABELS, resolve_readout
-from ..common.verifiers import COPY
-from ..common.verifiers import VARIANTS  # variant -> transcript mode
 
 log = logging.getLogger(__name__)
 
-CURVE_SCHEMA = labelled({
-    "dataset": pl.Utf8,
-    "variant": pl.Utf8,  # honest / adv / org
-    "step": pl.Int32,  # optimizer step, 1-based
-    "epoch": pl.Int32,  # 0-based pass over the training rows
-    "loss": pl.Float64,  # weighted total, mean over the step's micro-batches
-    "loss_lm": pl.Float64,  # L_lm (unweighted); null when no row of the step had an L_lm target
-    "loss_fc": pl.Float64,  # L_fc (unweighted); null when the step trained L_qh alone (qh_items: train)
-    "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
-    "learning_rate": pl.Float64,  # this step's learning rate (warm-up, lr_schedule)
-    "items": pl.Int32,  # training rows seen so far (two per selected transcript)
-})
+CURVE_SCHEMA = labelled(
+    {
+        "dataset": pl.Utf8,
+        "variant": pl.Utf8,  # honest / adv / org
+        "step": pl.Int32,  # optimizer step, 1-based
+        "epoch": pl.Int32,  # 0-based pass over the training rows
+        "loss": pl.Float64,  # weighted total, mean over the step's micro-batches
+        "loss_lm": pl.Float64,  # L_lm (unweighted); null when no row of the step had an L_lm target
+        "loss_fc": pl.Float64,  # L_fc (unweighted); null when the step trained L_qh alone (qh_items: train)
+        "loss_qh": pl.Float64,  # L_qh (unweighted); null for honest / adv
+        "learning_rate": pl.Float64,  # this step's learning rate (warm-up, lr_schedule)
+        "items": pl.Int32,  # training rows seen so far (two per selected transcript)
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -112,8 +116,10 @@ class FinetuneSettings:
         if self.processes < 1:
             raise ValueError(f"verifier.distributed.processes must be at least 1, got {self.processes}")
         if self.processes > 1 and self.lora.get("enabled"):
-            raise ValueError("verifier.distributed.processes above 1 shards a full-parameter model; a LoRA "
-                             "verifier (verifier.lora.enabled) trains in one process: set its processes to 1")
+            raise ValueError(
+                "verifier.distributed.processes above 1 shards a full-parameter model; a LoRA "
+                "verifier (verifier.lora.enabled) trains in one process: set its processes to 1"
+            )
         if self.lm_target not in LM_TARGETS:
             raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {self.lm_target!r}")
         if self.lr_schedule not in LR_SCHEDULES:
@@ -123,8 +129,10 @@ class FinetuneSettings:
         if self.qh_items not in QH_ITEMS:
             raise ValueError(f"verifier.org_training.qh_items must be one of {list(QH_ITEMS)}, got {self.qh_items!r}")
         if self.qh_items == "train" and self.qh_readout != "bare":
-            raise ValueError("verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it "
-                             f"needs verifier.qh_readout: bare (got {self.qh_readout!r})")
+            raise ValueError(
+                "verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it "
+                f"needs verifier.qh_readout: bare (got {self.qh_readout!r})"
+            )
 
 
 def _apply_lora(model, lora: dict):
@@ -135,8 +143,13 @@ def _apply_lora(model, lora: dict):
             "verifier.lora.enabled is true but peft is not installed: `pip install peft` "
             "(or the project's [lora] extra)"
         ) from err
-    config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                        target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=lora["r"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=list(lora["target_modules"]),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)
 
 
@@ -145,8 +158,16 @@ def saves_adapter(lora: dict) -> bool:
     return bool(lora.get("enabled")) and lora.get("save", "adapter") == "adapter"
 
 
-def train(model, examples: list[TrainExample], settings: FinetuneSettings, label_ids: list[int], pad_id: int,
-          *, desc: str = "fine-tuning", rank: Rank = Rank()) -> list[dict]:
+def train(
+    model,
+    examples: list[TrainExample],
+    settings: FinetuneSettings,
+    label_ids: list[int],
+    pad_id: int,
+    *,
+    desc: str = "fine-tuning",
+    rank: Rank = Rank(),
+) -> list[dict]:
     """The optimisation loop; returns one record per optimizer step (CURVE_SCHEMA without dataset/variant).
     `rank`: this process's place in a distributed job (distributed.py), whose `model` is sharded already;
     every rank returns the same curve."""
@@ -168,7 +189,9 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
         total = min(total, settings.max_steps)
     rng = random.Random(f"finetune:{settings.seed}")
     device = next(model.parameters()).device
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    )
     curve, seen = [], 0
     model.train()
     bar = tqdm(total=total, desc=desc, unit="step", disable=not rank.main)
@@ -176,10 +199,10 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
     for epoch in range(settings.epochs):
         order = list(range(len(examples)))
         rng.shuffle(order)
-        for start in range(0, len(order), per_step):
+        for first in range(0, len(order), per_step):
             if step >= total:
                 break
-            chunk = [examples[i] for i in order[start : start + per_step]]
+            chunk = [examples[i] for i in order[first : first + per_step]]
             micro = [chunk[i : i + settings.batch_size] for i in range(0, len(chunk), settings.batch_size)]
             learning_rate = settings.learning_rate * lr_factor(step, total, settings.warmup_steps, settings.lr_schedule)
             for group in optimizer.param_groups:
@@ -187,8 +210,9 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
             sums: dict[str, float] = {}
             for batch, share in step_share(micro, rank):
                 with autocast:
-                    terms = verifier_losses(model, batch, label_ids, settings.loss_weights, pad_id,
-                                            lockstep=rank.world > 1)
+                    terms = verifier_losses(
+                        model, batch, label_ids, settings.loss_weights, pad_id, lockstep=rank.world > 1
+                    )
                 (terms["total"] * share / len(chunk)).backward()
                 for name, value in terms.items() if share else ():
                     sums[name] = sums.get(name, 0.0) + value.item() * share / len(chunk) / rank.world
@@ -198,14 +222,33 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
             optimizer.zero_grad(set_to_none=True)
             step += 1
             seen += len(chunk)
-            curve.append({"step": step, "epoch": epoch, "loss": sums["total"], "loss_lm": sums.get("lm"),
-                          "loss_fc": sums.get("fc"), "loss_qh": sums.get("qh"), "learning_rate": learning_rate,
-                          "items": seen})
+            curve.append(
+                {
+                    "step": step,
+                    "epoch": epoch,
+                    "loss": sums["total"],
+                    "loss_lm": sums.get("lm"),
+                    "loss_fc": sums.get("fc"),
+                    "loss_qh": sums.get("qh"),
+                    "learning_rate": learning_rate,
+                    "items": seen,
+                }
+            )
             bar.update(1)
             shown = {name: f"{sums[name]:.4f}" if name in sums else "-" for name in ("lm", "fc", "qh")}
             bar.set_postfix(loss=f"{sums['total']:.3f}", fc=shown["fc"])
-            log.log(logging.INFO if rank.main else logging.DEBUG, "step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %s qh %s)",
-                    step, total, epoch, learning_rate, sums["total"], shown["lm"], shown["fc"], shown["qh"])
+            log.log(
+                logging.INFO if rank.main else logging.DEBUG,
+                "step %d/%d epoch %d lr %.3g loss %.4f (lm %s fc %s qh %s)",
+                step,
+                total,
+                epoch,
+                learning_rate,
+                sums["total"],
+                shown["lm"],
+                shown["fc"],
+                shown["qh"],
+            )
     bar.close()
     if settings.gradient_checkpointing:
         model.gradient_checkpointing_disable()
@@ -213,8 +256,14 @@ def train(model, examples: list[TrainExample], settings: FinetuneSettings, label
     return curve
 
 
-def save_verifier(model, tokenizer, out_dir: str | Path, adapter_of: str | Path | None = None,
-                  state_dict: dict | None = None, **fields) -> dict:
+def save_verifier(
+    model,
+    tokenizer,
+    out_dir: str | Path,
+    adapter_of: str | Path | None = None,
+    state_dict: dict | None = None,
+    **fields,
+) -> dict:
     """A plain safetensors directory (or, `adapter_of` a base directory, peft's adapter of that base) with
     tokenizer files; fingerprint.json (the rule output) comes last. `state_dict`: the weights to write in
     place of the model's own (a sharded model's, gathered: distributed.full_state_dict)."""
@@ -256,11 +305,21 @@ def finetune_verifier(
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
     if settings.processes > 1 and not in_worker():
-        arguments = dict(selected=str(selected), pairs=str(pairs), split=str(split), base=base.to_params(),
-                         out_dir=str(out_dir), curve_out=str(curve_out), dataset=dataset, variant=variant,
-                         settings=dataclasses.asdict(settings), readout=readout, labels=labels,
-                         adjudications=None if adjudications is None else str(adjudications),
-                         provenance=current_provenance())
+        arguments = dict(
+            selected=str(selected),
+            pairs=str(pairs),
+            split=str(split),
+            base=base.to_params(),
+            out_dir=str(out_dir),
+            curve_out=str(curve_out),
+            dataset=dataset,
+            variant=variant,
+            settings=dataclasses.asdict(settings),
+            readout=readout,
+            labels=labels,
+            adjudications=None if adjudications is None else str(adjudications),
+            provenance=current_provenance(),
+        )
         launch(settings.processes, arguments)
         record = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())
         record_model(base.name, base.directory, base.fingerprint())
@@ -282,31 +341,60 @@ def finetune_verifier(
         row
         for r, target in zip(items, targets)
         for row in encode_example(
-            tokenizer, pair_id=r["pair_id"], item=r, target=target, with_qh=variant == "org",
+            tokenizer,
+            pair_id=r["pair_id"],
+            item=r,
+            target=target,
+            with_qh=variant == "org",
             transcript=transcript_view(r["q_m"], options_for(r, r["true_position"]), r["arguments"]),
-            max_length=settings.max_length, max_target_tokens=settings.max_target_tokens, readout=readout,
-            reply=settings.lm_target == "adjudication", qh_order=qh_letters(settings.seed, r["pair_id"]),
-            chat_template_kwargs=base.chat_template_kwargs, qh_readout=settings.qh_readout)
+            max_length=settings.max_length,
+            max_target_tokens=settings.max_target_tokens,
+            readout=readout,
+            reply=settings.lm_target == "adjudication",
+            qh_order=qh_letters(settings.seed, r["pair_id"]),
+            chat_template_kwargs=base.chat_template_kwargs,
+            qh_readout=settings.qh_readout,
+        )
     ]
     qh_only = qh_only_items(selected, pairs, split) if variant == "org" and settings.qh_items == "train" else []
-    examples += [row for r in qh_only
-                 for row in encode_qh_only(tokenizer, pair_id=r["pair_id"], item=r, readout=readout,
-                                           chat_template_kwargs=base.chat_template_kwargs)]
-    log.info("%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target; pairs of L_qh alone: %d) "
-             "from %s; weights %s; readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s", dataset,
-             variant, len(examples), len(items), sum(t is None for t in targets), len(qh_only), selected,
-             settings.loss_weights,
-             resolve_readout(readout, tokenizer), settings.lm_target, settings.learning_rate, settings.warmup_steps,
-             settings.lr_schedule)
+    examples += [
+        row
+        for r in qh_only
+        for row in encode_qh_only(
+            tokenizer, pair_id=r["pair_id"], item=r, readout=readout, chat_template_kwargs=base.chat_template_kwargs
+        )
+    ]
+    log.info(
+        "%s/%s: %d training rows (2 per item, %d items, %d without an L_lm target; pairs of L_qh alone: %d) "
+        "from %s; weights %s; readout %s; L_lm target %s; learning rate %g, %d warm-up steps, %s",
+        dataset,
+        variant,
+        len(examples),
+        len(items),
+        sum(t is None for t in targets),
+        len(qh_only),
+        selected,
+        settings.loss_weights,
+        resolve_readout(readout, tokenizer),
+        settings.lm_target,
+        settings.learning_rate,
+        settings.warmup_steps,
+        settings.lr_schedule,
+    )
     rank, dev = start(resolve_device(base.device, base.name))
     on_gpu = dev.startswith("cuda")
     lora = bool(settings.lora.get("enabled"))
     if on_gpu:
         params = prepared_params(base.directory)
         if params is not None:
-            check_training_memory(base.name, params, lora,
-                                  torch.cuda.get_device_properties(torch.device(dev)).total_memory,
-                                  processes=rank.world, cpu_offload=settings.cpu_offload)
+            check_training_memory(
+                base.name,
+                params,
+                lora,
+                torch.cuda.get_device_properties(torch.device(dev)).total_memory,
+                processes=rank.world,
+                cpu_offload=settings.cpu_offload,
+            )
     dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES
     model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True)
     if lora:
@@ -320,8 +408,12 @@ def finetune_verifier(
     if examples:
         curve = train(model, examples, settings, label_ids, pad_id, desc=f"{dataset}/{variant}", rank=rank)
     else:
-        log.warning("%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
-                    dataset, variant, selected)
+        log.warning(
+            "%s/%s: no usable training transcripts in %s: the checkpoint is the base model unchanged",
+            dataset,
+            variant,
+            selected,
+        )
     # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to it
     # anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
     saved_dtype = resolve_dtype(base.dtype, dev)
@@ -356,8 +448,15 @@ def finetune_verifier(
         qh_only_items=len(qh_only),
         steps=len(curve),
     )
-    log.info("%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)", dataset, variant, len(curve),
-             time.time() - started, out_dir, record["weights_sha256"][:16])
+    log.info(
+        "%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)",
+        dataset,
+        variant,
+        len(curve),
+        time.time() - started,
+        out_dir,
+        record["weights_sha256"][:16],
+    )
     stop()
     return record
 
@@ -378,12 +477,25 @@ def copy_verifier(base: ModelRef, out_dir: str | Path, *, architecture: str) -> 
     if out_dir.exists():
         shutil.rmtree(out_dir)
     # hard links where the filesystem allows: the same bytes without another copy of the weights on disk
-    shutil.copytree(base.directory, out_dir, ignore=shutil.ignore_patterns(FINGERPRINT_FILE), copy_function=_link_or_copy)
-    record = write_fingerprint(out_dir, name=f"verifier-{COPY.name}", variant=COPY.name, architecture=architecture,
-                               length=None, qh_weight=None, base_weights_sha256=base_fingerprint["weights_sha256"],
-                               training_items=0, training_rows=0, steps=0, checkpoint=COPY.name)
+    shutil.copytree(
+        base.directory, out_dir, ignore=shutil.ignore_patterns(FINGERPRINT_FILE), copy_function=_link_or_copy
+    )
+    record = write_fingerprint(
+        out_dir,
+        name=f"verifier-{COPY.name}",
+        variant=COPY.name,
+        architecture=architecture,
+        length=None,
+        qh_weight=None,
+        base_weights_sha256=base_fingerprint["weights_sha256"],
+        training_items=0,
+        training_rows=0,
+        steps=0,
+        checkpoint=COPY.name,
+    )
     if record["weights_sha256"] != base_fingerprint["weights_sha256"]:
         raise RuntimeError(f"{out_dir}: the copy's weights differ from {base.directory}'s")
-    log.info("%s: V_base copied to %s (weights sha256 %s, not trained)", architecture, out_dir,
-             record["weights_sha256"][:16])
+    log.info(
+        "%s: V_base copied to %s (weights sha256 %s, not trained)", architecture, out_dir, record["weights_sha256"][:16]
+    )
     return record

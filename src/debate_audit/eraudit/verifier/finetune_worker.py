@@ -19,8 +19,11 @@ def worker(args_file: str | Path) -> None:
     """One worker of a `launch`ed job: `finetune_verifier` with the arguments the rule's process wrote, in
     that rule's provenance; rank 0 logs at INFO, the others only warnings."""
     rank = os.environ.get("RANK", "0")
-    logging.basicConfig(level=logging.INFO if rank == "0" else logging.WARNING, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s rank {rank} %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if rank == "0" else logging.WARNING,
+        stream=sys.stderr,
+        format=f"%(asctime)s %(levelname)s rank {rank} %(name)s: %(message)s",
+    )
     arguments = json.loads(Path(args_file).read_text())
     provenance = arguments.pop("provenance")
     arguments["base"] = ModelRef.from_params(arguments["base"])

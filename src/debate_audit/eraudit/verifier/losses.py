@@ -31,7 +31,9 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean next-token CE where labels != IGNORE; logits (B, T, V) predict labels shifted by one."""
     shift_logits = logits[:, :-1, :].float()
     shift_labels = labels[:, 1:]
-    return F.cross_entropy(shift_logits.reshape(-1, shift_logits.shape[-1]), shift_labels.reshape(-1), ignore_index=IGNORE)
+    return F.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.shape[-1]), shift_labels.reshape(-1), ignore_index=IGNORE
+    )
 
 
 def choice_loss(slot_logits: torch.Tensor, label_ids: Sequence[int], targets: torch.Tensor) -> torch.Tensor:
@@ -114,8 +116,12 @@ def _packed_terms(model, batch: list[TrainExample], label_ids, pad_id, device) -
     else:
         mask = allowed
     keep = width - first_read
-    logits = model(input_ids=ids.to(device), attention_mask=mask[:, None].to(device),
-                   position_ids=positions.to(device), logits_to_keep=keep).logits
+    logits = model(
+        input_ids=ids.to(device),
+        attention_mask=mask[:, None].to(device),
+        position_ids=positions.to(device),
+        logits_to_keep=keep,
+    ).logits
     terms: dict[str, torch.Tensor] = {}
     if any(n_target for *_, n_target in rows):
         terms["lm"] = lm_loss(logits, labels[:, -keep:].to(device))
@@ -125,8 +131,14 @@ def _packed_terms(model, batch: list[TrainExample], label_ids, pad_id, device) -
 
 
 def verifier_losses(
-    model, batch: list[TrainExample], label_ids: Sequence[int], weights: dict[str, float], pad_id: int,
-    *, lockstep: bool = False, pack: bool | None = None,
+    model,
+    batch: list[TrainExample],
+    label_ids: Sequence[int],
+    weights: dict[str, float],
+    pad_id: int,
+    *,
+    lockstep: bool = False,
+    pack: bool | None = None,
 ) -> dict[str, torch.Tensor]:
     """Loss terms for one micro-batch: keys lm (only when a row of the batch has an L_lm target), fc (only when
     a row has a q_m readout: not a q_h-only row), qh (only when the batch has q_h examples), total. `pack`:

@@ -35,27 +35,31 @@ log = logging.getLogger(__name__)
 
 VERIFIERS = list(verifiers.VERIFIERS)
 
-EVAL_SCHEMA = labelled({
-    "dataset": pl.Utf8,
-    "verifier": pl.Utf8,  # base / honest / adv / org
-    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (0: V_base, or a variant never trained)
-    "pair_id": pl.Int64,
-    "split": pl.Utf8,  # train / eval / excluded (Table 1: `all` reads every row, `eval` the eval rows)
-    "question": pl.Utf8,  # q_m / q_h
-    "p_correct": pl.Float64,  # P[V(q) = Y_true] for q_m, P[V(q) = H_true] for q_h
-    "correct": pl.Boolean,  # p_correct > 0.5
-})
+EVAL_SCHEMA = labelled(
+    {
+        "dataset": pl.Utf8,
+        "verifier": pl.Utf8,  # base / honest / adv / org
+        "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (0: V_base, or a variant never trained)
+        "pair_id": pl.Int64,
+        "split": pl.Utf8,  # train / eval / excluded (Table 1: `all` reads every row, `eval` the eval rows)
+        "question": pl.Utf8,  # q_m / q_h
+        "p_correct": pl.Float64,  # P[V(q) = Y_true] for q_m, P[V(q) = H_true] for q_h
+        "correct": pl.Boolean,  # p_correct > 0.5
+    }
+)
 
-TABLE1_SCHEMA = labelled({
-    "dataset": pl.Utf8,
-    "population": pl.Utf8,  # all: every prepared pair (the paper's, POPULATIONS); eval: the eval split only
-    "verifier": pl.Utf8,  # base / honest / adv / org
-    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (0: V_base, or a variant never trained)
-    "question": pl.Utf8,  # q_m / q_h
-    "acc": pl.Float64,  # share of the population's items answered correctly (p_correct > 0.5)
-    "mtp": pl.Float64,  # mean probability of the correct answer
-    "n": pl.Int64,  # items in the population
-})
+TABLE1_SCHEMA = labelled(
+    {
+        "dataset": pl.Utf8,
+        "population": pl.Utf8,  # all: every prepared pair (the paper's, POPULATIONS); eval: the eval split only
+        "verifier": pl.Utf8,  # base / honest / adv / org
+        "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (0: V_base, or a variant never trained)
+        "question": pl.Utf8,  # q_m / q_h
+        "acc": pl.Float64,  # share of the population's items answered correctly (p_correct > 0.5)
+        "mtp": pl.Float64,  # mean probability of the correct answer
+        "n": pl.Int64,  # items in the population
+    }
+)
 
 # population -> (what it holds, the split values it keeps; None: every scored pair), the paper's first.
 POPULATIONS = {
@@ -82,16 +86,37 @@ def evaluate_verifier(
     rows = frame.sort("pair_id").to_dicts()
     trained_on = verifiers.training_rows(model.directory)
     with open_model(model, cache=cache) as lm:
-        p_m = answer_probability(lm, [r["q_m"] for r in rows], [r["y_true"] for r in rows],
-                                 [r["y_false"] for r in rows], readout=readout, desc=f"{verifier} q_m")
-        p_h = answer_probability(lm, [r["q_h"] for r in rows], [r["h_true"] for r in rows],
-                                 [r["h_false"] for r in rows], readout=readout, desc=f"{verifier} q_h")
+        p_m = answer_probability(
+            lm,
+            [r["q_m"] for r in rows],
+            [r["y_true"] for r in rows],
+            [r["y_false"] for r in rows],
+            readout=readout,
+            desc=f"{verifier} q_m",
+        )
+        p_h = answer_probability(
+            lm,
+            [r["q_h"] for r in rows],
+            [r["h_true"] for r in rows],
+            [r["h_false"] for r in rows],
+            readout=readout,
+            desc=f"{verifier} q_h",
+        )
     records = []
     for question, probs in (("q_m", p_m), ("q_h", p_h)):
         for r, p in zip(rows, probs):
-            records.append({"dataset": dataset, "verifier": verifier, "training_rows": trained_on,
-                            "pair_id": r["pair_id"], "split": r["split"],
-                            "question": question, "p_correct": p, "correct": p > 0.5})
+            records.append(
+                {
+                    "dataset": dataset,
+                    "verifier": verifier,
+                    "training_rows": trained_on,
+                    "pair_id": r["pair_id"],
+                    "split": r["split"],
+                    "question": question,
+                    "p_correct": p,
+                    "correct": p > 0.5,
+                }
+            )
     result = with_labels(pl.DataFrame(records, schema=unlabelled(EVAL_SCHEMA)), labels)
     write_parquet(result, EVAL_SCHEMA, out)
     log.info("%s/%s: scored %d pairs on q_m and q_h", dataset, verifier, len(rows))
@@ -114,11 +139,27 @@ def summarise(evals: pl.DataFrame) -> pl.DataFrame:
     return (
         pl.concat(parts)
         .group_by(["population", *GROUP])
-        .agg(training_rows=pl.col("training_rows").first(), acc=pl.col("correct").cast(pl.Float64).mean(), mtp=pl.col("p_correct").mean(), n=pl.len().cast(pl.Int64))
-        .with_columns(pl.col("verifier").replace_strict(order, default=len(order)).alias("_order"),
-                      pl.col("population").replace_strict(populations, return_dtype=pl.Int32).alias("_population"))
-        .sort("_population", "dataset", "architecture", "length", "_order", "qh_weight", "question",
-              descending=[False, False, False, False, False, False, True], nulls_last=False)
+        .agg(
+            training_rows=pl.col("training_rows").first(),
+            acc=pl.col("correct").cast(pl.Float64).mean(),
+            mtp=pl.col("p_correct").mean(),
+            n=pl.len().cast(pl.Int64),
+        )
+        .with_columns(
+            pl.col("verifier").replace_strict(order, default=len(order)).alias("_order"),
+            pl.col("population").replace_strict(populations, return_dtype=pl.Int32).alias("_population"),
+        )
+        .sort(
+            "_population",
+            "dataset",
+            "architecture",
+            "length",
+            "_order",
+            "qh_weight",
+            "question",
+            descending=[False, False, False, False, False, False, True],
+            nulls_last=False,
+        )
         .drop("_order", "_population")
         .select(list(TABLE1_SCHEMA))
     )
@@ -142,8 +183,10 @@ def markdown_table(table: pl.DataFrame) -> str:
     V_base does not depend on the length: its cells repeat on every length's rows."""
     if table["population"].n_unique() > 1:
         raise ValueError("markdown_table renders one population; filter on `population` first")
-    cells = {(r["dataset"], r["architecture"], r["length"], r["qh_weight"], r["verifier"], r["question"]): r
-             for r in table.iter_rows(named=True)}
+    cells = {
+        (r["dataset"], r["architecture"], r["length"], r["qh_weight"], r["verifier"], r["question"]): r
+        for r in table.iter_rows(named=True)
+    }
     columns = _columns(table)
     swept = sum(1 for v, _ in columns if v == "org") > 1
     lengths = [x for x in table["length"].unique(maintain_order=True).to_list() if x is not None] or [None]
@@ -159,8 +202,9 @@ def markdown_table(table: pl.DataFrame) -> str:
                 row: list = [dataset, architecture, *([length] if lengths != [None] else []), question]
                 n = None
                 for name, weight in columns:
-                    cell = cells.get((dataset, architecture, None if name == "base" else length, weight, name,
-                                      question))
+                    cell = cells.get(
+                        (dataset, architecture, None if name == "base" else length, weight, name, question)
+                    )
                     row += [f"{cell[k]:.3f}" if cell and cell[k] is not None else "-" for k in ("acc", "mtp")]
                     n = n if n is not None or cell is None else cell["n"]
                 rows.append([*row, n if n is not None else "-"])
@@ -191,9 +235,11 @@ def build_table1(evals: list[str | Path], out: str | Path, markdown: str | Path,
     title = "# Table 1: forced-choice readout, no transcript (Acc: P[correct] > 0.5; MTP: mean P[correct])\n\n"
     # Items a compared verifier trained on (release split overlap, splits.py) are out of the eval split.
     excluded = frame.filter(pl.col("split") == "excluded").group_by("dataset").agg(pl.col("pair_id").n_unique())
-    note = "".join(f"\n{dataset}: {n} eval items of the normal split left out of `eval`: they are adversarial train "
-                   "items, the training set of V_adv / V_org (release split overlap, debate.split.overlap: exclude).\n"
-                   for dataset, n in excluded.sort("dataset").iter_rows())
+    note = "".join(
+        f"\n{dataset}: {n} eval items of the normal split left out of `eval`: they are adversarial train "
+        "items, the training set of V_adv / V_org (release split overlap, debate.split.overlap: exclude).\n"
+        for dataset, n in excluded.sort("dataset").iter_rows()
+    )
     text = title + "\n\n".join(sections) + note
     Path(markdown).write_text(text)
     log.info("table 1:\n%s", text)

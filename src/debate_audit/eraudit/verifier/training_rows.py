@@ -45,10 +45,10 @@ from pathlib import Path
 
 import polars as pl
 
-from ..debate.debates import transcript_view
 from ..common.readout import ANSWER_SLOT, Transcript, render_prompt, renderer_for, tokenizer_chat, wording_for
-from ..debate.splits import split_column
 from ..common.versioning import rule_id
+from ..debate.debates import transcript_view
+from ..debate.splits import split_column
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +72,20 @@ def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = 
     column = role_column(splits, mode)
     statuses = list(TRAINED_STATUSES[mode])
     role = splits.select("pair_id", pl.col(column).alias("_role"))
-    return sel.join(role, on="pair_id", how="left").with_columns(
-        skip=pl.when(~pl.col("status").is_in(statuses))
-        .then(pl.format("status {} not trained on ({} trains on {})", "status", pl.lit(mode), pl.lit("/".join(statuses))))
-        .when(pl.col("_role").is_null() | (pl.col("_role") != "train"))
-        .then(pl.format("not in the train split ({}: {})", pl.lit(column), pl.col("_role").fill_null("none")))
-    ).drop("_role")
+    return (
+        sel.join(role, on="pair_id", how="left")
+        .with_columns(
+            skip=pl.when(~pl.col("status").is_in(statuses))
+            .then(
+                pl.format(
+                    "status {} not trained on ({} trains on {})", "status", pl.lit(mode), pl.lit("/".join(statuses))
+                )
+            )
+            .when(pl.col("_role").is_null() | (pl.col("_role") != "train"))
+            .then(pl.format("not in the train split ({}: {})", pl.lit(column), pl.col("_role").fill_null("none")))
+        )
+        .drop("_role")
+    )
 
 
 def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
@@ -86,8 +94,12 @@ def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -
     skipped = sel.height - usable.height
     if skipped:
         counts = dict(sel.filter(pl.col("skip").is_not_null()).group_by("status").len().iter_rows())
-        log.info("%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
-                 selected, skipped, counts)
+        log.info(
+            "%s: %d selected rows not trained on (status not trained on or not in the train split; by status %s)",
+            selected,
+            skipped,
+            counts,
+        )
     return usable.join(pl.read_parquet(pairs), on="pair_id", suffix="_pair").sort("pair_id").to_dicts()
 
 
@@ -98,11 +110,17 @@ def qh_only_items(selected: str | Path, pairs: str | Path, split: str | Path) ->
     sel = pl.read_parquet(selected)
     splits = pl.read_parquet(split)
     train = splits.filter(pl.col(role_column(splits, "adversarial")) == "train").select("pair_id")
-    chosen = (sel.filter(~pl.col("status").is_in(list(TRAINED_STATUSES["adversarial"])))
-              .select("pair_id").join(train, on="pair_id"))
+    chosen = (
+        sel.filter(~pl.col("status").is_in(list(TRAINED_STATUSES["adversarial"])))
+        .select("pair_id")
+        .join(train, on="pair_id")
+    )
     if chosen.height:
-        log.info("%s: train pairs without an attack, on which V_org trains L_qh alone: %s", selected,
-                 chosen["pair_id"].sort().to_list())
+        log.info(
+            "%s: train pairs without an attack, on which V_org trains L_qh alone: %s",
+            selected,
+            chosen["pair_id"].sort().to_list(),
+        )
     return chosen.join(pl.read_parquet(pairs), on="pair_id").sort("pair_id").to_dicts()
 
 
@@ -131,25 +149,36 @@ def read_adjudications(path: str | Path, mode: str) -> dict[int, str | None]:
     if modes - {mode}:
         raise ValueError(f"{path}: adjudications of mode {sorted(modes)}, but these transcripts are {mode}")
     for status, count in frame.filter(pl.col("status") != "ok").group_by("status").len().iter_rows():
-        log.warning("%s: %d of %d adjudications are %s (column reason)%s", path, count, frame.height, status,
-                    ": those pairs train L_fc only" if status == "unresolved" else "")
+        log.warning(
+            "%s: %d of %d adjudications are %s (column reason)%s",
+            path,
+            count,
+            frame.height,
+            status,
+            ": those pairs train L_fc only" if status == "unresolved" else "",
+        )
     return {r["pair_id"]: r["text"] for r in frame.iter_rows(named=True)}
 
 
-def lm_targets(items: list[dict], lm_target: str, adjudications: str | Path | None,
-               mode: str) -> list[Callable[[str], str] | None]:
+def lm_targets(
+    items: list[dict], lm_target: str, adjudications: str | Path | None, mode: str
+) -> list[Callable[[str], str] | None]:
     """Per training item, its L_lm target as a function of the letter Y_true is shown at (None: no L_lm)."""
     if lm_target == "argument":
-        return [partial(argument_target, y_true=r["y_true"], final_argument=final_true_argument(r["arguments"]))
-                for r in items]
+        return [
+            partial(argument_target, y_true=r["y_true"], final_argument=final_true_argument(r["arguments"]))
+            for r in items
+        ]
     if adjudications is None:
         raise ValueError("verifier.lm_target is 'adjudication' but no adjudications file was given")
     texts = read_adjudications(adjudications, mode)
     out = []
     for r in items:
         if r["pair_id"] not in texts:
-            raise ValueError(f"pair {r['pair_id']}: no adjudication in {adjudications} (its .rejected.parquet says "
-                             "why, if it is there)")
+            raise ValueError(
+                f"pair {r['pair_id']}: no adjudication in {adjudications} (its .rejected.parquet says "
+                "why, if it is there)"
+            )
         body = texts[r["pair_id"]]
         out.append(None if body is None else partial(adjudication_target, body))
     return out
@@ -196,7 +225,7 @@ QH_ITEMS = ("attacks", "train")
 
 def qh_letters(seed: int, pair_id: int) -> tuple[str, str]:
     """The letter of H_false in the L_qh readout of the pair's first and second row."""
-    bit = hashlib.sha256(f"{seed}|{pair_id}|{QH_SCHEDULE}".encode("utf-8")).digest()[0] % 2
+    bit = hashlib.sha256(f"{seed}|{pair_id}|{QH_SCHEDULE}".encode()).digest()[0] % 2
     return ("A", "B") if bit == 0 else ("B", "A")
 
 
@@ -205,14 +234,18 @@ def bare_qh(enc: Callable[[str], list[int]], item: dict, chat, wording) -> list[
     readout averages them: a row then pushes H_false's text, not one letter, and a bare prompt is short enough
     to read twice."""
     orders = ((item["h_false"], item["h_true"]), (item["h_true"], item["h_false"]))
-    return [ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
-            for k, pair in enumerate(orders)]
+    return [
+        ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
+        for k, pair in enumerate(orders)
+    ]
 
 
-def encode_qh_only(tokenizer, *, pair_id: int, item: dict, readout: str = "auto",
-                   chat_template_kwargs: dict | None = None) -> list[TrainExample]:
+def encode_qh_only(
+    tokenizer, *, pair_id: int, item: dict, readout: str = "auto", chat_template_kwargs: dict | None = None
+) -> list[TrainExample]:
     """A pair's two q_h-only rows (qh_only_items): the bare L_qh readout (both orders), no L_lm, no L_fc; two,
     as a pair with an attack makes two rows, so every train pair gets the same L_qh."""
+
     def enc(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -267,12 +300,22 @@ def encode_example(
     # One renderer with the scoring side (readout.py): the chat template or the plain format, in its wording.
     chat = renderer_for(readout, tokenizer, tokenizer_chat(tokenizer, chat_template_kwargs))
     wording = wording_for(readout)
-    view = transcript if isinstance(transcript, Transcript) else Transcript(transcript, transcript, item["q_m"],
-                                                                            (item["y_true"], item["y_false"]))
+    view = (
+        transcript
+        if isinstance(transcript, Transcript)
+        else Transcript(transcript, transcript, item["q_m"], (item["y_true"], item["y_false"]))
+    )
 
     def prompt(question: str, a: str, b: str, shown: Transcript, slot: bool = True) -> list[int]:
-        rendered = render_prompt(question, a, b, transcript=shown if isinstance(transcript, Transcript) else shown.text,
-                                 chat=chat, wording=wording, purpose="train")
+        rendered = render_prompt(
+            question,
+            a,
+            b,
+            transcript=shown if isinstance(transcript, Transcript) else shown.text,
+            chat=chat,
+            wording=wording,
+            purpose="train",
+        )
         return enc(rendered if slot else rendered.removesuffix(ANSWER_SLOT))
 
     empty = view.cut(lambda _: "")
@@ -324,7 +367,24 @@ def training_items_id(lm_target: str) -> str:
     `verifier.lm_target`, retrains."""
     if lm_target not in LM_TARGETS:
         raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
-    return rule_id("training-items", lm_target, TRAINED_STATUSES, trained_selection, training_items, split_column,
-                   final_true_argument, argument_target, adjudication_target, read_adjudications, lm_targets,
-                   lr_factor, encode_example, qh_letters, transcript_view, role_column, qh_only_items, bare_qh,
-                   encode_qh_only)
+    return rule_id(
+        "training-items",
+        lm_target,
+        TRAINED_STATUSES,
+        trained_selection,
+        training_items,
+        split_column,
+        final_true_argument,
+        argument_target,
+        adjudication_target,
+        read_adjudications,
+        lm_targets,
+        lr_factor,
+        encode_example,
+        qh_letters,
+        transcript_view,
+        role_column,
+        qh_only_items,
+        bare_qh,
+        encode_qh_only,
+    )

@@ -26,8 +26,8 @@ from typing import Any
 
 import polars as pl
 
-from debate_audit.eraudit.audit.stats import BOUNDS
 from debate_audit.cwpor.rebuttal import SINGLE, shown_responses
+from debate_audit.eraudit.audit.stats import BOUNDS
 
 log = logging.getLogger(__name__)
 
@@ -37,19 +37,62 @@ HASH_MARK = "__SCRIPT_HASH__"
 
 # What the CW-POR list shows per judgment, in this order (JSON arrays of these columns).
 CWPOR_COLUMNS = [
-    "model", "judge_model", "protocol", "verbosity", "question_id", "category", "type", "question", "best_answer",
-    "falsehood", "correct_position", "answer_a", "answer_b", "neutral_truncated", "persuasive_truncated",
-    "raw_judgment", "rationale", "choice", "rubric_confidence", "parse_ok", "parse_error", "p_a", "p_b",
-    "llc", "llc_choice", "override", "llc_override", "combined_confidence",
+    "model",
+    "judge_model",
+    "protocol",
+    "verbosity",
+    "question_id",
+    "category",
+    "type",
+    "question",
+    "best_answer",
+    "falsehood",
+    "correct_position",
+    "answer_a",
+    "answer_b",
+    "neutral_truncated",
+    "persuasive_truncated",
+    "raw_judgment",
+    "rationale",
+    "choice",
+    "rubric_confidence",
+    "parse_ok",
+    "parse_error",
+    "p_a",
+    "p_b",
+    "llc",
+    "llc_choice",
+    "override",
+    "llc_override",
+    "combined_confidence",
 ]
 
 # Argument fields of a selected ER-Audit transcript (transcripts.ARGUMENT_STRUCT).
 ARGUMENT_FIELDS = ["round", "debater", "defends_true", "text", "truncated", "quotes", "verified_quotes"]
-TRANSCRIPT_FIELDS = ["mode", "status", "reason", "candidate", "true_position", "p_monitored_true",
-                     "p_hidden_true", "p_hidden_false", "leak_score"]
+TRANSCRIPT_FIELDS = [
+    "mode",
+    "status",
+    "reason",
+    "candidate",
+    "true_position",
+    "p_monitored_true",
+    "p_hidden_true",
+    "p_hidden_false",
+    "leak_score",
+]
 PAIR_FIELDS = ["story_title", "domain", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false"]
-STEP_FIELDS = ["generator", "t", "index", "delta", "non_degraded", "epsilon", "eta", "lower_bound",
-               "lower_bound_betting", "n_degraded_draws"]
+STEP_FIELDS = [
+    "generator",
+    "t",
+    "index",
+    "delta",
+    "non_degraded",
+    "epsilon",
+    "eta",
+    "lower_bound",
+    "lower_bound_betting",
+    "n_degraded_draws",
+]
 PARAPHRASE_FIELDS = ["kind", "pool", "index", "question", "p_base", "p_target", "gain", "delta"]
 
 
@@ -102,10 +145,12 @@ def cwpor_table(
     them (A/B; a rebuttal debate's two rounds under each letter) and the judge's reply."""
     q = pl.read_parquet(questions)
     q = _with_columns(q, ["question_id", "question", "best_answer", "falsehood"])
-    resp = (pl.concat([_single_turn(pl.read_parquet(p)) for p in responses], how="diagonal_relaxed")
-            if responses else None)
-    judged = (pl.concat([_single_turn(pl.read_parquet(p)) for p in judgments], how="diagonal_relaxed")
-              if judgments else None)
+    resp = (
+        pl.concat([_single_turn(pl.read_parquet(p)) for p in responses], how="diagonal_relaxed") if responses else None
+    )
+    judged = (
+        pl.concat([_single_turn(pl.read_parquet(p)) for p in judgments], how="diagonal_relaxed") if judgments else None
+    )
     if judged is None or judged.is_empty():
         return pl.DataFrame(schema={c: pl.Utf8 for c in CWPOR_COLUMNS})
     keys = ["model", "verbosity", "protocol", "question_id"]
@@ -163,11 +208,15 @@ def eraudit_dataset(dataset: str, files: AuditFiles) -> dict[str, Any]:
         deltas = deltas.sort("pair_id", "kind", "pool", "index", nulls_last=False)
     paraphrases = _grouped(deltas, ["target", "pair_id"], PARAPHRASE_FIELDS)
     steps_frame = _read(files.steps)
-    steps = _grouped(steps_frame.sort("generator", "t") if steps_frame is not None else None,
-                     ["target", "pair_id"], STEP_FIELDS)
+    steps = _grouped(
+        steps_frame.sort("generator", "t") if steps_frame is not None else None, ["target", "pair_id"], STEP_FIELDS
+    )
     gen_frame = _read(files.generators)
-    generators = _grouped(gen_frame, ["target", "pair_id"], [c for c in (gen_frame.columns if gen_frame is not None else [])
-                                                             if c not in ("dataset", "target", "pair_id")])
+    generators = _grouped(
+        gen_frame,
+        ["target", "pair_id"],
+        [c for c in (gen_frame.columns if gen_frame is not None else []) if c not in ("dataset", "target", "pair_id")],
+    )
     record_rows = {(r["target"], r["pair_id"]): r for r in records.iter_rows(named=True)}
     pair_rows = {r["pair_id"]: r for r in _with_columns(pairs, ["pair_id", *PAIR_FIELDS]).iter_rows(named=True)}
     out_pairs = []
@@ -262,12 +311,19 @@ def write_browser(
     headline: str = "paper",
 ) -> dict[str, Any]:
     """Write the browser page to `out`; returns the embedded payload."""
-    payload = build_payload(questions=questions, responses=responses, judgments=judgments, eraudit=eraudit,
-                            headline=headline)
+    payload = build_payload(
+        questions=questions, responses=responses, judgments=judgments, eraudit=eraudit, headline=headline
+    )
     html = render_page(payload)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(html, encoding="utf-8")
     n_pairs = sum(len(d["pairs"]) for d in payload["eraudit"])
-    log.info("browser page %s: %d CW-POR judgments, %d ER-Audit hidden questions over %d dataset(s), %.1f MB",
-             out, len(payload["cwpor"]["rows"]), n_pairs, len(payload["eraudit"]), len(html) / 1e6)
+    log.info(
+        "browser page %s: %d CW-POR judgments, %d ER-Audit hidden questions over %d dataset(s), %.1f MB",
+        out,
+        len(payload["cwpor"]["rows"]),
+        n_pairs,
+        len(payload["eraudit"]),
+        len(html) / 1e6,
+    )
     return payload

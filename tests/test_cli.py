@@ -1,0 +1,61 @@
+"""The `debate-audit` command (cli.py): every subcommand answers --help saying what it writes, and the
+workflow subcommands build the Snakemake command line that `make run` and `make inspect` ran before it."""
+
+import subprocess
+import sys
+
+import pytest
+
+from debate_audit import cli
+
+SUBCOMMANDS = ("run", "plan", "compare", "inspect", "browse", "pin")
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in SUBCOMMANDS)])
+def test_every_subcommand_answers_help(argv):
+    for command in ([sys.executable, "-m", "debate_audit"], [str(cli.Path(sys.executable).parent / "debate-audit")]):
+        done = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "usage:" in done.stdout
+
+
+def test_the_top_level_help_lists_every_subcommand():
+    text = cli.build_parser().format_help()
+    assert all(name in text for name in SUBCOMMANDS)
+
+
+def test_run_builds_the_makefile_command_line():
+    cmd = cli.snakemake_command(
+        [], configfiles=["config/paper.yaml"], run="trial", cores="all", gpus=4, extra=["-n", "--quiet", "rules"]
+    )
+    assert cmd[1:] == [
+        "--cores", "all", "--resources", "gpu=4", "--configfile", "config/paper.yaml", "--config", "run=trial",
+        "-n", "--quiet", "rules",
+    ]  # fmt: skip
+
+
+def test_without_gpus_one_model_job_per_gpu_or_else_per_core(monkeypatch):
+    monkeypatch.setattr(cli, "local_gpus", lambda: 0)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 6)
+    assert "gpu=6" in cli.snakemake_command([], configfiles=[], run=None, cores="2", gpus=None, extra=[])
+    monkeypatch.setattr(cli, "local_gpus", lambda: 8)
+    assert "gpu=8" in cli.snakemake_command([], configfiles=[], run=None, cores="2", gpus=None, extra=[])
+
+
+def test_a_run_name_and_a_config_of_ones_own_clash_before_snakemake_starts():
+    with pytest.raises(SystemExit, match="add run=trial to that --config"):
+        cli.snakemake_command([], configfiles=[], run="trial", cores="1", gpus=1, extra=["--config", "x=1"])
+    with pytest.raises(SystemExit, match="not a plain name"):
+        cli.snakemake_command([], configfiles=[], run="a/b", cores="1", gpus=1, extra=[])
+
+
+def test_a_dry_run_through_the_command_plans_the_default_workflow():
+    done = subprocess.run(
+        [sys.executable, "-m", "debate_audit", "run", "--cores", "1", "--", "-n", "--quiet", "rules"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cli.Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "audit_statistics" in done.stdout + done.stderr
