@@ -6,6 +6,7 @@ from debate_audit.eraudit.debate.release import IMPORT_VERSION as RELEASE_IMPORT
 from debate_audit.eraudit.debate.selection import SELECTION_VERSION
 from debate_audit.eraudit.debate.splits import SPLIT_VERSION, release_split_files
 from debate_audit.eraudit.debate.debates import PROMPT_VERSION as DEBATE_PROMPT_VERSION
+from debate_audit.eraudit.debate.gcg import GCG_CODE
 
 DEBATE_MODES = ["honest", "adversarial"]
 # DebateSettings fields, passed as params so a changed setting reruns the debates (word_limit: the length).
@@ -15,6 +16,11 @@ DEBATE_SETTING_KEYS += ["scratchpad", "thinking_max_new_tokens"]
 DEBATE_SPLIT = config["debate"]["split"]
 DEBATE_TRANSCRIPTS = config["debate"].get("transcripts") or {"source": "generate"}
 DEBATE_OUT = f"{RESULTS}/er_audit/debate"
+# The stronger adversary (debate.gcg): a GCG suffix on every adversarial candidate before selection.
+DEBATE_GCG = config["debate"].get("gcg") or {"enabled": False}
+# The settings a suffix depends on (tracked params); batch_size only bounds the rows per forward pass.
+GCG_SETTING_KEYS = ["suffix_length", "steps", "top_k", "candidates_per_step", "weights"]
+GCG_SETTING_KEYS += ["seed", "init_token", "allow_non_ascii"]
 
 
 wildcard_constraints:
@@ -104,9 +110,45 @@ else:
         script:
             "../workflow/scripts/debate_generate.py"
 
+    if DEBATE_GCG["enabled"]:
+
+        # A suffix per adversarial candidate, optimised on the selector's gradients (white-box).
+        rule debate_gcg:
+            input:
+                candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial.parquet",
+                pairs=f"{DATA}/{{dataset}}.parquet",
+                model=model_fingerprint(DEBATE_SELECTOR),
+            output:
+                pool=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial_gcg.parquet",
+                suffixes=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg_adversarial.parquet",
+            log:
+                f"{LOGS}/debate/gcg_{{dataset}}_{{length}}.log",
+            benchmark:
+                f"{BENCHMARKS}/debate/gcg_{{dataset}}_{{length}}.tsv"
+            priority: ER_CHAIN_PRIORITY
+            resources:
+                gpu=1,
+                mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
+                runtime=720,
+            params:
+                model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
+                numbers=model_numbers(DEBATE_SELECTOR),
+                settings={key: DEBATE_GCG.get(key) for key in GCG_SETTING_KEYS},
+                pool=DEBATE_GCG["pool"],
+                batch_size=lambda wc, resources: DEBATE_GCG.get("batch_size"),
+                order=config["debate"]["selection_order"],
+                order_seed=config["debate"]["selection_order_seed"],
+                readout=config["verifier"]["readout"],
+                readout_version=readout_id(config["verifier"]["readout"]),
+                gcg_version=GCG_CODE,
+                cache=config["cache"],
+                library=library_code("debate_gcg"),
+            script:
+                "../workflow/scripts/debate_gcg.py"
+
     rule debate_select:
         input:
-            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
+            candidates=selection_candidates,
             pairs=f"{DATA}/{{dataset}}.parquet",
             model=model_fingerprint(DEBATE_SELECTOR),
             # adversarial: the same items' honest candidates, whose copies are no attack
