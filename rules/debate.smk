@@ -110,42 +110,6 @@ else:
         script:
             "../workflow/scripts/debate_generate.py"
 
-    if DEBATE_GCG["enabled"]:
-
-        # A suffix per adversarial candidate, optimised on the selector's gradients (white-box).
-        rule debate_gcg:
-            input:
-                candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial.parquet",
-                pairs=f"{DATA}/{{dataset}}.parquet",
-                model=model_fingerprint(DEBATE_SELECTOR),
-            output:
-                pool=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial_gcg.parquet",
-                suffixes=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg_adversarial.parquet",
-            log:
-                f"{LOGS}/debate/gcg_{{dataset}}_{{length}}.log",
-            benchmark:
-                f"{BENCHMARKS}/debate/gcg_{{dataset}}_{{length}}.tsv"
-            priority: ER_CHAIN_PRIORITY
-            resources:
-                gpu=1,
-                mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
-                runtime=720,
-            params:
-                model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
-                numbers=model_numbers(DEBATE_SELECTOR),
-                settings={key: DEBATE_GCG.get(key) for key in GCG_SETTING_KEYS},
-                pool=DEBATE_GCG["pool"],
-                batch_size=lambda wc, resources: DEBATE_GCG.get("batch_size"),
-                order=config["debate"]["selection_order"],
-                order_seed=config["debate"]["selection_order_seed"],
-                readout=config["verifier"]["readout"],
-                readout_version=readout_id(config["verifier"]["readout"]),
-                gcg_version=GCG_CODE,
-                cache=config["cache"],
-                library=library_code("debate_gcg"),
-            script:
-                "../workflow/scripts/debate_gcg.py"
-
     rule debate_select:
         input:
             candidates=selection_candidates,
@@ -183,6 +147,43 @@ else:
             library=library_code("debate_select"),
         script:
             "../workflow/scripts/debate_select.py"
+
+
+if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
+
+    # A suffix per adversarial candidate, optimised on the selector's gradients (white-box).
+    rule debate_gcg:
+        input:
+            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial.parquet",
+            pairs=f"{DATA}/{{dataset}}.parquet",
+            model=model_fingerprint(DEBATE_SELECTOR),
+        output:
+            pool=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial_gcg.parquet",
+            suffixes=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg_adversarial.parquet",
+        log:
+            f"{LOGS}/debate/gcg_{{dataset}}_{{length}}.log",
+        benchmark:
+            f"{BENCHMARKS}/debate/gcg_{{dataset}}_{{length}}.tsv"
+        priority: ER_CHAIN_PRIORITY
+        resources:
+            gpu=1,
+            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
+            runtime=720,
+        params:
+            model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
+            numbers=model_numbers(DEBATE_SELECTOR),
+            settings={key: DEBATE_GCG.get(key) for key in GCG_SETTING_KEYS},
+            pool=DEBATE_GCG["pool"],
+            batch_size=lambda wc, resources: DEBATE_GCG.get("batch_size"),
+            order=config["debate"]["selection_order"],
+            order_seed=config["debate"]["selection_order_seed"],
+            readout=config["verifier"]["readout"],
+            readout_version=readout_id(config["verifier"]["readout"]),
+            gcg_version=GCG_CODE,
+            cache=config["cache"],
+            library=library_code("debate_gcg"),
+        script:
+            "../workflow/scripts/debate_gcg.py"
 
 
 ALL_TARGETS.extend(

@@ -63,6 +63,7 @@ RULE_IDS = {
     "debate_split": ["split_version"],
     "debate_generate": ["prompt_version"],
     "debate_select": ["selection_version", "readout_version"],
+    "debate_gcg": ["gcg_version", "readout_version"],
     "verifier_adjudicate": ["adjudication_version"],
     "verifier_finetune": ["training_items_version", "readout_version"],
     "audit_statistics": ["statistics_version"],
