@@ -140,15 +140,19 @@ def test_without_a_suffix_the_objective_reads_what_selection_reads(tiny_lm):
 
 # ------------------------------------------------------------------ the search
 def test_a_step_never_accepts_a_worse_exact_loss(tiny_lm, allowed, monkeypatch):
+    """Every other step, every proposal is made worse than the incumbent (its exact loss + 1): those steps
+    must keep the incumbent; the others take the best of the incumbent and the proposals."""
     scored = []
     real = gcg.score_suffixes
 
-    def recording(lm, tasks, texts, *, batch_size):
+    def rigged(lm, tasks, texts, *, batch_size):
         out = real(lm, tasks, texts, batch_size=batch_size)
+        if len(scored) % 2 == 1:  # steps 0, 2, ... (call 0 scores the native and the initial suffix)
+            out = [gcg.Objective(o.loss + 1.0, o.task_losses, o.target_probabilities) for o in out]
         scored.append([o.loss for o in out])
         return out
 
-    monkeypatch.setattr(gcg, "score_suffixes", recording)
+    monkeypatch.setattr(gcg, "score_suffixes", rigged)
     settings = gcg.GCGSettings(suffix_length=4, steps=4, top_k=8, candidates_per_step=6)
     result = gcg.optimise(tiny_lm, tasks_of(tiny_lm, candidate()), settings, allowed)
     incumbent = result.initial.loss
@@ -157,7 +161,10 @@ def test_a_step_never_accepts_a_worse_exact_loss(tiny_lm, allowed, monkeypatch):
         assert step["proposed"] == len(losses) > 0
         assert step["loss"] == min([incumbent, *losses])  # the best of incumbent and proposals, never worse
         assert step["changed"] == (step["loss"] < incumbent)
+        if step["step"] % 2 == 0:
+            assert min(losses) > incumbent and not step["changed"]
         incumbent = step["loss"]
+    assert any(step["changed"] for step in result.steps)  # the unrigged steps do move
     assert result.final.loss == incumbent <= result.initial.loss
 
 
@@ -173,7 +180,7 @@ def test_every_emitted_suffix_retokenises_to_the_scored_ids(tiny_lm, allowed):
             assert spliced == [*task.prefix_ids, *result.suffix_ids, *task.tail_ids]
 
 
-def test_a_suffix_that_is_not_deployable_as_text_is_rejected_before_scoring(tiny_lm, monkeypatch):
+def test_a_suffix_that_is_not_deployable_as_text_is_rejected_before_scoring(tiny_lm, allowed, monkeypatch):
     tok = tiny_lm.tokenizer
     tasks = tasks_of(tiny_lm, candidate())
     x, bare_x, quote = (tok(t, add_special_tokens=False)["input_ids"] for t in (" x", "x", '"""'))
@@ -196,7 +203,12 @@ def test_a_suffix_that_is_not_deployable_as_text_is_rejected_before_scoring(tiny
         x * 2, table, __import__("random").Random(0), 4, lambda ids: gcg.deployable(tok, tasks, ids)
     )
     assert proposals == [] and text_rejected >= 2 and context_rejected == 0
-    assert quote[0] not in gcg.allowed_token_ids(tok, len(tok)) or len(quote) > 1
+    # the editable vocabulary holds no token whose text could break the rendering, and round-trips alone
+    texts = tok.batch_decode([[i] for i in allowed.tolist()])
+    assert not any(bad in t for t in texts for bad in gcg.FORBIDDEN) and quote[0] not in allowed.tolist()
+    assert all(
+        tok(t, add_special_tokens=False)["input_ids"] == [i] for t, i in zip(texts[::97], allowed.tolist()[::97])
+    )
 
 
 # ------------------------------------------------------------------ a real example
