@@ -342,3 +342,21 @@ def test_gcg_with_an_endpoint_selector_is_a_config_error_naming_the_keys():
     # a value the release's search cannot take fails before any model work, naming its key
     (error,) = config_errors(configured(top_k=0), schema)
     assert error.startswith("debate.gcg.top_k:")
+
+
+def test_a_candidate_without_a_deployable_suffix_stays_native_and_says_why(tmp_path, tiny_dir):
+    """An initial suffix without leading whitespace cannot be deployed: no candidate is optimised or lost."""
+    from debate_audit.models import ModelRef
+
+    cands, pairs = write_inputs(tmp_path)
+    ref = ModelRef("tiny-gcg", str(tiny_dir), source="random", id="llama", batch_size=8)
+    settings = gcg.GCGSettings(suffix_length=2, steps=1, top_k=4, candidates_per_step=2, init_token="x")
+    pool = gcg.optimise_candidates(
+        cands, pairs, ref, tmp_path / "pool.parquet", tmp_path / "gcg.parquet", settings=settings, pool="replace",
+        readout="chat", order="seeded", order_seed=7, cache=None,
+    )  # fmt: skip
+    records = pl.read_parquet(tmp_path / "gcg.parquet")
+    assert records["status"].to_list() == ["rejected", "rejected"]
+    assert all("cannot be deployed as text" in r and "whitespace" in r for r in records["reason"])
+    assert pool.select("candidate", "gcg").rows() == [(0, False), (1, False)]
+    assert pool.drop(gcg.GCG_POOL_COLUMNS).equals(pl.read_parquet(cands))
