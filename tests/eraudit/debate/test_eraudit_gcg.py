@@ -234,7 +234,8 @@ def write_inputs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 RUN = """
-import sys
+import logging, sys
+logging.basicConfig(level=logging.INFO)
 from debate_audit.eraudit.debate.gcg import GCGSettings, optimise_candidates
 from debate_audit.models import ModelRef
 cands, pairs, model, cache, out = sys.argv[1:]
