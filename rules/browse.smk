@@ -1,6 +1,5 @@
 # The results browser (issue 14): one static page with every CW-POR debate and every audited hidden question.
 # It reads the stages' Parquet outputs only, so it reruns when any of them changes and calls no model.
-from debate_audit.views.browse import page_version
 
 # One browser section per audit (dataset, and architecture / setting when the run has several).
 BROWSE_AUDIT_FILES = {
@@ -49,8 +48,6 @@ rule browse:
     params:
         eraudit=BROWSE_AUDIT_FILES,
         headline=AUDIT["headline_bound"],
-        # hash of the page template: editing the page rebuilds it
-        page=page_version(),
         library=library_code("browse"),
     script:
         "../workflow/scripts/browse.py"

@@ -745,6 +745,9 @@ CONFIG_ERRORS = [
     ("run name up a folder", {"run": ".."}, "run: '..' is a path, not a name"),
     ("run name default", {"run": "default"}, "run: 'default' is how make compare names the unnamed run"),
     ("run name a number", {"run": 7}, "run: 7 is a number, not a name"),
+    # a prompt template is named by its version (cwpor/prompts.py)
+    ("unknown judge template", {"cwpor/judge_template": "v9"}, "cwpor.judge_template: unknown version 'v9'"),
+    ("unknown debate template", {"cwpor/debate_template": "x"}, "cwpor.debate_template: unknown version 'x'"),
 ]
 
 

@@ -188,6 +188,26 @@ def _transcript_errors(config: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _template_errors(cwpor: dict[str, Any]) -> list[str]:
+    """CW-POR's prompt templates are named by version (cwpor/prompts.py): an unknown name fails here."""
+    from debate_audit.cwpor import prompts
+
+    errors = []
+    for kind, lookup in (
+        ("debate", prompts.debate_template),
+        ("judge", prompts.judge_template),
+        ("rebuttal", prompts.rebuttal_template),
+    ):
+        version = cwpor.get(f"{kind}_template")
+        if version is None:
+            continue
+        try:
+            lookup(version)
+        except ValueError as error:
+            errors.append(str(error))
+    return errors
+
+
 def _audit_errors(audit: dict[str, Any]) -> list[str]:
     errors = []
     eps, pct = audit.get("epsilon"), audit.get("epsilon_percentile")
@@ -243,6 +263,7 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
             errors.extend(_model_errors(name, models[name]))
     errors.extend(_dataset_errors(config.get("datasets") or {}))
     errors.extend(_transcript_errors(config))
+    errors.extend(_template_errors(config.get("cwpor") or {}))
     verifier = config.get("verifier") or {}
     if isinstance(verifier, dict) and not verifier.get("base_model") and not verifier.get("base_models"):
         errors.append(

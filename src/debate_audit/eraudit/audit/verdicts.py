@@ -22,7 +22,6 @@ from debate_audit.data.io import write_parquet
 
 from ..common import verifiers
 from ..common.grid import labelled, with_labels
-from ..common.versioning import rule_id
 from ..paraphrase.pools import SEARCH_POOL
 from . import stats
 
@@ -580,37 +579,3 @@ def audit_statistics(
 
 def _pair(everyone: float, survivors: float | None) -> str:
     return f"{everyone:.3f} / " + ("n/a" if survivors is None else f"{survivors:.3f}")
-
-
-# Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
-_STATS = (
-    stats.degradation,
-    stats.degradation_rounded,
-    stats.lower_bound,
-    stats.samples_to_certify,
-    stats.tv_relaxed,
-    stats.sequential_test,
-    stats.common_bound,
-    stats.combined_status,
-    stats.epsilon_from_percentile,
-    stats.betting_bets,
-    stats.log_capital,
-    stats._Capital,
-    stats._betting_bisection,
-    stats.betting_bounds,
-    stats.betting_final_bounds,
-    stats.BETTING_C,
-    stats.BETTING_W,
-    stats._BISECTION_STEPS,
-)
-_AUDIT = (
-    compute_deltas,
-    per_question_maxima,
-    resolve_epsilon,
-    PoolReading,
-    read_test_pool,
-    run_audit,
-    summarize,
-    AuditSettings,
-)
-STATISTICS_VERSION = rule_id("audit-statistics", *_AUDIT, audit_statistics, _pair, *_STATS)

@@ -33,9 +33,9 @@ averaged over both answer orders (answer shown as A, then as B), so position bia
 selection reads one seeded order per item, selection.py).
 
 `render_prompt` is the one renderer: Table 1, the audit, best-of-K selection (with transcript) and the
-L_lm / L_fc / L_qh fine-tuning losses all call it, so training and scoring see one format. `readout_id(mode)` is
-the rule param of every rule that reads: it hashes the mode and this module's texts and renderer source,
-so switching the readout or editing the prompt reruns exactly those rules and their descendants.
+L_lm / L_fc / L_qh fine-tuning losses all call it, so training and scoring see one format. Every rule that
+reads carries the mode (`verifier.readout`) and its script's library fingerprint as params, so switching the
+readout or editing this module reruns exactly those rules and their descendants.
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 from debate_audit.models import two_way_softmax
 from debate_audit.models.chat import ChatFormat
-
-from .versioning import rule_id
 
 if TYPE_CHECKING:
     from debate_audit.models.loading import ChatModel
@@ -362,35 +360,3 @@ def answer_probability(
         prompts.extend(both_orders(q, a, o, None if transcripts is None else transcripts[i], chat, wording))
     scores = lm.choice_logprobs(prompts, list(LABELS), desc=desc)
     return [order_probability(scores[2 * i], scores[2 * i + 1]) for i in range(len(questions))]
-
-
-def readout_id(mode: str) -> str:
-    """Rule param of every rule that reads (selection, fine-tuning, evaluation, audit scores)."""
-    if mode not in READOUT_MODES:
-        raise ValueError(f"verifier.readout must be one of {list(READOUT_MODES)}, got {mode!r}")
-    return rule_id(
-        "readout",
-        mode,
-        LABELS,
-        ANSWER_SLOT,
-        INSTRUCTION,
-        TRANSCRIPT_INSTRUCTION,
-        RELEASE_NO_TRANSCRIPT,
-        RELEASE_SELECT_QM,
-        RELEASE_HIDDEN,
-        RELEASE_JUDGE,
-        Transcript,
-        has_chat_template,
-        resolve_readout,
-        tokenizer_chat,
-        question_block,
-        render_readout,
-        render_transcript_readout,
-        release_content,
-        render_prompt,
-        wording_for,
-        renderer_for,
-        both_orders,
-        order_probability,
-        answer_probability,
-    )

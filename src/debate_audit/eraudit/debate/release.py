@@ -20,7 +20,6 @@ import polars as pl
 
 from debate_audit.data.io import read_jsonl, write_parquet, write_rejected
 
-from ..common.versioning import rule_id
 from .debates import options_for, render_transcript
 from .selection import SELECTED_SCHEMA
 
@@ -182,6 +181,3 @@ def import_release(
     if frame.is_empty():
         raise ValueError(f"{where}: no release row matched a pair of {pairs}; see {rejected}")
     return frame
-
-
-IMPORT_VERSION = rule_id("release-import", parse_turns, import_release, render_transcript, KNOWN_REPAIRED)

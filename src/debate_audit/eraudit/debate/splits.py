@@ -30,8 +30,6 @@ import polars as pl
 
 from debate_audit.data.io import write_parquet
 
-from ..common.versioning import rule_id
-
 log = logging.getLogger(__name__)
 
 EXCLUDED = "excluded"
@@ -216,6 +214,3 @@ def release_split_files(split_config: dict[str, Any], dataset: str) -> dict[str,
 def split_column(mode: str) -> str:
     """The split column that decides an item's role for debates of `mode` (honest / adversarial)."""
     return "split_adversarial" if mode == "adversarial" else "split"
-
-
-SPLIT_VERSION = rule_id("split", assign_splits, read_release_split, _release_assignment, release_splits, seeded_splits)

@@ -51,8 +51,6 @@ from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 from debate_audit.models.params import Reply
 
-from ..common.versioning import rule_id
-from . import validation
 from .prompts import prompts
 from .validation import REASONS, SURPLUS, TRUNCATED, cheap_reason, check, normalize
 
@@ -499,24 +497,3 @@ def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> t
     entry = test["generators"][generator]
     settings = {k: v for k, v in test.items() if k != "generators"}
     return generator, entry["model"], {**settings, **entry}
-
-
-# Content id of the drawing, the filters and the checks of every pool (rule params carry it beside the id of
-# the prompt version in use, prompts.prompt_id).
-POOL_VERSION = rule_id(
-    "paraphrase-pool",
-    fill_pools,
-    PoolSettings,
-    build_pool,
-    sample,
-    candidate,
-    validation.cheap_reason,
-    validation.check,
-    validation.normalize,
-    validation.numbers,
-    validation.symbols,
-    "".join(sorted(validation._PLAIN_PUNCTUATION)),
-    repr([(p.pattern, r) for p, r in validation._CONTRACTIONS]),
-    DISTINCT,
-    validation.TRUNCATED,
-)

@@ -273,11 +273,6 @@ def page_template() -> str:
     return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
 
-def page_version() -> str:
-    """Hash of the page template: a rule parameter, so editing the page rebuilds it."""
-    return hashlib.sha256(page_template().encode()).hexdigest()[:12]
-
-
 def script_hash(html: str) -> str:
     """CSP source of the page's one executable script (the last <script> element, exactly as written)."""
     start = html.rindex("<script>") + len("<script>")
