@@ -40,8 +40,10 @@ readout or editing this module reruns exactly those rules and their descendants.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from debate_audit.models import two_way_softmax
@@ -360,3 +362,31 @@ def answer_probability(
         prompts.extend(both_orders(q, a, o, None if transcripts is None else transcripts[i], chat, wording))
     scores = lm.choice_logprobs(prompts, list(LABELS), desc=desc)
     return [order_probability(scores[2 * i], scores[2 * i + 1]) for i in range(len(questions))]
+
+
+def readout_messages(question: str, option_a: str, option_b: str, mode: str) -> list[dict[str, str]]:
+    """The messages a readout without transcript sends for a resolved `mode` (chat, release or plain), before
+    the model's chat template renders them: the user turn and the prefilled answer slot. A plain readout is one
+    raw prompt, given as a single user message (the inspect export's sample input)."""
+    if mode == "plain":
+        return [{"role": "user", "content": render_readout(question, option_a, option_b)}]
+    if mode == "release":
+        content = release_content(question, option_a, option_b, None, "score")
+    elif mode == "chat":
+        content = f"{INSTRUCTION}\n\n{question_block(question, option_a, option_b)}"
+    else:
+        raise ValueError(f"readout_messages needs a resolved mode (chat, release or plain), got {mode!r}")
+    return [{"role": "user", "content": content}, {"role": "assistant", "content": ANSWER_SLOT}]
+
+
+def resolve_readout_of(mode: str, model_dir: str | Path) -> str:
+    """resolve_readout for a prepared model directory, read without loading its tokenizer: `auto` is chat
+    exactly when the directory holds a chat template (chat_template.jinja, or tokenizer_config.json's)."""
+    directory = Path(model_dir)
+    config = directory / "tokenizer_config.json"
+    has_template = (directory / "chat_template.jinja").exists() or (
+        config.exists() and bool(json.loads(config.read_text()).get("chat_template"))
+    )
+    if mode == "auto":
+        return "chat" if has_template else "plain"
+    return mode
