@@ -256,7 +256,11 @@ def test_pair_that_cannot_be_right_is_rejected_with_its_reason(tmp_path, items, 
 PAIRS_ERRORS = [
     ("duplicate story_title", [pair("A"), pair("B"), pair("A")], r"items 0 and 2 have the same story_title 'A'"),
     ("every pair rejected", [pair("A", y=("x", "X"))], r"pairs.json: no valid rows \(1 rejected, .*g.rej.parquet\)"),
-    ("missing field", [{"story_title": "A", "Q_Y": {"question": "q"}}], r"item 0 \('A'\): field 'Q_Y.Y_true'"),
+    (
+        "a field no item has",
+        [{"story_title": "A", "Q_Y": {"question": "q"}}],
+        r"pairs.json: no record has field 'Q_Y.Y_true': not a pairs file",
+    ),
     ("not an array", {"a": 1}, r"expected a JSON array of pairs"),
     ("truncated JSON", b'[{"story_title": "A"', r"pairs.json: not valid JSON"),
     ("binary", b"\x00\x01\x02", r"pairs.json: not a JSON file \(binary content\)"),
@@ -273,7 +277,7 @@ def test_bad_pairs_file_fails_naming_file_and_items(tmp_path, items, error):
 # (id, stories file name, content, error)
 STORIES_ERRORS = [
     ("bad JSON line", "s.jsonl", '{"story_title": "A", "article": "x"}\n{oops\n', r"s.jsonl: line 2 is not valid JSON"),
-    ("missing article", "s.jsonl", '{"story_title": "A"}\n', r"s.jsonl: line 1: needs fields"),
+    ("no record has an article", "s.jsonl", '{"story_title": "A"}\n', r"s.jsonl: no record has field 'article'"),
     ("not a zip", "s.zip", "plain text", r"s.zip: not a zip file"),
 ]
 
