@@ -598,7 +598,7 @@ CONFIG_ERRORS = [
     (
         "price of an undefined model",
         {"prices": {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}},
-        "prices.gpt-7-nova: no model 'gpt-7-nova' under models:",
+        "prices.gpt-7-nova: model 'gpt-7-nova' is not defined under 'models:'",
     ),
     ("undefined persuasive", {"cwpor/persuasive_model": "nope"}, "cwpor.persuasive_model: model 'nope' is not defined"),
     ("undefined debater", {"debate/debater": "nope"}, "debate.debater: model 'nope' is not defined"),
@@ -632,7 +632,7 @@ CONFIG_ERRORS = [
     (
         "LoRA for no architecture of the run",
         {"verifier/lora/enabled": ["smollm2-135m", "gpt-x"]},
-        "verifier.lora.enabled[1]: 'gpt-x' is not a verifier architecture",
+        "verifier.lora.enabled[1]: verifier architecture 'gpt-x' is not defined under verifier.base_models",
     ),
     (
         "LoRA given as text",
