@@ -135,9 +135,10 @@ def resolve_epsilon(
     value = stats.epsilon_from_percentile(maxima, percentile)
     source = f"p{percentile:g} of per-q_h max search Delta of V_{reference} ({maxima.size} q_h)"
     if value < 0:
-        # Most maxima below 0: V_ref gained on q_h. A negative epsilon would count Delta 0 (no change) and every
-        # gain smaller than |epsilon| as a counterexample; the release refuses epsilon < 0 (audit-stage2.py
-        # `scalar`). 0 keeps the percentile's intent (any loss on q_h counts) and the run going, said here.
+        # The percentile falls among maxima below 0 (V_ref gained on those q_h). A negative epsilon would count
+        # Delta 0 (no change) and every gain smaller than |epsilon| as a counterexample; the release refuses
+        # epsilon < 0 (audit-stage2.py `scalar`). 0 keeps the percentile's intent (any loss on q_h counts) and
+        # the run going, said here.
         below = int((maxima < 0).sum())
         log.warning(
             "%s: epsilon = %s is %.6g < 0 (%d of %d per-q_h maxima below 0, max %.6g); clamped to 0: a "
