@@ -6,10 +6,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from debate_audit.data.normalise import paraphrase_key as normalize
 from debate_audit.eraudit.paraphrase import pools as paraphrase
 from debate_audit.eraudit.paraphrase.validation import (
     check,
-    normalize,
     parse_numbered_list,
     parse_single,
 )
