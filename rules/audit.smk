@@ -2,10 +2,6 @@
 # Only audit_scores calls a model; changing epsilon, eta, tau, r or the betting bound's c and w reruns the statistics
 # rules alone, and the headline bound only the figures and the browser.
 
-from debate_audit.eraudit.audit.verdicts import STATISTICS_VERSION
-from debate_audit.eraudit.audit.sweeps import SWEEPS_VERSION
-from debate_audit.eraudit.audit.figures import FIGURES_VERSION
-from debate_audit.eraudit.common.readout import readout_id
 
 AUDIT = config["audit"]
 AUDIT_OUT = f"{RESULTS}/er_audit/audit"
@@ -64,7 +60,6 @@ rule audit_scores:
         verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
         labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],
-        readout_version=readout_id(config["verifier"]["readout"]),
         cache=config["cache"],
         library=library_code("audit_scores"),
     script:
@@ -86,7 +81,6 @@ rule audit_statistics:
     params:
         settings=AUDIT_SETTINGS,
         labels=lambda wc: AUDIT_SETTINGS_GRID[wc.setting].labels(wc.architecture),
-        statistics_version=STATISTICS_VERSION,
         library=library_code("audit_statistics"),
     script:
         "../workflow/scripts/audit_statistics.py"
@@ -108,7 +102,6 @@ rule audit_sweeps:
             "sweep_epsilon_percentiles": AUDIT["sweep_epsilon_percentiles"],
         },
         labels=lambda wc: AUDIT_SETTINGS_GRID[wc.setting].labels(wc.architecture),
-        sweeps_version=SWEEPS_VERSION,
         library=library_code("audit_sweeps"),
     script:
         "../workflow/scripts/audit_sweeps.py"
@@ -196,7 +189,6 @@ rule audit_figures:
     params:
         # which bound summary.md and the figures lead with: the statistics compute both either way
         headline=AUDIT["headline_bound"],
-        figures_version=FIGURES_VERSION,
         library=library_code("audit_figures"),
     script:
         "../workflow/scripts/audit_figures.py"

@@ -1,6 +1,5 @@
 # The results browser (issue 14): one static page with every CW-POR debate and every audited hidden question.
 # It reads the stages' Parquet outputs only, so it reruns when any of them changes and calls no model.
-from debate_audit.views.browse import page_version
 
 # One browser section per audit (dataset, and architecture / setting when the run has several).
 BROWSE_AUDIT_FILES = {
@@ -49,8 +48,6 @@ rule browse:
     params:
         eraudit=BROWSE_AUDIT_FILES,
         headline=AUDIT["headline_bound"],
-        # hash of the page template: editing the page rebuilds it
-        page=page_version(),
         library=library_code("browse"),
     script:
         "../workflow/scripts/browse.py"
@@ -59,9 +56,28 @@ rule browse:
 ALL_TARGETS.append(f"{RESULTS}/browse/index.html")
 
 
-# The experiments as inspect_ai eval logs (`inspect view results/inspect`), on request: `make inspect`
-# (inspect_ai is the optional extra `inspect`). One log per experiment, a sample per judgment or scored
+# The experiments as inspect_ai eval logs (`inspect view --log-dir results/inspect`), on request: `make inspect`
+# (inspect_ai is the optional extra `inspect`). One log per task and model, a sample per judgment or scored
 # question, written from the Parquet artifacts.
+INSPECT_AUDITS = {
+    section: dict(
+        files,
+        architecture=arch,
+        dataset=dataset,
+        setting=setting,
+        summary=f"{AUDIT_OUT}/{arch}/{dataset}/{setting}/summary.parquet",
+    )
+    for (arch, dataset), settings in PLANNED_SETTINGS.items()
+    for setting in (s.path_id for s in settings)
+    for section, files in [
+        (
+            browse_section(dataset, arch, setting),
+            BROWSE_AUDIT_FILES[browse_section(dataset, arch, setting)],
+        )
+    ]
+}
+
+
 rule inspect_logs:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
@@ -74,21 +90,19 @@ rule inspect_logs:
         pairs=expand(f"{DATA}/{{dataset}}.parquet", dataset=ER_DATASETS),
         audit=[
             files[stem]
-            for files in BROWSE_AUDIT_FILES.values()
-            for stem in ("deltas", "records", "steps")
+            for files in INSPECT_AUDITS.values()
+            for stem in ("deltas", "records", "steps", "summary")
         ],
+        models=[model_fingerprint(arch) for arch in ARCHITECTURES],
     output:
-        cwpor=f"{RESULTS}/inspect/cwpor.eval",
-        verifiers=f"{RESULTS}/inspect/er_audit_verifiers.eval",
-        audit=f"{RESULTS}/inspect/er_audit_audit.eval",
+        logs=directory(f"{RESULTS}/inspect"),
     log:
         f"{LOGS}/browse/inspect_logs.log",
     params:
         datasets=ER_DATASETS,
-        audits={
-            section: {stem: files[stem] for stem in ("deltas", "records", "steps")}
-            for section, files in BROWSE_AUDIT_FILES.items()
-        },
+        audits=INSPECT_AUDITS,
+        readout=config["verifier"]["readout"],
+        architectures={arch: model_dir(arch) for arch in ARCHITECTURES},
         library=library_code("inspect_logs"),
     script:
         "../workflow/scripts/inspect_logs.py"

@@ -7,7 +7,7 @@
 # Prompt templates are versioned in debate_audit.cwpor.prompts; each rule carries only the id of the
 # template it uses, so a judge-template change reruns the judge and what follows, not the debates.
 from debate_audit.cwpor.calibration import SIGNAL_NAMES as CALIBRATION_SIGNALS
-from debate_audit.cwpor.prompts import max_new_tokens_for, template_id
+from debate_audit.cwpor.prompts import max_new_tokens_for
 from debate_audit.cwpor.rebuttal import PROTOCOLS as REBUTTAL_PROTOCOL_NAMES
 from debate_audit.cwpor.rebuttal import protocol as rebuttal_protocol
 from debate_audit.cwpor.roles import judges as cwpor_judges, role_model
@@ -102,8 +102,6 @@ rule cwpor_debate:
             role_model(CWPOR, wc.model, "persuasive"),
         ),
         template=CWPOR["debate_template"],
-        # version + hash of the template text: editing the debate prompts reruns this rule
-        template_id=template_id("debate", CWPOR["debate_template"]),
         max_new_tokens=lambda wc: max_new_tokens_for(
             int(wc.verbosity), CWPOR["tokens_per_word"], CWPOR["extra_tokens"]
         ),
@@ -132,8 +130,6 @@ rule cwpor_judge:
         judge=lambda wc, resources: model_ref(wc.judge),
         numbers=lambda wc: model_numbers(wc.judge),
         template=CWPOR["judge_template"],
-        # version + hash of the template text: editing the judge prompt reruns this rule
-        template_id=template_id("judge", CWPOR["judge_template"]),
         max_new_tokens=CWPOR["judge_max_new_tokens"],
         cache=config["cache"],
         library=library_code("cwpor_judge"),
@@ -176,10 +172,7 @@ rule cwpor_rebuttal:
             role_model(CWPOR, wc.model, "persuasive"),
         ),
         template=CWPOR["debate_template"],
-        template_id=template_id("debate", CWPOR["debate_template"]),
         rebuttal=CWPOR["rebuttal_template"],
-        # version + hash of the rebuttal prompt: editing it reruns this rule and what follows
-        rebuttal_id=template_id("rebuttal", CWPOR["rebuttal_template"]),
         max_new_tokens=lambda wc: max_new_tokens_for(
             rebuttal_protocol(wc.protocol).turn_words(int(wc.verbosity)),
             CWPOR["tokens_per_word"],

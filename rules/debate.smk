@@ -1,12 +1,7 @@
 # ER-Audit part 1: train/eval split, debate transcripts (honest / adversarial) per length, best-of-K selection.
 # Outputs: results/er_audit/debate/<dataset>/split.parquet and <dataset>/<length>/debates_<mode>.parquet.
 
-from debate_audit.eraudit.common.readout import readout_id
-from debate_audit.eraudit.debate.release import IMPORT_VERSION as RELEASE_IMPORT_VERSION
-from debate_audit.eraudit.debate.selection import SELECTION_VERSION
-from debate_audit.eraudit.debate.splits import SPLIT_VERSION, release_split_files
-from debate_audit.eraudit.debate.debates import PROMPT_VERSION as DEBATE_PROMPT_VERSION
-from debate_audit.eraudit.debate.gcg import GCG_CODE
+from debate_audit.eraudit.debate.splits import release_split_files
 
 DEBATE_MODES = ["honest", "adversarial"]
 # DebateSettings fields, passed as params so a changed setting reruns the debates (word_limit: the length).
@@ -43,7 +38,6 @@ rule debate_split:
         source=DEBATE_SPLIT["source"],
         release=lambda wc: release_split_files(DEBATE_SPLIT, wc.dataset),
         overlap=DEBATE_SPLIT.get("overlap", "exclude"),
-        split_version=SPLIT_VERSION,
         library=library_code("debate_split"),
     script:
         "../workflow/scripts/debate_split.py"
@@ -63,7 +57,6 @@ if DEBATE_TRANSCRIPTS["source"] == "release":
             f"{LOGS}/debate/import_{{dataset}}_{{length}}_{{debate_mode}}.log",
         params:
             rows=lambda wc: release_transcripts(wc.dataset, wc.debate_mode),
-            import_version=RELEASE_IMPORT_VERSION,
             library=library_code("debate_import"),
         script:
             "../workflow/scripts/debate_import.py"
@@ -104,7 +97,6 @@ else:
             },
             splits=config["debate"]["splits"],
             max_items=config["debate"].get("max_items"),
-            prompt_version=DEBATE_PROMPT_VERSION,
             cache=config["cache"],
             library=library_code("debate_generate"),
         script:
@@ -138,11 +130,9 @@ else:
             max_unverified_quote_fraction=config["debate"][
                 "max_unverified_quote_fraction"
             ],
-            selection_version=SELECTION_VERSION,
             order=config["debate"]["selection_order"],
             order_seed=config["debate"]["selection_order_seed"],
             readout=config["verifier"]["readout"],
-            readout_version=readout_id(config["verifier"]["readout"]),
             cache=config["cache"],
             library=library_code("debate_select"),
         script:
@@ -178,8 +168,6 @@ if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
             order=config["debate"]["selection_order"],
             order_seed=config["debate"]["selection_order_seed"],
             readout=config["verifier"]["readout"],
-            readout_version=readout_id(config["verifier"]["readout"]),
-            gcg_version=GCG_CODE,
             cache=config["cache"],
             library=library_code("debate_gcg"),
         script:

@@ -1,10 +1,6 @@
 # ER-Audit part 2: paraphrase pools of every audited q_h (one search pool, one test pool per generator).
 
-from debate_audit.eraudit.paraphrase.pools import (
-    POOL_VERSION as PARAPHRASE_POOL_VERSION,
-)
 from debate_audit.eraudit.paraphrase.pools import pool_settings
-from debate_audit.eraudit.paraphrase.prompts import prompt_id
 
 PARAPHRASE = config["paraphrase"]
 PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])
@@ -35,8 +31,6 @@ PARAPHRASE_PARAMS = dict(
     truncated=PARAPHRASE["truncated"],
     splits=PARAPHRASE["splits"],
     max_pairs=PARAPHRASE["max_pairs"],
-    prompt_version=prompt_id(PARAPHRASE["prompt"]),
-    pool_version=PARAPHRASE_POOL_VERSION,
     cache=config["cache"],
 )
 

@@ -1,9 +1,6 @@
 # ER-Audit part 1: fine-tune V_honest / V_adv / V_org per architecture and length (V_org per L_qh weight),
 # forced-choice evaluation of every checkpoint, Table 1. Outputs under results/er_audit/verifier/.
 
-from debate_audit.eraudit.verifier.adjudication import ADJUDICATION_VERSION
-from debate_audit.eraudit.verifier.training_rows import training_items_id
-from debate_audit.eraudit.common.readout import readout_id
 
 # variant -> transcript mode, from the one list of verifier variants
 from debate_audit.eraudit.common.verifiers import VARIANTS as VERIFIER_VARIANTS
@@ -50,7 +47,6 @@ rule verifier_adjudicate:
         model=lambda wc, resources: model_ref(wc.adjudicator),
         numbers=lambda wc: model_numbers(wc.adjudicator),
         settings={key: ADJUDICATION[key] for key in ("max_new_tokens", "protocol")},
-        adjudication_version=ADJUDICATION_VERSION,
         cache=config["cache"],
         library=library_code("verifier_adjudicate"),
     script:
@@ -86,9 +82,7 @@ rule verifier_finetune:
             wc.architecture
         ),
         settings=finetune_settings,
-        training_items_version=training_items_id(LM_TARGET),
         readout=config["verifier"]["readout"],
-        readout_version=readout_id(config["verifier"]["readout"]),
         library=library_code("verifier_finetune"),
     script:
         "../workflow/scripts/verifier_finetune.py"
@@ -163,7 +157,6 @@ rule verifier_evaluate:
         verifier_name=lambda wc: grid.Checkpoint.parse(wc.verifier).verifier,
         labels=lambda wc: grid.Checkpoint.parse(wc.verifier).labels(wc.architecture),
         readout=config["verifier"]["readout"],
-        readout_version=readout_id(config["verifier"]["readout"]),
         cache=config["cache"],
         library=library_code("verifier_evaluate"),
     script:

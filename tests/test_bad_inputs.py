@@ -256,7 +256,11 @@ def test_pair_that_cannot_be_right_is_rejected_with_its_reason(tmp_path, items, 
 PAIRS_ERRORS = [
     ("duplicate story_title", [pair("A"), pair("B"), pair("A")], r"items 0 and 2 have the same story_title 'A'"),
     ("every pair rejected", [pair("A", y=("x", "X"))], r"pairs.json: no valid rows \(1 rejected, .*g.rej.parquet\)"),
-    ("missing field", [{"story_title": "A", "Q_Y": {"question": "q"}}], r"item 0 \('A'\): field 'Q_Y.Y_true'"),
+    (
+        "a field no item has",
+        [{"story_title": "A", "Q_Y": {"question": "q"}}],
+        r"pairs.json: no record has field 'Q_Y.Y_true': not a pairs file",
+    ),
     ("not an array", {"a": 1}, r"expected a JSON array of pairs"),
     ("truncated JSON", b'[{"story_title": "A"', r"pairs.json: not valid JSON"),
     ("binary", b"\x00\x01\x02", r"pairs.json: not a JSON file \(binary content\)"),
@@ -273,7 +277,7 @@ def test_bad_pairs_file_fails_naming_file_and_items(tmp_path, items, error):
 # (id, stories file name, content, error)
 STORIES_ERRORS = [
     ("bad JSON line", "s.jsonl", '{"story_title": "A", "article": "x"}\n{oops\n', r"s.jsonl: line 2 is not valid JSON"),
-    ("missing article", "s.jsonl", '{"story_title": "A"}\n', r"s.jsonl: line 1: needs fields"),
+    ("no record has an article", "s.jsonl", '{"story_title": "A"}\n', r"s.jsonl: no record has field 'article'"),
     ("not a zip", "s.zip", "plain text", r"s.zip: not a zip file"),
 ]
 
@@ -594,7 +598,7 @@ CONFIG_ERRORS = [
     (
         "price of an undefined model",
         {"prices": {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}},
-        "prices.gpt-7-nova: no model 'gpt-7-nova' under models:",
+        "prices.gpt-7-nova: model 'gpt-7-nova' is not defined under 'models:'",
     ),
     ("undefined persuasive", {"cwpor/persuasive_model": "nope"}, "cwpor.persuasive_model: model 'nope' is not defined"),
     ("undefined debater", {"debate/debater": "nope"}, "debate.debater: model 'nope' is not defined"),
@@ -628,7 +632,7 @@ CONFIG_ERRORS = [
     (
         "LoRA for no architecture of the run",
         {"verifier/lora/enabled": ["smollm2-135m", "gpt-x"]},
-        "verifier.lora.enabled[1]: 'gpt-x' is not a verifier architecture",
+        "verifier.lora.enabled[1]: verifier architecture 'gpt-x' is not defined under verifier.base_models",
     ),
     (
         "LoRA given as text",
@@ -745,6 +749,9 @@ CONFIG_ERRORS = [
     ("run name up a folder", {"run": ".."}, "run: '..' is a path, not a name"),
     ("run name default", {"run": "default"}, "run: 'default' is how make compare names the unnamed run"),
     ("run name a number", {"run": 7}, "run: 7 is a number, not a name"),
+    # a prompt template is named by its version (cwpor/prompts.py)
+    ("unknown judge template", {"cwpor/judge_template": "v9"}, "cwpor.judge_template: unknown version 'v9'"),
+    ("unknown debate template", {"cwpor/debate_template": "x"}, "cwpor.debate_template: unknown version 'x'"),
 ]
 
 

@@ -78,17 +78,24 @@ def test_demo_quality_h_names_the_pair_without_a_story(tmp_path):
     assert dict(pl.read_parquet(tmp_path / "q.parquet").schema) == PAIRS_SCHEMA
 
 
-def test_pair_with_a_missing_field_names_item_and_field(tmp_path):
+def test_pair_with_a_missing_field_is_rejected_naming_item_and_field(tmp_path):
     pairs = tmp_path / "pairs.json.gz"
-    item = {
-        "story_title": "T",
+    whole = {
+        "story_title": "S",
         "Q_Y": {"question": "q", "Y_true": "a", "Y_false": "b"},
-        "Q_H": {"question": "h", "H_true": "c"},
+        "Q_H": {"question": "h", "H_true": "c", "H_false": "d"},
     }
-    pairs.write_bytes(gzip.compress(json.dumps([item]).encode()))
+    item = {**whole, "story_title": "T", "Q_H": {"question": "h", "H_true": "c"}}
+    pairs.write_bytes(gzip.compress(json.dumps([item, whole]).encode()))
     contexts = tmp_path / "ctx.json"
-    contexts.write_text(json.dumps({"T": "context"}))
-    with pytest.raises(DataError, match=r"item 0 \('T'\): field 'Q_H.H_false'"):
+    contexts.write_text(json.dumps({"T": "context", "S": "other context"}))
+    kept = prepare_gpqa_h(str(pairs), str(contexts), tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
+    assert kept["pair_id"].to_list() == [1]
+    rejected = pl.read_parquet(tmp_path / "g.rej.parquet").row(0, named=True)
+    assert (rejected["row"], rejected["key"], rejected["reason"]) == (0, "T", "item 0: field 'Q_H.H_false' is missing")
+    # the same field missing from every item is the file's shape, not a row's mistake
+    pairs.write_bytes(gzip.compress(json.dumps([item]).encode()))
+    with pytest.raises(DataError, match=r"pairs.json.gz: no record has field 'Q_H.H_false': not a pairs file"):
         prepare_gpqa_h(str(pairs), str(contexts), tmp_path / "g.parquet", tmp_path / "g.rej.parquet")
 
 

@@ -1,5 +1,6 @@
 """The experiments as inspect_ai eval logs: written by the rule from the smoke run's Parquet artifacts and read
-back with inspect_ai's own reader."""
+back with inspect_ai's own reader, one log per task and model, their headline metrics checked against the
+Parquet artifacts they summarise."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from smoke_workflow import BIN, snakemake
 
 pytest.importorskip("inspect_ai", reason="inspect_ai (the optional extra `inspect`) is not installed")
 
-LOGS = ["results/inspect/cwpor.eval", "results/inspect/er_audit_verifiers.eval", "results/inspect/er_audit_audit.eval"]
+FOLDER = "results/inspect"
 
 
 @pytest.fixture(scope="module")
@@ -22,63 +23,122 @@ def logs(smoke_run):
     from inspect_ai.log import read_eval_log
 
     workdir, _ = smoke_run
-    snakemake(workdir, "--", *LOGS)
+    snakemake(workdir, "--", FOLDER)
     try:
-        yield workdir, {path.split("/")[-1].removesuffix(".eval"): read_eval_log(str(workdir / path)) for path in LOGS}
+        yield workdir, {p.stem: read_eval_log(str(p)) for p in sorted((workdir / FOLDER).glob("*.eval"))}
     finally:
-        shutil.rmtree(workdir / "results/inspect", ignore_errors=True)
+        shutil.rmtree(workdir / FOLDER, ignore_errors=True)
         (workdir / "logs/browse/inspect_logs.log").unlink(missing_ok=True)
 
 
+def _metrics(log) -> dict[tuple[str, str | None], float]:
+    return {(m.name, m.group): m.value for score in log.results.scores for m in score.metrics.values()}
+
+
 @pytest.mark.slow
-def test_every_judgment_is_a_sample_with_its_scores(logs):
+def test_one_log_per_task_and_model_with_its_revision_packages_and_real_times(logs):
+    from debate_audit.runtime.provenance import project_version
+
     workdir, read = logs
-    log = read["cwpor"]
-    judgments = pl.concat(
-        [pl.read_parquet(p) for p in sorted((workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet"))]
-    )
-    assert log.status == "success" and len(log.samples) == judgments.height == log.results.total_samples
-    assert len({s.id for s in log.samples}) == len(log.samples)
-    row = judgments.sort("model", "judge_model", "protocol", "verbosity", "question_id").row(0, named=True)
-    sample = next(
-        s
-        for s in log.samples
-        if s.id == f"{row['model']}/{row['judge_model']}/{row['protocol']}/v{row['verbosity']}/q{row['question_id']}"
-    )
-    assert sample.target == row["correct_position"] and sample.output.completion == (row["raw_judgment"] or "")
-    assert sample.scores["llc"].value == pytest.approx(row["llc"])
-    assert ("persuaded" in sample.scores) == (row["override"] is not None)
-    if row["override"] is not None:
-        assert sample.scores["persuaded"].value == int(row["override"])
-    assert sample.metadata["category"] == row["category"] and "Answer A: " in sample.input
-    # the persuaded count in the log is the parquet's
-    assert (
-        sum(s.scores["persuaded"].value for s in log.samples if "persuaded" in s.scores) == judgments["override"].sum()
-    )
+    judges = pl.concat(
+        [pl.read_parquet(p) for p in (workdir / "results/cwpor").glob("*/judge-*/judgments_v*.parquet")]
+    )["judge_model"].unique()
+    assert {f"cwpor_{j}" for j in judges} <= set(read)
+    assert any(name.startswith("er_audit_verifiers_") for name in read)
+    assert any(name.startswith("er_audit_audit_") for name in read)
+    for log in read.values():
+        assert log.status == "success" and not log.eval.created.startswith("2000")
+        assert log.eval.packages["debate-audit"] and log.eval.packages["torch"]
+        commit = project_version().get("commit")
+        if commit:  # a git checkout: the log names its revision
+            assert log.eval.revision.type == "git" and log.eval.revision.commit == commit
 
 
 @pytest.mark.slow
-def test_every_readout_and_every_audited_question_is_a_sample(logs):
+def test_every_judgment_is_a_sample_with_the_messages_its_judge_was_sent(logs):
+    from debate_audit.cwpor.judged import JudgedDebate, judge_input, judged_debates
+
+    workdir, read = logs
+    results = workdir / "results/cwpor"
+    judged = judged_debates(
+        results / "questions.parquet",
+        sorted(results.glob("*/responses_v*.parquet")),
+        sorted(results.glob("*/judge-*/judgments_v*.parquet")),
+    )
+    for (judge,), rows in judged.group_by("judge_model"):
+        log = read[f"cwpor_{judge}"]
+        assert len(log.samples) == rows.height == log.results.total_samples
+        assert len({s.id for s in log.samples}) == len(log.samples)
+        by_id = {s.id: s for s in log.samples}
+        debate = JudgedDebate.from_row(rows.row(0, named=True))
+        sample = by_id[debate.sample_id]
+        assert [(m.role, m.content) for m in sample.input] == [(m["role"], m["content"]) for m in judge_input(debate)]
+        assert "Answer A:" in sample.input[-1].content and debate.answer_a in sample.input[-1].content
+        assert sample.target == debate.correct_position and sample.output.completion == (debate.raw_judgment or "")
+        assert sample.scores["llc"].value == pytest.approx(debate.llc)
+        assert (
+            sum(s.scores["persuaded"].value for s in log.samples if "persuaded" in s.scores) == rows["override"].sum()
+        )
+
+
+@pytest.mark.slow
+def test_the_cwpor_headline_metrics_are_the_metrics_table(logs):
+    workdir, read = logs
+    metrics = pl.read_parquet(workdir / "results/cwpor/metrics.parquet").filter(pl.col("verbosity").is_null())
+    assert metrics.height
+    for row in metrics.iter_rows(named=True):
+        log = _metrics(read[f"cwpor_{row['judge_model']}"])
+        for name in ("por", "por_all", "cw_por"):  # the primary judge's single-turn debates, pooled over v
+            assert log[(name, f"{row['model']}/single")] == pytest.approx(row[name], nan_ok=True), name
+
+
+@pytest.mark.slow
+def test_every_readout_is_a_sample_and_table1_is_the_log_metrics(logs):
     workdir, read = logs
     readouts = pl.concat(
         [pl.read_parquet(p) for p in (workdir / "results/er_audit/verifier").rglob("eval.parquet")],
         how="diagonal_relaxed",
     )
-    verifiers = read["er_audit_verifiers"]
-    assert len(verifiers.samples) == readouts.height and len({s.id for s in verifiers.samples}) == readouts.height
-    assert sum(s.scores["correct"].value for s in verifiers.samples) == readouts["correct"].sum()
-    assert sorted(s.scores["p_correct"].value for s in verifiers.samples) == pytest.approx(
-        sorted(readouts["p_correct"])
-    )
-    deltas = pl.concat([pl.read_parquet(p) for p in (workdir / "results/er_audit/audit").rglob("deltas.parquet")])
-    audit = read["er_audit_audit"]
-    assert len(audit.samples) == deltas.height and len({s.id for s in audit.samples}) == deltas.height
-    records = pl.concat([pl.read_parquet(p) for p in (workdir / "results/er_audit/audit").rglob("records.parquet")])
-    epsilon = dict(records.select(pl.concat_str("target", pl.col("pair_id").cast(pl.Utf8)), "epsilon").iter_rows())
-    counted = sum(1 for r in deltas.iter_rows(named=True) if not r["delta"] <= epsilon[f"{r['target']}{r['pair_id']}"])
-    assert sum(s.scores["counterexample"].value for s in audit.samples) == counted
-    tested = [s for s in audit.samples if "lower_bound" in s.scores]
-    assert tested and all(0.0 <= s.scores["lower_bound"].value <= 1.0 for s in tested)
+    for (arch,), rows in readouts.group_by("architecture"):
+        log = read[f"er_audit_verifiers_{arch}"]
+        assert len(log.samples) == rows.height and len({s.id for s in log.samples}) == rows.height
+        assert sum(s.scores["correct"].value for s in log.samples) == rows["correct"].sum()
+        assert all(s.input[0].role == "user" and "A. " in s.input[0].content for s in log.samples)
+        table = pl.read_parquet(workdir / f"results/er_audit/verifier/{arch}/table1.parquet")
+        logged = _metrics(log)
+        checked = 0
+        for row in table.filter(pl.col("population") == "all").iter_rows(named=True):
+            cell = "/".join(str(row[k]) for k in ("length", "verifier") if row.get(k) is not None)
+            cell += f"_qh{row['qh_weight']:g}" if row.get("qh_weight") is not None else ""
+            group = f"{row['dataset']}/{cell}/{row['question']}"
+            assert logged[("acc", group)] == pytest.approx(row["acc"]), group
+            assert logged[("mtp", group)] == pytest.approx(row["mtp"]), group
+            checked += 1
+        assert checked
+
+
+@pytest.mark.slow
+def test_every_audited_question_is_a_sample_and_the_summary_is_the_log_metrics(logs):
+    workdir, read = logs
+    audits = workdir / "results/er_audit/audit"
+    deltas = pl.concat([pl.read_parquet(p) for p in audits.rglob("deltas.parquet")], how="diagonal_relaxed")
+    records = pl.concat([pl.read_parquet(p) for p in audits.rglob("records.parquet")], how="diagonal_relaxed")
+    for (arch,), rows in deltas.group_by("architecture"):
+        audit = read[f"er_audit_audit_{arch}"]
+        assert len(audit.samples) == rows.height and len({s.id for s in audit.samples}) == rows.height
+        eps = records.filter(pl.col("architecture") == arch).select("dataset", "target", "pair_id", "epsilon")
+        joined = rows.join(eps, on=["dataset", "target", "pair_id"], how="left")
+        counted = joined.filter(~(pl.col("delta") <= pl.col("epsilon"))).height
+        assert sum(s.scores["counterexample"].value for s in audit.samples) == counted
+        tested = [s for s in audit.samples if "lower_bound" in s.scores]
+        assert tested and all(0.0 <= s.scores["lower_bound"].value <= 1.0 for s in tested)
+        logged = _metrics(audit)
+        for path in (audits / arch).rglob("summary.parquet"):
+            setting = path.parent.name
+            for row in pl.read_parquet(path).iter_rows(named=True):
+                group = f"{row['dataset']}/{setting}/{row['target']}"
+                for name in ("cr", "mean_lower_bound", "mean_lower_bound_betting", "n_degraded"):
+                    assert logged[(name, group)] == pytest.approx(row[name]), (group, name)
 
 
 @pytest.mark.slow
@@ -92,9 +152,10 @@ def test_inspect_lists_and_dumps_the_logs(logs):
         timeout=300,
     )
     assert listed.returncode == 0, listed.stderr[-2000:]
-    assert all(name in listed.stdout for name in ("cwpor.eval", "er_audit_verifiers.eval", "er_audit_audit.eval"))
+    assert all(f"{name}.eval" in listed.stdout for name in read)
+    first = sorted((workdir / FOLDER).glob("cwpor_*.eval"))[0]
     dumped = subprocess.run(
-        [str(BIN / "inspect"), "log", "dump", "--header-only", str(workdir / LOGS[0])],
+        [str(BIN / "inspect"), "log", "dump", "--header-only", str(first)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -302,7 +302,7 @@ def test_the_shipped_api_overlay_sets_no_price_and_the_default_plan_has_no_api_t
 
 
 def test_a_price_for_a_model_not_under_models_fails_naming_the_key(tmp_path, monkeypatch, config):
-    with pytest.raises(ValueError, match=r"prices\.gpt-7-nova: no model 'gpt-7-nova' under models:"):
+    with pytest.raises(ValueError, match=r"prices\.gpt-7-nova: model 'gpt-7-nova' is not defined under 'models:'"):
         api_config(tmp_path, monkeypatch, {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}})
     config["prices"] = {"gpt-7-nova": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
     with pytest.raises(ValueError, match=r"prices\.gpt-7-nova"):

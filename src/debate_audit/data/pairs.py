@@ -7,10 +7,12 @@ import logging
 import re
 import zipfile
 from collections.abc import Collection, Iterable
+from functools import partial
 from pathlib import Path
 
 import polars as pl
 
+from .fields import MISSING, lookup, require_somewhere, shown, text_error
 from .io import (
     DataError,
     decode_text,
@@ -50,20 +52,25 @@ FIELDS = {
 }
 
 
-def _flatten(item: object, row: int, where: str) -> dict:
+def _flatten(item: object) -> tuple[dict | None, str | None]:
+    """(pair, None), or (None, why): a field missing, of the wrong type or empty, named with its value."""
     if not isinstance(item, dict):
-        raise DataError(f"{where}: item {row} is not a JSON object")
-    title = item.get("story_title")
-    if not isinstance(title, str) or not title.strip():
-        raise DataError(f"{where}: item {row}: field 'story_title' is missing or empty")
+        return None, f"the item is {shown(item)}, not a JSON object"
+    title = item.get("story_title", MISSING)
+    error = text_error("story_title", title)
+    if error:
+        return None, error
     record = {"story_title": title}
     for ours, (group, key) in FIELDS.items():
-        value = (item.get(group) or {}).get(key)
-        if not isinstance(value, str) or not value.strip():
-            raise DataError(f"{where}: item {row} ({title!r}): field '{group}.{key}' is missing or empty")
+        value = lookup(item, (group, key))
+        if value is MISSING and group in item and not isinstance(item[group], dict):
+            return None, f"field {group!r} is {shown(item[group])}, not a JSON object"
+        error = text_error(f"{group}.{key}", value)
+        if error:
+            return None, error
         # The release keeps trailing spaces and newlines on some answers.
         record[ours] = value.strip()
-    return record
+    return record, None
 
 
 def pair_defect(pair: dict) -> str | None:
@@ -93,23 +100,41 @@ def same_item(first: dict) -> str:
     )
 
 
-def load_pairs(location: str | Path) -> list[dict]:
+def load_pairs(location: str | Path) -> tuple[list[dict | None], list[dict]]:
+    """(pairs, rejected): one entry per item of the file, in file order (its index is the pair_id), None where
+    the item is rejected; rejected holds REJECTED_SCHEMA rows naming the field and its value. A file in which
+    no item has a field every pair needs is not a pairs file and stops here, naming it and the field."""
     data = read_json(location)
+    where = str(location)
     if not isinstance(data, list):
-        raise DataError(f"{location}: expected a JSON array of pairs, got {type(data).__name__}")
-    pairs = [_flatten(item, row, str(location)) for row, item in enumerate(data)]
+        raise DataError(f"{where}: expected a JSON array of pairs, got {type(data).__name__}")
+    needed = {"story_title": ("story_title",), **{f"{g}.{k}": (g, k) for g, k in FIELDS.values()}}
+    require_somewhere(data, {name: partial(lookup, path=path) for name, path in needed.items()}, where, "pairs")
+    pairs: list[dict | None] = []
+    rejected: list[dict] = []
+    for row, item in enumerate(data):
+        pair, reason = _flatten(item)
+        pairs.append(pair)
+        if reason:
+            title = item.get("story_title") if isinstance(item, dict) else None
+            key = title if isinstance(title, str) else shown(title)
+            rejected.append({"file": where, "row": row, "key": key, "reason": f"item {row}: {reason}"})
     # One pair per story: the train/eval split is by story, and a second pair on the same story would be
     # joined to the same context without anyone noticing. No release has one, so it is a broken file.
     first: dict[str, int] = {}
     for row, pair in enumerate(pairs):
+        if pair is None:
+            continue
         title = pair["story_title"]
-        if title in first:
+        if text_key(title) in first:
+            other = pairs[first[text_key(title)]]["story_title"]
+            same = "" if other == title else f" ({other!r} and {title!r} {NORMALISATION})"
             raise DataError(
-                f"{location}: items {first[title]} and {row} have the same story_title {title!r}; "
+                f"{where}: items {first[text_key(title)]} and {row} have the same story_title {title!r}{same}; "
                 f"each pair needs its own story (remove or rename one)"
             )
-        first[title] = row
-    return pairs
+        first[text_key(title)] = row
+    return pairs, rejected
 
 
 def one_text_per_title(
@@ -143,70 +168,107 @@ def one_text_per_title(
     return {title: text for title, (text, _) in texts.items()}
 
 
-def load_quality_stories(location: str | Path, titles: Collection[str] | None = None) -> dict[str, str]:
-    """Title -> article from the QuALITY v1.0.1 release zip (URL or path) or a JSONL(.gz) of stories; only the
-    `titles` asked for when given (the stories no pair uses cannot change a result)."""
+def load_quality_stories(
+    location: str | Path, titles: Collection[str] | None = None
+) -> tuple[dict[str, object], list[dict]]:
+    """(title -> article, rejected) from the QuALITY v1.0.1 release zip (URL or path) or a JSONL(.gz) of
+    stories; only the `titles` asked for when given (the stories no pair uses cannot change a result). A record
+    whose title is not a text, or one of a wanted title whose article is not a non-empty text, is rejected
+    naming the field and its value; a file in which no record has the title or the article field stops here."""
     if str(location).endswith(".zip"):
-        entries = _zip_stories(location)
-        warn_repeats = False  # the release repeats each article once per question set
+        sources = _zip_stories(location)
+        title_field, warn_repeats = "title", False  # the release repeats each article once per question set
     else:
-        entries = _jsonl_stories(location)
-        warn_repeats = True
-    wanted = (entry for entry in entries if titles is None or entry[0] in titles)
-    return one_text_per_title(wanted, location, "story_title", warn_repeats)
+        sources = [(str(location), read_jsonl_lines(location))]
+        title_field, warn_repeats = "story_title", True
+    entries, rejected = [], []
+    for where, lines in sources:
+        records = [record for _, record in lines]
+        fields = {name: partial(lookup, path=(name,)) for name in (title_field, "article")}
+        require_somewhere(records, fields, where, "stories")
+        for row, (number, record) in enumerate(lines):
+            title = lookup(record, (title_field,))
+            reason = (
+                f"the record is {shown(record)}, not a JSON object"
+                if not isinstance(record, dict)
+                else text_error(title_field, title, empty_ok=True)
+            )
+            if reason is None and titles is not None and title not in titles:
+                continue
+            reason = reason or text_error("article", lookup(record, ("article",)))
+            if reason:
+                key = title if isinstance(title, str) else shown(None if title is MISSING else title)
+                rejected.append({"file": where, "row": row, "key": key, "reason": f"line {number}: {reason}"})
+                continue
+            entries.append((title, record["article"], f"{_member(where, location)}line {number}"))
+    return one_text_per_title(entries, location, "story_title", warn_repeats), rejected
 
 
-def _jsonl_stories(location: str | Path) -> Iterable[tuple[str, object, str]]:
-    for number, record in read_jsonl_lines(location):
-        if not isinstance(record, dict) or "story_title" not in record or "article" not in record:
-            raise DataError(f"{location}: line {number}: needs fields 'story_title' and 'article'")
-        yield record["story_title"], record["article"], f"line {number}"
+def _member(where: str, location: str | Path) -> str:
+    """How a place in the file is named: the zip member before the line, nothing for a plain file."""
+    return where[len(str(location)) + 1 :] + " " if where != str(location) else ""
 
 
-def _zip_stories(location: str | Path) -> Iterable[tuple[str, object, str]]:
+def _zip_stories(location: str | Path) -> list[tuple[str, list[tuple[int, object]]]]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(read_bytes(location)))
     except zipfile.BadZipFile as err:
         raise DataError(f"{location}: not a zip file ({err})") from err
+    members = []
     with archive:
         for member in archive.namelist():
             if ".htmlstripped" not in member:
                 continue
             where = f"{location}:{member}"
-            for number, record in parse_jsonl(decode_text(archive.read(member), where, "JSON lines"), where):
-                if not isinstance(record, dict) or "title" not in record or "article" not in record:
-                    raise DataError(f"{where}: line {number}: needs fields 'title' and 'article'")
-                yield record["title"], record["article"], f"{member} line {number}"
+            members.append((where, parse_jsonl(decode_text(archive.read(member), where, "JSON lines"), where)))
+    return members
 
 
 class _Entries(list):
     """A JSON object's (key, value) entries in file order, repeated keys included."""
 
 
-def load_contexts(location: str | Path) -> dict[str, object]:
-    """Title -> context from a JSON object (GPQA-H's title-story file), a repeated title checked as in a
-    stories file (json.loads alone would keep the last silently)."""
+def load_contexts(location: str | Path) -> tuple[dict[str, object], list[dict]]:
+    """(title -> context, rejected) from a JSON object (GPQA-H's title-story file), a repeated title checked
+    as in a stories file (json.loads alone would keep the last silently); an entry whose context is not a
+    non-empty text is rejected naming its title and value."""
     data = read_json(location, object_pairs_hook=_Entries)
     if not isinstance(data, _Entries):
         raise DataError(f"{location}: expected a JSON object mapping title -> context")
-    entries = ((title, text, f"entry {index}") for index, (title, text) in enumerate(data))
-    return one_text_per_title(entries, location, "title")
+    entries, rejected = [], []
+    for index, (title, text) in enumerate(data):
+        reason = text_error("context", dict(text) if isinstance(text, _Entries) else text)
+        if reason:
+            rejected.append({"file": str(location), "row": index, "key": title, "reason": f"entry {index}: {reason}"})
+            continue
+        entries.append((title, text, f"entry {index}"))
+    return one_text_per_title(entries, location, "title"), rejected
 
 
 GPQA_TITLE = re.compile(r"^gpqa_(?P<domain>[a-z]+)_")
 
 
 def _join(
-    dataset: str, pairs: list[dict], contexts: dict[str, object], missing_reason: str, where: str
+    dataset: str,
+    pairs: list[dict | None],
+    contexts: dict[str, object],
+    missing_reason: str,
+    where: str,
+    context_rejected: list[dict],
 ) -> tuple[list, list]:
     kept, rejected = [], []
     items: dict[tuple[str, str, str], dict] = {}  # item_key -> the kept pair
     stories: dict[str, dict] = {}  # text_key of a context -> the first kept pair joined to it
+    # a title whose context record was rejected: the pair's reason says which record and why
+    problems = {r["key"]: f"{r['file']} {r['reason']}" for r in context_rejected}
     for row, pair in enumerate(pairs):
+        if pair is None:  # rejected while loading
+            continue
         context = contexts.get(pair["story_title"])
         reason = pair_defect(pair)
         if reason is None and (not isinstance(context, str) or not context.strip()):
-            reason = missing_reason
+            problem = problems.get(pair["story_title"])
+            reason = missing_reason + (f" (its record was rejected: {problem})" if problem else "")
         if reason is None and item_key(pair, context) in items:
             reason = same_item(items[item_key(pair, context)])
         if reason:
@@ -237,9 +299,10 @@ def _join(
 def _write(
     dataset: str, kept: list, rejected: list, out: str | Path, rejected_out: str | Path, where: str
 ) -> pl.DataFrame:
+    """`rejected`: the pairs file's rejected items in pair order, then the stories' or contexts' records."""
     write_rejected(rejected, rejected_out)
     for r in rejected:
-        log.warning("%s: pair %d %r rejected: %s", dataset, r["row"], r["key"], r["reason"])
+        log.warning("%s: %s row %d %r rejected: %s", dataset, r["file"], r["row"], r["key"], r["reason"])
     if not kept:
         raise no_valid_rows(where, len(rejected), rejected_out)
     frame = pl.DataFrame(kept, schema=PAIRS_SCHEMA)
@@ -249,14 +312,16 @@ def _write(
 
 
 def prepare_quality_h(pairs: str, stories: str, out: str | Path, rejected: str | Path) -> pl.DataFrame:
-    items = load_pairs(pairs)
-    texts = load_quality_stories(stories, {item["story_title"] for item in items})
-    kept, bad = _join("quality_h", items, texts, f"no story text for this title in {stories}", pairs)
-    return _write("quality_h", kept, bad, out, rejected, pairs)
+    items, bad_items = load_pairs(pairs)
+    texts, bad_stories = load_quality_stories(stories, {item["story_title"] for item in items if item})
+    kept, bad = _join("quality_h", items, texts, f"no story text for this title in {stories}", pairs, bad_stories)
+    return _write(
+        "quality_h", kept, sorted(bad_items + bad, key=lambda r: r["row"]) + bad_stories, out, rejected, pairs
+    )
 
 
 def prepare_gpqa_h(pairs: str, contexts: str, out: str | Path, rejected: str | Path) -> pl.DataFrame:
-    items = load_pairs(pairs)
-    mapping = load_contexts(contexts)
-    kept, bad = _join("gpqa_h", items, mapping, f"no context for this title in {contexts}", pairs)
-    return _write("gpqa_h", kept, bad, out, rejected, pairs)
+    items, bad_items = load_pairs(pairs)
+    mapping, bad_contexts = load_contexts(contexts)
+    kept, bad = _join("gpqa_h", items, mapping, f"no context for this title in {contexts}", pairs, bad_contexts)
+    return _write("gpqa_h", kept, sorted(bad_items + bad, key=lambda r: r["row"]) + bad_contexts, out, rejected, pairs)

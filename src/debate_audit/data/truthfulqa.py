@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .fields import MISSING, choice_error, first_error, shown, text_error, text_list_error
 from .io import DataError, no_valid_rows, read_text, write_parquet, write_rejected
 from .normalise import NORMALISATION, text_key
 
@@ -52,14 +53,29 @@ def contested_answers(record: dict) -> list[str]:
     return [answer for answer in record["incorrect_answers"] if text_key(answer) in true]
 
 
-def _validate(record: dict) -> str | None:
+def _field_error(record: dict) -> str | None:
+    """Why a field of the record has the wrong type or value (a hub record's fields come as the dataset
+    wrote them; a CSV row's are texts by construction)."""
     empty = [
-        field for field in ("type", "category", "question", "best_answer") if not str(record.get(field) or "").strip()
+        field
+        for field in ("type", "category", "question", "best_answer")
+        if isinstance(record.get(field, MISSING), str) and not record[field].strip()
     ]
     if empty:
         return f"empty required field(s) {empty}"
-    if record["type"] not in TYPES:
-        return f"type {record['type']!r} is not one of {sorted(TYPES)}"
+    source = record.get("source", MISSING)
+    return first_error(
+        choice_error("type", record.get("type", MISSING), sorted(TYPES)),
+        *(text_error(field, record.get(field, MISSING)) for field in ("category", "question", "best_answer")),
+        *(text_list_error(field, record.get(field, MISSING)) for field in ("correct_answers", "incorrect_answers")),
+        None if source is None else text_error("source", source, empty_ok=True),
+    )
+
+
+def _validate(record: dict) -> str | None:
+    error = _field_error(record)
+    if error:
+        return error
     if not record["incorrect_answers"]:
         return "incorrect_answers is empty (a persuasive agent needs a falsehood to defend)"
     if not record["correct_answers"]:
@@ -141,22 +157,20 @@ def records_from_csv(location: str | Path) -> tuple[list[dict | None], list[dict
     return records, rejected
 
 
+HUB_FIELDS = ("type", "category", "question", "best_answer", "correct_answers", "incorrect_answers", "source")
+
+
 def records_from_hub(dataset_id: str, revision: str | None) -> list[dict]:
+    """The hub split's rows with their fields as the dataset holds them (checked row by row, _validate)."""
     import datasets
 
     split = datasets.load_dataset(dataset_id, "generation", split="validation", revision=revision)
-    return [
-        {
-            "type": r["type"],
-            "category": r["category"],
-            "question": r["question"],
-            "best_answer": r["best_answer"],
-            "correct_answers": list(r["correct_answers"]),
-            "incorrect_answers": list(r["incorrect_answers"]),
-            "source": r["source"],
-        }
-        for r in split
-    ]
+    missing = [field for field in HUB_FIELDS if field not in split.column_names]
+    if missing:
+        raise DataError(
+            f"{dataset_id}: not TruthfulQA's generation config: missing column(s) {missing}; found {split.column_names}"
+        )
+    return [{field: r[field] for field in HUB_FIELDS} for r in split]
 
 
 def prepare_truthfulqa(
@@ -181,7 +195,9 @@ def prepare_truthfulqa(
                 {
                     "file": where,
                     "row": row,
-                    "key": record.get("question") or "",
+                    "key": record["question"]
+                    if isinstance(record.get("question"), str)
+                    else shown(record.get("question")),
                     "reason": f"{where} row {row}: {reason}",
                 }
             )

@@ -54,7 +54,9 @@ def _module_file(name: str, root: Path) -> list[Path]:
     base = root.joinpath(*parts[1:])
     if base.is_dir():
         init = base / "__init__.py"
-        return sorted(base.rglob("*.py")) if _lazy(init) else [init]
+        # a package's own data files (a page template) are code too: an edited one reruns what renders it
+        data = sorted(f for f in base.iterdir() if f.is_file() and f.suffix not in (".py", ".pyc"))
+        return (sorted(base.rglob("*.py")) if _lazy(init) else [init]) + data
     if base.with_suffix(".py").exists():
         return [base.with_suffix(".py")]
     return []
@@ -102,7 +104,8 @@ def library_files(script: str | Path, root: Path = ROOT) -> list[Path]:
             for file in _module_file(name, root):
                 if file not in seen:
                     seen.add(file)
-                    todo.append(file)
+                    if file.suffix == ".py":
+                        todo.append(file)
     return sorted(seen)
 
 

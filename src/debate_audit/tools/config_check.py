@@ -7,15 +7,18 @@ Every error found is reported at once, one per line, each starting with its dott
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
 from debate_audit.eraudit.common import grid
+from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec
 from debate_audit.runtime.runs import name_error as run_name_error
 
@@ -210,6 +213,26 @@ def _gcg_errors(debate: dict[str, Any], verifier: dict[str, Any], models: dict[s
     return errors
 
 
+def _template_errors(cwpor: dict[str, Any]) -> list[str]:
+    """CW-POR's prompt templates are named by version (cwpor/prompts.py): an unknown name fails here."""
+    from debate_audit.cwpor import prompts
+
+    errors = []
+    for kind, lookup in (
+        ("debate", prompts.debate_template),
+        ("judge", prompts.judge_template),
+        ("rebuttal", prompts.rebuttal_template),
+    ):
+        version = cwpor.get(f"{kind}_template")
+        if version is None:
+            continue
+        try:
+            lookup(version)
+        except ValueError as error:
+            errors.append(str(error))
+    return errors
+
+
 def _audit_errors(audit: dict[str, Any]) -> list[str]:
     errors = []
     eps, pct = audit.get("epsilon"), audit.get("epsilon_percentile")
@@ -223,6 +246,11 @@ def _audit_errors(audit: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _dotted(error: str) -> str:
+    """An error's key with list items written key.1 (the schema's way), so both messages on a key match."""
+    return re.sub(r"\[(\d+)\]", r".\1", error.split(": ")[0])
+
+
 def config_errors(config: dict[str, Any], schema_path: str | Path | None = None) -> list[str]:
     """Every problem of the configuration, each naming its key; empty when it is valid."""
     errors = _schema_errors(config, schema_path) if schema_path else []
@@ -232,22 +260,118 @@ def config_errors(config: dict[str, Any], schema_path: str | Path | None = None)
         if not errors:  # a shape the schema let through: a bug here, not a config mistake
             raise
         cross = []
-    # Where both name the same key, the cross-key message is the clearer one.
-    explained = {e.split(": ")[0] for e in cross}
-    errors = [e for e in errors if e.split(": ")[0] not in explained] + cross
+    # Where both name the same key, the cross-key message is the clearer one (the schema writes a list item
+    # as key.1, this module as key[1]).
+    explained = {_dotted(e) for e in cross}
+    errors = [e for e in errors if _dotted(e) not in explained] + cross
     return list(dict.fromkeys(errors))
+
+
+# ------------------------------------------------------------------- names: one rule for every key that names
+# A map keyed by a model or an architecture takes a misspelt key for "not set" and plans with its default, and a
+# list of names takes a misspelt one for another name: every key or value of the config that names something the
+# config defines is checked here, against what it defines, naming the key and the closest valid name.
+PAIR_DATASETS = ("quality_h", "gpqa_h")  # the ER-Audit datasets (pairs + contexts) under `datasets:`
+
+
+@dataclass(frozen=True)
+class Names:
+    what: str  # what such a name names: "model", "verifier architecture", ...
+    where: str  # where the config defines them
+    names: tuple[str, ...]
+
+
+def defined_names(config: dict[str, Any]) -> dict[str, Names]:
+    """kind -> the names of that kind this configuration defines."""
+    models = config.get("models") if isinstance(config.get("models"), dict) else {}
+    verifier = config.get("verifier") if isinstance(config.get("verifier"), dict) else {}
+    debate = config.get("debate") if isinstance(config.get("debate"), dict) else {}
+    datasets = config.get("datasets") if isinstance(config.get("datasets"), dict) else {}
+    try:
+        lengths = grid.lengths(debate) if "word_limit" in debate or "transcripts" in debate else []
+    except (TypeError, ValueError):  # a word_limit the schema refuses, with its own message
+        lengths = []
+    return {
+        "model": Names("model", "'models:'", tuple(sorted(models))),
+        "architecture": Names("verifier architecture", "verifier.base_models", tuple(grid.base_models(verifier))),
+        "dataset": Names("dataset", "'datasets:'", tuple(d for d in PAIR_DATASETS if d in datasets)),
+        "run dataset": Names("dataset", "verifier.datasets", tuple(verifier.get("datasets") or [])),
+        "target": Names("audit target", "the audit's targets", AUDIT_TARGETS),
+        "length": Names("debate length", "debate.word_limit", tuple(lengths)),
+    }
+
+
+def _items(value: Any) -> list[tuple[int, Any]]:
+    return list(enumerate(value)) if isinstance(value, list) else []
+
+
+def _keys(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, dict) else []
+
+
+def name_uses(config: dict[str, Any]) -> Iterator[tuple[str, Any, str]]:
+    """(key, name, kind) for every config key or value that names a model, an architecture, a dataset, an
+    audit target or a debate length."""
+    for key, name in model_uses(config):
+        yield key, name, "model"
+    section = {k: (config.get(k) if isinstance(config.get(k), dict) else {}) for k in ("cwpor", "debate", "verifier")}
+    cwpor, debate, verifier = section["cwpor"], section["debate"], section["verifier"]
+    for name in _keys(cwpor.get("families")):
+        yield f"cwpor.families.{name}", name, "model"
+    # model_uses names the teacher only where adjudications are the L_lm target; a misspelt one is wrong anyway
+    adjudication = verifier.get("adjudication") if isinstance(verifier.get("adjudication"), dict) else {}
+    if adjudication.get("teacher"):
+        yield "verifier.adjudication.teacher", adjudication["teacher"], "model"
+    for name in _keys(config.get("prices")):
+        yield f"prices.{name}", name, "model"
+    lora = (verifier.get("lora") or {}).get("enabled") if isinstance(verifier.get("lora"), dict) else None
+    for i, name in _items(lora):
+        yield f"verifier.lora.enabled[{i}]", name, "architecture"
+    distributed = verifier.get("distributed") if isinstance(verifier.get("distributed"), dict) else {}
+    for setting in ("processes", "cpu_offload"):
+        for name in _keys(distributed.get(setting)):
+            yield f"verifier.distributed.{setting}.{name}", name, "architecture"
+    for key, entry in (
+        ("debate.length_sweep", debate.get("length_sweep")),
+        ("verifier.qh_sweep", verifier.get("qh_sweep")),
+    ):
+        entry = entry if isinstance(entry, dict) else {}
+        for field, kind in (("architectures", "architecture"), ("datasets", "run dataset")):
+            for i, name in _items(entry.get(field)):
+                yield f"{key}.{field}[{i}]", name, kind
+    for i, name in _items(verifier.get("datasets")):
+        yield f"verifier.datasets[{i}]", name, "dataset"
+    for part in ("split", "transcripts"):
+        release = (debate.get(part) or {}).get("release") if isinstance(debate.get(part), dict) else None
+        for name in _keys(release):
+            yield f"debate.{part}.release.{name}", name, "dataset"
+    audit = config.get("audit") if isinstance(config.get("audit"), dict) else {}
+    for i, name in _items(audit.get("targets")):
+        yield f"audit.targets[{i}]", name, "target"
+    for name in _keys(debate.get("prompt_word_limits")):
+        yield f"debate.prompt_word_limits.{name}", name, "length"
+
+
+def name_error(key: str, name: Any, names: Names) -> str | None:
+    """Why `name` at `key` names nothing this config defines (with the closest valid name), or None."""
+    if isinstance(name, str) and name in names.names:
+        return None
+    close = difflib.get_close_matches(str(name), names.names, n=1) if names.names else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{key}: {names.what} {name!r} is not defined under {names.where} (defined: {list(names.names)}){hint}"
+
+
+def name_errors(config: dict[str, Any], prefix: str = "") -> list[str]:
+    """The name rule: every name of `name_uses` (those under `prefix` when given) is one the config defines."""
+    defined = defined_names(config)
+    errors = (name_error(key, name, defined[kind]) for key, name, kind in name_uses(config) if key.startswith(prefix))
+    return list(dict.fromkeys(e for e in errors if e))
 
 
 def price_errors(config: dict[str, Any]) -> list[str]:
     """`prices` (make plan's API costs) names models under `models:` only: a price is keyed by the model's
-    name, and a misspelt one would price nothing."""
-    models = config.get("models") or {}
-    return [
-        f"prices.{name}: no model {name!r} under models: (a price is keyed by the model's name there; "
-        f"models: {sorted(models)})"
-        for name in config.get("prices") or {}
-        if name not in models
-    ]
+    name, and a misspelt one would price nothing (the name rule, for make plan alone)."""
+    return name_errors(config, "prices.")
 
 
 def _cross_key_errors(config: dict[str, Any]) -> list[str]:
@@ -255,33 +379,20 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     run_error = run_name_error(config.get("run"))
     errors = [run_error] if run_error else []
     models = config.get("models") or {}
-    for key, name in model_uses(config):
-        if name not in models:
-            errors.append(f"{key}: model {name!r} is not defined under 'models:' (defined: {sorted(models)})")
-    errors += price_errors(config)
+    errors += name_errors(config)
     # Unused models are never prepared or loaded; only the schema applies to them.
     for name in used_models(config):
         if isinstance(models.get(name), dict):
             errors.extend(_model_errors(name, models[name]))
     errors.extend(_dataset_errors(config.get("datasets") or {}))
     errors.extend(_transcript_errors(config))
+    errors.extend(_template_errors(config.get("cwpor") or {}))
     verifier = config.get("verifier") or {}
     if isinstance(verifier, dict) and not verifier.get("base_model") and not verifier.get("base_models"):
         errors.append(
             "verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
             "or set verifier.base_model"
         )
-    lora = (verifier.get("lora") or {}).get("enabled") if isinstance(verifier, dict) else None
-    if isinstance(lora, list):
-        architectures = grid.base_models(verifier)
-        errors.extend(
-            f"verifier.lora.enabled[{i}]: {name!r} is not a verifier architecture "
-            f"(verifier.base_models: {architectures})"
-            for i, name in enumerate(lora)
-            if name not in architectures
-        )
-    if isinstance(config.get("debate"), dict) and isinstance(verifier, dict):
-        errors.extend(_sweep_errors(config["debate"], verifier))
     if (
         isinstance(verifier, dict)
         and (verifier.get("org_training") or {}).get("qh_items") == "train"
@@ -330,26 +441,6 @@ def _provider_pool_errors(paraphrase: dict[str, Any], models: dict[str, Any]) ->
                     f"{key}.{setting}: {stated!r}, but models.{name}.request.{setting} sends {sent!r} "
                     f"(a provider model is sent its request, not the pool's settings); set it to {sent!r}"
                 )
-    return errors
-
-
-def _sweep_errors(debate: dict[str, Any], verifier: dict[str, Any]) -> list[str]:
-    """The ablations' reach names verifier architectures and datasets of this run; a stated word limit names
-    one of its lengths."""
-    errors = []
-    known = {"architectures": grid.base_models(verifier), "datasets": list(verifier.get("datasets") or [])}
-    for key, entry in (
-        ("debate.length_sweep", debate.get("length_sweep")),
-        ("verifier.qh_sweep", verifier.get("qh_sweep")),
-    ):
-        for field, allowed in known.items():
-            for i, name in enumerate((entry or {}).get(field) or []):
-                if name not in allowed:
-                    errors.append(f"{key}.{field}[{i}]: {name!r} is not one of this run's {field} {allowed}")
-    lengths = grid.lengths(debate) if "word_limit" in debate else []
-    for length in debate.get("prompt_word_limits") or {}:
-        if length not in lengths:
-            errors.append(f"debate.prompt_word_limits.{length}: {length!r} is not one of the debate lengths {lengths}")
     return errors
 
 

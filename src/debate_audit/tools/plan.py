@@ -179,10 +179,10 @@ def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str
         ctx_at = local(ds[name].get(ctx_key), shared_ctx)
         if not pairs_at:
             continue
-        pairs = load_pairs(pairs_at)
+        pairs = [pair for pair in load_pairs(pairs_at)[0] if pair is not None]
         entry = {"n": len(pairs), "question_words": sum(_words(p.get("q_m")) for p in pairs) / len(pairs)}
         if ctx_at and name == "quality_h":
-            stories = load_quality_stories(ctx_at, {p["story_title"] for p in pairs})  # the stories the run reads
+            stories = load_quality_stories(ctx_at, {p["story_title"] for p in pairs})[0]  # the stories the run reads
             entry["context_words"] = sum(map(_words, stories.values())) / max(1, len(stories))
         elif ctx_at:
             from debate_audit.data.io import read_json

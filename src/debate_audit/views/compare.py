@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from debate_audit.cwpor.judged import judged_debates
 from debate_audit.cwpor.metrics import POR_LABEL, bootstrap_difference, group_rng, per_question_sums
 from debate_audit.cwpor.rebuttal import mcnemar_exact
 from debate_audit.data.io import read_parquet, write_parquet
@@ -259,9 +260,8 @@ def cwpor_judgments(run: RunResults) -> pl.DataFrame:
     """The judgments behind a run's metrics.parquet (each model's primary judge, single-turn), with the
     question text."""
     pairs = read_parquet(run.file("cwpor/metrics.parquet")).select("model", "judge_model").unique()
-    judgments = run.read("cwpor/*/judge-*/judgments_v*.parquet").join(pairs, on=["model", "judge_model"], how="semi")
-    questions = read_parquet(run.file("cwpor/questions.parquet")).select("question_id", "question")
-    return judgments.join(questions, on="question_id", how="left")
+    judged = judged_debates(run.file("cwpor/questions.parquet"), [], run.files("cwpor/*/judge-*/judgments_v*.parquet"))
+    return judged.join(pairs, on=["model", "judge_model"], how="semi")
 
 
 def shared_judgments(a: pl.DataFrame, b: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:

@@ -698,3 +698,31 @@ def test_config_schema_holds_the_betting_settings_and_names_a_bad_one(monkeypatc
         config["audit"][key] = value
         errors = config_errors(config, repo / "config/schema.yaml")
         assert any(e.startswith(error) for e in errors), errors
+
+
+def test_a_negative_percentile_epsilon_is_clamped_to_0_so_no_change_is_no_counterexample(caplog):
+    # V_org gained on three of four q_h: its search maxima -0.2, -0.4, -0.05, 0.8, so p10 lies below 0. The
+    # copy of V_base changes nothing (every Delta 0); at a negative epsilon each of its 0s would count.
+    org = [("org", 1, "search", [-0.3, -0.2]), ("org", 2, "search", [-0.4]), ("org", 3, "search", [-0.05, -0.5])]
+    org += [("org", 4, "search", [0.8, 0.1])]
+    copy = [("copy", q, pool, [0.0, 0.0]) for q in (1, 2, 3, 4) for pool in ("search", "g1")]
+    deltas = _deltas(org + copy).with_columns(
+        pl.lit(0.0).alias("p_base"), pl.lit(0.0).alias("p_target"), pl.lit(1.0).alias("gain")
+    )
+    raw = -0.4 + 0.3 * (-0.2 - -0.4)  # numpy's linear p10 of the sorted maxima [-0.4, -0.2, -0.05, 0.8]
+    with caplog.at_level("WARNING"):
+        eps, source = verdicts.resolve_epsilon(deltas, epsilon=None, percentile=10)
+    assert eps == 0.0
+    assert source == f"p10 of per-q_h max search Delta of V_org (4 q_h), {raw:.6g} clamped to 0"
+    assert "3 of 4 per-q_h maxima below 0" in caplog.text and "clamped to 0" in caplog.text
+
+    def flagged(epsilon):
+        records, _, _ = verdicts.run_audit(
+            deltas.filter(pl.col("target") == "copy"), test_pools=["g1"], epsilon=epsilon, eta=0.25, tau=None, tv_r=0.0
+        )
+        return records.filter(pl.col("status") == stats.DEGRADED)["pair_id"].to_list()
+
+    assert flagged(eps) == []
+    assert flagged(raw) == [1, 2, 3, 4]  # what the raw percentile did: the null flagged on every q_h
+    # a percentile at or above 0 is used as it is
+    assert verdicts.resolve_epsilon(deltas, epsilon=None, percentile=100)[0] == pytest.approx(0.8)

@@ -97,14 +97,19 @@ def test_a_plan_without_reach_keys_is_the_full_grid():
 
 
 def test_the_sweeps_reach_only_this_runs_architectures_datasets_and_lengths():
-    from debate_audit.tools.config_check import _sweep_errors
+    from debate_audit.tools.config_check import name_errors
 
     debate = {"word_limit": [150, 50], "prompt_word_limits": {"w250": 200}, "length_sweep": {"datasets": ["gpqa_h"]}}
     verifier = {"base_models": ["a"], "datasets": ["quality_h"], "qh_sweep": {"architectures": ["b"]}}
-    assert _sweep_errors(debate, verifier) == [
-        "debate.length_sweep.datasets[0]: 'gpqa_h' is not one of this run's datasets ['quality_h']",
-        "verifier.qh_sweep.architectures[0]: 'b' is not one of this run's architectures ['a']",
-        "debate.prompt_word_limits.w250: 'w250' is not one of the debate lengths ['w150', 'w50']",
+    assert name_errors({"debate": debate, "verifier": verifier}, "debate.") + name_errors(
+        {"debate": debate, "verifier": verifier}, "verifier.qh_sweep"
+    ) == [
+        "debate.length_sweep.datasets[0]: dataset 'gpqa_h' is not defined under verifier.datasets "
+        "(defined: ['quality_h'])",
+        "debate.prompt_word_limits.w250: debate length 'w250' is not defined under debate.word_limit "
+        "(defined: ['w150', 'w50']); did you mean 'w50'?",
+        "verifier.qh_sweep.architectures[0]: verifier architecture 'b' is not defined under verifier.base_models "
+        "(defined: ['a'])",
     ]
 
 

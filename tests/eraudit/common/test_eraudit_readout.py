@@ -12,7 +12,6 @@ from debate_audit.eraudit.common.readout import (
     LABELS,
     Transcript,
     answer_probability,
-    readout_id,
     render_prompt,
     renderer_for,
     resolve_readout,
@@ -149,13 +148,6 @@ def test_training_examples_use_the_same_chat_prompt_as_scoring(tokenizer):
     prompt_len = ex.lm_labels.count(IGNORE)
     assert tokenizer.decode(ex.lm_ids[:prompt_len]).endswith("<|im_start|>assistant\nAnswer:")
     assert tokenizer.decode(ex.lm_ids[prompt_len:]).startswith(f" A. {ITEM['y_true']}\nReason: She trusted Pim.")
-
-
-def test_readout_id_changes_with_the_mode():
-    ids = {readout_id(mode) for mode in ("chat", "plain", "auto", "release")}
-    assert len(ids) == 4 and all(i.startswith("readout:") for i in ids)
-    with pytest.raises(ValueError, match="verifier.readout"):
-        readout_id("chatml")
 
 
 def test_a_bad_readout_is_a_config_error_naming_the_key(monkeypatch):

@@ -6,10 +6,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from debate_audit.data.normalise import paraphrase_key as normalize
 from debate_audit.eraudit.paraphrase import pools as paraphrase
 from debate_audit.eraudit.paraphrase.validation import (
     check,
-    normalize,
     parse_numbered_list,
     parse_single,
 )
@@ -497,12 +497,12 @@ def test_paper_batch_reply_is_read_as_app_d3s_json_even_when_cut():
     assert parse_variant_objects("1. Why 7?\n2. How 7?") == []  # not the template's output
 
 
-def test_prompt_versions_have_distinct_ids_and_unknown_names_the_key():
-    from debate_audit.eraudit.paraphrase.prompts import prompt_id
+def test_an_unknown_prompt_version_names_the_key():
+    from debate_audit.eraudit.paraphrase.prompts import prompts
 
-    assert prompt_id("paper") != prompt_id("project")
+    assert prompts("paper") is not prompts("project")
     with pytest.raises(ValueError, match="paraphrase.prompt"):
-        prompt_id("release")  # the reconstructed batch template's name before App. D.3's text replaced it
+        prompts("release")  # the reconstructed batch template's name before App. D.3's text replaced it
     with pytest.raises(ValueError, match="paraphrase.filter"):
         paraphrase.PoolSettings(
             size=1,

@@ -13,12 +13,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from debate_audit.data.markdown import cell, frame_table, markdown_table  # noqa: E402
+from debate_audit.data.markdown import frame_table  # noqa: E402
 from debate_audit.runtime.provenance import save_figure  # noqa: E402
 
 from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
-from ..common.verifiers import VERIFIERS, color, label, untrained  # noqa: E402
-from ..common.versioning import rule_id  # noqa: E402
+from ..common.verifiers import color, label, untrained  # noqa: E402
 from .stats import BOUNDS  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -430,29 +429,3 @@ def _bound_of(column: str) -> str:
     """The bound ("paper" / "betting") a `mean_<column>[_survivors]` column averages."""
     base = column.removeprefix("mean_").removesuffix("_survivors")
     return next(b for b, c in BOUNDS.items() if c == base)
-
-
-# Content id of the figures and summary.md (rule params carry it).
-FIGURES_VERSION = rule_id(
-    "audit-figures",
-    plot_cr,
-    _bound_lines,
-    plot_scatter,
-    example_questions,
-    plot_bounds_over_t,
-    bound_order,
-    _bound_of,
-    frame_table,
-    markdown_table,
-    cell,
-    audit_figures,
-    AVERAGE_LABELS,
-    BOUND_TITLES,
-    BOUNDS,
-    VERIFIERS,
-    _panels,
-    panel,
-    KEYS,
-    headline_lines,
-    untrained,
-)

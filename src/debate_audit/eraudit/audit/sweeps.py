@@ -13,10 +13,7 @@ from tqdm.auto import tqdm
 from debate_audit.data.io import write_parquet
 
 from ..common.grid import labelled, with_labels
-from ..common.versioning import rule_id
 from .verdicts import (
-    _AUDIT,
-    _STATS,
     AuditSettings,
     _read_scores,
     compute_deltas,
@@ -140,6 +137,3 @@ def audit_sweeps(
     )
     write_parquet(with_labels(conf, labels), labelled(SWEEP_CONFIDENCE_SCHEMA), confidence_out)
     write_parquet(with_labels(eps_frame, labels), labelled(SWEEP_EPSILON_SCHEMA), epsilon_out)
-
-
-SWEEPS_VERSION = rule_id("audit-sweeps", *_AUDIT, audit_sweeps, *_STATS)

@@ -22,7 +22,6 @@ from debate_audit.data.io import write_parquet
 
 from ..common import verifiers
 from ..common.grid import labelled, with_labels
-from ..common.versioning import rule_id
 from ..paraphrase.pools import SEARCH_POOL
 from . import stats
 
@@ -117,7 +116,8 @@ def resolve_epsilon(
     """(epsilon, how it was set): the configured value, or a percentile of the per-question maxima
     s_h = max over the search pool of the reference target's Delta (paper App. D.2; the release's fixed
     values are the 10th/25th/50th percentiles of these maxima). `deltas` must hold one dataset: the
-    threshold is set per dataset."""
+    threshold is set per dataset. A percentile below 0 is clamped to 0, with a warning and the raw value in
+    the returned source (config/README.md, `epsilon_percentile`)."""
     if (epsilon is None) == (percentile is None):
         raise ValueError("set exactly one of audit.epsilon and audit.epsilon_percentile")
     if epsilon is not None:
@@ -132,7 +132,25 @@ def resolve_epsilon(
             "(audit.epsilon_percentile); set audit.epsilon instead"
         )
     value = stats.epsilon_from_percentile(maxima, percentile)
-    return value, f"p{percentile:g} of per-q_h max search Delta of V_{reference} ({maxima.size} q_h)"
+    source = f"p{percentile:g} of per-q_h max search Delta of V_{reference} ({maxima.size} q_h)"
+    if value < 0:
+        # The percentile falls among maxima below 0 (V_ref gained on those q_h). A negative epsilon would count
+        # Delta 0 (no change) and every gain smaller than |epsilon| as a counterexample; the release refuses
+        # epsilon < 0 (audit-stage2.py `scalar`). 0 keeps the percentile's intent (any loss on q_h counts) and
+        # the run going, said here.
+        below = int((maxima < 0).sum())
+        log.warning(
+            "%s: epsilon = %s is %.6g < 0 (%d of %d per-q_h maxima below 0, max %.6g); clamped to 0: a "
+            "counterexample is then any Delta > 0",
+            datasets[0],
+            source,
+            value,
+            below,
+            maxima.size,
+            float(maxima.max()),
+        )
+        return 0.0, f"{source}, {value:.6g} clamped to 0"
+    return value, source
 
 
 # ------------------------------------------------------------------------------------ the audit
@@ -580,37 +598,3 @@ def audit_statistics(
 
 def _pair(everyone: float, survivors: float | None) -> str:
     return f"{everyone:.3f} / " + ("n/a" if survivors is None else f"{survivors:.3f}")
-
-
-# Content ids of the statistics (rule params carry them): a changed formula reruns the statistics rules only.
-_STATS = (
-    stats.degradation,
-    stats.degradation_rounded,
-    stats.lower_bound,
-    stats.samples_to_certify,
-    stats.tv_relaxed,
-    stats.sequential_test,
-    stats.common_bound,
-    stats.combined_status,
-    stats.epsilon_from_percentile,
-    stats.betting_bets,
-    stats.log_capital,
-    stats._Capital,
-    stats._betting_bisection,
-    stats.betting_bounds,
-    stats.betting_final_bounds,
-    stats.BETTING_C,
-    stats.BETTING_W,
-    stats._BISECTION_STEPS,
-)
-_AUDIT = (
-    compute_deltas,
-    per_question_maxima,
-    resolve_epsilon,
-    PoolReading,
-    read_test_pool,
-    run_audit,
-    summarize,
-    AuditSettings,
-)
-STATISTICS_VERSION = rule_id("audit-statistics", *_AUDIT, audit_statistics, _pair, *_STATS)

@@ -33,21 +33,21 @@ averaged over both answer orders (answer shown as A, then as B), so position bia
 selection reads one seeded order per item, selection.py).
 
 `render_prompt` is the one renderer: Table 1, the audit, best-of-K selection (with transcript) and the
-L_lm / L_fc / L_qh fine-tuning losses all call it, so training and scoring see one format. `readout_id(mode)` is
-the rule param of every rule that reads: it hashes the mode and this module's texts and renderer source,
-so switching the readout or editing the prompt reruns exactly those rules and their descendants.
+L_lm / L_fc / L_qh fine-tuning losses all call it, so training and scoring see one format. Every rule that
+reads carries the mode (`verifier.readout`) and its script's library fingerprint as params, so switching the
+readout or editing this module reruns exactly those rules and their descendants.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from debate_audit.models import two_way_softmax
 from debate_audit.models.chat import ChatFormat
-
-from .versioning import rule_id
 
 if TYPE_CHECKING:
     from debate_audit.models.loading import ChatModel
@@ -364,33 +364,29 @@ def answer_probability(
     return [order_probability(scores[2 * i], scores[2 * i + 1]) for i in range(len(questions))]
 
 
-def readout_id(mode: str) -> str:
-    """Rule param of every rule that reads (selection, fine-tuning, evaluation, audit scores)."""
-    if mode not in READOUT_MODES:
-        raise ValueError(f"verifier.readout must be one of {list(READOUT_MODES)}, got {mode!r}")
-    return rule_id(
-        "readout",
-        mode,
-        LABELS,
-        ANSWER_SLOT,
-        INSTRUCTION,
-        TRANSCRIPT_INSTRUCTION,
-        RELEASE_NO_TRANSCRIPT,
-        RELEASE_SELECT_QM,
-        RELEASE_HIDDEN,
-        RELEASE_JUDGE,
-        Transcript,
-        has_chat_template,
-        resolve_readout,
-        tokenizer_chat,
-        question_block,
-        render_readout,
-        render_transcript_readout,
-        release_content,
-        render_prompt,
-        wording_for,
-        renderer_for,
-        both_orders,
-        order_probability,
-        answer_probability,
+def readout_messages(question: str, option_a: str, option_b: str, mode: str) -> list[dict[str, str]]:
+    """The messages a readout without transcript sends for a resolved `mode` (chat, release or plain), before
+    the model's chat template renders them: the user turn and the prefilled answer slot. A plain readout is one
+    raw prompt, given as a single user message (the inspect export's sample input)."""
+    if mode == "plain":
+        return [{"role": "user", "content": render_readout(question, option_a, option_b)}]
+    if mode == "release":
+        content = release_content(question, option_a, option_b, None, "score")
+    elif mode == "chat":
+        content = f"{INSTRUCTION}\n\n{question_block(question, option_a, option_b)}"
+    else:
+        raise ValueError(f"readout_messages needs a resolved mode (chat, release or plain), got {mode!r}")
+    return [{"role": "user", "content": content}, {"role": "assistant", "content": ANSWER_SLOT}]
+
+
+def resolve_readout_of(mode: str, model_dir: str | Path) -> str:
+    """resolve_readout for a prepared model directory, read without loading its tokenizer: `auto` is chat
+    exactly when the directory holds a chat template (chat_template.jinja, or tokenizer_config.json's)."""
+    directory = Path(model_dir)
+    config = directory / "tokenizer_config.json"
+    has_template = (directory / "chat_template.jinja").exists() or (
+        config.exists() and bool(json.loads(config.read_text()).get("chat_template"))
     )
+    if mode == "auto":
+        return "chat" if has_template else "plain"
+    return mode

@@ -37,15 +37,14 @@ from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from ..common.readout import Transcript
-from ..common.versioning import rule_id
-from .quotes import TRUNCATION_MARKER, enforce_word_limit, mark_quotes, quote_key
+from .quotes import enforce_word_limit, mark_quotes, quote_key
 from .splits import split_column
 
 log = logging.getLogger(__name__)
 
 MODES = ("honest", "adversarial")
 
-# Prompt texts (PROMPT_VERSION at the end of the module hashes them with the argument clean-up code).
+# Prompt texts.
 SYSTEM_TEMPLATE = (
     "You are Debater {debater} in a debate about a question on a text. You argue that the answer is "
     '"{mine}". Debater {other} argues for "{theirs}". A judge who has not read the text decides. '
@@ -469,29 +468,3 @@ def generate_debates(
             args["verified_quotes"].sum(),
         )
     return result
-
-
-# Content id of everything that shapes a candidate: prompt texts and the argument clean-up and quote code.
-PROMPT_VERSION = rule_id(
-    "debate",
-    SYSTEM_TEMPLATE,
-    PRIVATE_NOTE,
-    ROUND_REMINDER,
-    USER_TEMPLATE,
-    SCRATCHPAD_STRUCTURE,
-    THINKING_STEPS,
-    SCRATCHPAD_REQUEST,
-    TRUNCATION_MARKER,
-    debater_messages,
-    _THINKING_BLOCK.pattern,
-    public_argument,
-    slot_text,
-    debater_replies,
-    render_rounds,
-    render_transcript,
-    clean_argument,
-    enforce_word_limit,
-    mark_quotes,
-    quote_key,
-    run_debates,
-)

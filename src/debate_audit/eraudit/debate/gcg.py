@@ -34,7 +34,7 @@ and never scored, so the suffix written into the pool is the token sequence that
 The exact scores go through the selector's own `choice_logprobs` (the call cache, prefix sharing, batch
 invariance on CPU), so a killed job resumes with every scored proposal cached and recomputes only the
 gradients; a finished candidate's whole result is cached too (op "gcg", keyed by its rendered tasks, the
-settings and this module's code).
+settings and this module's source).
 
 Where this differs from the release: no tier-1 boundary probes (the exact in-context check, which the
 release also runs on every proposal, decides alone); the gradient is taken through the model's full
@@ -43,6 +43,7 @@ prompt once per task and step, as the release does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -60,7 +61,6 @@ from debate_audit.models.cache import cache_key
 from debate_audit.models.loading import ModelRef, open_model
 
 from ..common.readout import LABELS, render_prompt, renderer_for, wording_for
-from ..common.versioning import rule_id
 from .debates import CANDIDATE_SCHEMA, options_for, render_transcript, transcript_view, with_suffix
 from .selection import seeded_position
 
@@ -629,22 +629,6 @@ def optimise_candidates(
     return result
 
 
-# Content id of the GCG code (its rule's params and every cached result carry it).
-GCG_CODE = rule_id(
-    "gcg",
-    FORBIDDEN,
-    MARKER,
-    compile_tasks,
-    allowed_token_ids,
-    text_reason,
-    context_reason,
-    deployable,
-    restricted_nll,
-    combine,
-    score_suffixes,
-    suffix_gradient,
-    token_table,
-    propose,
-    optimise,
-    suffixed_row,
-)
+# The code of this module: a cached result is reused only by the code that computed it (the rule itself reruns
+# on any change of the library its script reaches, rules/common.smk library_code).
+GCG_CODE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

@@ -46,7 +46,6 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from ..common.readout import answer_probability
-from ..common.versioning import rule_id
 from .debates import ARGUMENT_STRUCT, options_for, transcript_view, without_suffix
 from .leaks import detect_leak
 
@@ -352,18 +351,3 @@ def select_debates(
     for r in result.filter(pl.col("status") != "ok").iter_rows(named=True):
         log.warning("pair %d (%s): %s: %s", r["pair_id"], mode, r["status"], r["reason"])
     return result
-
-
-# Content id of the selection rule (rule params carry it).
-SELECTION_VERSION = rule_id(
-    "selection",
-    SELECTION_ORDERS,
-    choose,
-    find_hard_terms,
-    drop_reason,
-    seeded_position,
-    score_candidates,
-    detect_leak,
-    transcript_view,
-    without_suffix,
-)

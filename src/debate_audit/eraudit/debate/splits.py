@@ -18,8 +18,6 @@ Two sources (`debate.split.source`):
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import math
 import random
@@ -28,9 +26,9 @@ from typing import Any
 
 import polars as pl
 
-from debate_audit.data.io import write_parquet
-
-from ..common.versioning import rule_id
+from debate_audit.data.fields import MISSING, int_error, shown, text_error
+from debate_audit.data.io import DataError, read_json, write_parquet
+from debate_audit.data.normalise import text_key
 
 log = logging.getLogger(__name__)
 
@@ -64,32 +62,52 @@ def read_release_split(path: str | Path) -> dict[str, Any]:
 
     Returns {"train": {pair_id: title}, "eval": {pair_id: title}, "seed": ..., "path": ...}. pair_id is the
     index in the full pairs file: `source_dataset_index` where the file has one (adversarial files index
-    their own subset), the index itself otherwise.
+    their own subset), the index itself otherwise. A split assigns every pair or none, so any field of the
+    wrong type or value stops the rule, naming the file, the field and the value.
     """
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: cannot read the release split file: {err}") from err
+    where = str(path)
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: not a release split file: a JSON {type(data).__name__}, not an object")
     for key in ("train_indices", "eval_indices", "index_info"):
         if key not in data:
-            raise ValueError(f"{path}: release split file has no field {key!r}")
+            raise DataError(f"{where}: release split file has no field {key!r}")
     info = data["index_info"]
-    out: dict[str, Any] = {"seed": data.get("split_seed"), "path": str(path)}
+    if not isinstance(info, dict):
+        raise DataError(f"{where}: field 'index_info' is {shown(info)}, not an object")
+    seed = data.get("split_seed")
+    if seed is not None and int_error("split_seed", seed, minimum=None):
+        raise DataError(f"{where}: {int_error('split_seed', seed, minimum=None)}")
+    out: dict[str, Any] = {"seed": seed, "path": where}
     for part in ("train", "eval"):
+        indices = data[f"{part}_indices"]
+        if not isinstance(indices, list):
+            raise DataError(f"{where}: field '{part}_indices' is {shown(indices)}, not a list")
         mapping = {}
-        for index in data[f"{part}_indices"]:
+        for n, index in enumerate(indices):
+            error = int_error(f"{part}_indices[{n}]", index)
+            if error:
+                raise DataError(f"{where}: {error}")
             entry = info.get(str(index))
             if entry is None:
-                raise ValueError(f"{path}: {part}_indices has {index}, which index_info does not describe")
+                raise DataError(f"{where}: {part}_indices has {index}, which index_info does not describe")
+            field = f"index_info.{index}"
+            if not isinstance(entry, dict):
+                raise DataError(f"{where}: field {field!r} is {shown(entry)}, not an object")
             source = entry.get("source_dataset_index")
-            mapping[int(index if source is None else source)] = entry["story_title"]
+            error = text_error(f"{field}.story_title", entry.get("story_title", MISSING)) or (
+                None if source is None else int_error(f"{field}.source_dataset_index", source)
+            )
+            if error:
+                raise DataError(f"{where}: {error}")
+            pair_id = index if source is None else source
+            if pair_id in mapping:
+                raise DataError(f"{where}: {part}_indices lists pair {pair_id} twice")
+            mapping[pair_id] = entry["story_title"]
         out[part] = mapping
     both = set(out["train"]) & set(out["eval"])
     if both:
-        raise ValueError(f"{path}: items {sorted(both)[:5]} are both train and eval")
+        raise DataError(f"{where}: items {sorted(both)[:5]} are both train and eval")
     return out
 
 
@@ -101,8 +119,8 @@ def _release_assignment(frame: pl.DataFrame, release: dict[str, Any], name: str,
         for pair_id, title in release[part].items():
             if pair_id not in titles:
                 continue  # the pairs file left this item out (e.g. no context); nothing to split
-            if titles[pair_id] != title:
-                raise ValueError(
+            if text_key(titles[pair_id]) != text_key(title):
+                raise DataError(
                     f"{release['path']}: index {pair_id} is story {title!r}, but pair {pair_id} of the "
                     f"pairs file is {titles[pair_id]!r}: the split file belongs to another pairs file"
                 )
@@ -213,9 +231,11 @@ def release_split_files(split_config: dict[str, Any], dataset: str) -> dict[str,
     return {"normal": files["normal"], "adversarial": files.get("adversarial")}
 
 
+SPLIT_COLUMNS = {"honest": "split", "adversarial": "split_adversarial"}
+
+
 def split_column(mode: str) -> str:
     """The split column that decides an item's role for debates of `mode` (honest / adversarial)."""
-    return "split_adversarial" if mode == "adversarial" else "split"
-
-
-SPLIT_VERSION = rule_id("split", assign_splits, read_release_split, _release_assignment, release_splits, seeded_splits)
+    if mode not in SPLIT_COLUMNS:
+        raise ValueError(f"debate mode {mode!r} is not one of {list(SPLIT_COLUMNS)}")
+    return SPLIT_COLUMNS[mode]

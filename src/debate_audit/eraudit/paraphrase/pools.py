@@ -47,14 +47,13 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from debate_audit.data.io import write_parquet
+from debate_audit.data.normalise import paraphrase_key
 from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 from debate_audit.models.params import Reply
 
-from ..common.versioning import rule_id
-from . import validation
 from .prompts import prompts
-from .validation import REASONS, SURPLUS, TRUNCATED, cheap_reason, check, normalize
+from .validation import REASONS, SURPLUS, TRUNCATED, cheap_reason, check
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +177,8 @@ def fill_pools(
         sims = similarity([pools[k].original for k, _ in pending], [c.text for _, c in pending]) if pending else []
         for (key, (text, cut)), sim in zip(pending, sims):
             pool = pools[key]
-            seen = [normalize(k.text) for k in pool.kept] if dedupe else []
-            sim_value: float | None = None if not normalize(text) else float(sim)
+            seen = [paraphrase_key(k.text) for k in pool.kept] if dedupe else []
+            sim_value: float | None = None if not paraphrase_key(text) else float(sim)
             verdict = check(pool.original, text, seen, sim if sim_value is not None else float("nan"), min_similarity)
             if apply_checks or (dedupe and verdict in DISTINCT):
                 reason = verdict
@@ -216,7 +215,7 @@ def pool_frames(
             )
             if k.check is not None:
                 counts[f"flagged_{k.check}"] += 1
-        keys = [normalize(k.text) for k in p.kept]
+        keys = [paraphrase_key(k.text) for k in p.kept]
         duplicates = len(keys) - len(set(keys))
         for round_, text, reason, sim in p.rejected:
             rejected.append({**base, "round": round_, "text": text, "reason": reason, "similarity": sim})
@@ -499,24 +498,3 @@ def pool_settings(paraphrase_config: dict[str, Any], generator: str | None) -> t
     entry = test["generators"][generator]
     settings = {k: v for k, v in test.items() if k != "generators"}
     return generator, entry["model"], {**settings, **entry}
-
-
-# Content id of the drawing, the filters and the checks of every pool (rule params carry it beside the id of
-# the prompt version in use, prompts.prompt_id).
-POOL_VERSION = rule_id(
-    "paraphrase-pool",
-    fill_pools,
-    PoolSettings,
-    build_pool,
-    sample,
-    candidate,
-    validation.cheap_reason,
-    validation.check,
-    validation.normalize,
-    validation.numbers,
-    validation.symbols,
-    "".join(sorted(validation._PLAIN_PUNCTUATION)),
-    repr([(p.pattern, r) for p, r in validation._CONTRACTIONS]),
-    DISTINCT,
-    validation.TRUNCATED,
-)

@@ -13,8 +13,8 @@ Two versions, chosen by `paraphrase.prompt` (config/README.md):
 - `project`: the project's earlier short prompts (a system line, one rewrite per line), which the embedded
   135M model follows better; its replies are parsed line by line.
 
-Each version has a content id (`prompt_id`) that the paraphrase rules carry, so editing one version's text
-reruns exactly the pools that use it.
+The paraphrase rules carry the version's name (`paraphrase.prompt`) and their scripts' library fingerprint,
+so choosing another version or editing a text reruns the pools.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..common.versioning import rule_id
 from .validation import parse_numbered_list, parse_single
 
 Messages = list[dict[str, str]]
@@ -258,11 +257,3 @@ def prompts(name: str) -> ParaphrasePrompts:
     if name not in PROMPTS:
         raise ValueError(f"paraphrase.prompt: unknown version {name!r}; known: {sorted(PROMPTS)}")
     return PROMPTS[name]
-
-
-def prompt_id(name: str) -> str:
-    """Content id of one version: its texts and the functions that render and parse them."""
-    p = prompts(name)
-    parts = [p.batch, p.single, p.parse_batch, p.parse_single]
-    texts = [RELEASE_SINGLE, PAPER_BATCH, PAPER_BATCH_TASK, _skip] if name == "paper" else [PROJECT_SYSTEM]
-    return rule_id(f"paraphrase-prompt-{name}", *texts, *parts)

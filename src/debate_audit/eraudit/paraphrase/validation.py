@@ -1,8 +1,9 @@
 """Checks a paraphrase must pass before the audit uses it; every rejection carries one reason.
 
 Order of the checks (the first failing one is the reason): empty, identical to the original, duplicate of
-an earlier kept paraphrase (both after NFKC + casefold + contractions spelled out + alphanumerics only), a number of the original
-missing, a symbol of the original missing, cosine similarity to the original below the floor.
+an earlier kept paraphrase (both by data/normalise.py's paraphrase_key: NFKC, casefold, contractions spelled
+out, alphanumerics only), a number of the original missing, a symbol of the original missing, cosine similarity
+to the original below the floor.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+
+from debate_audit.data.normalise import paraphrase_key
 
 REASONS = ("empty", "identical", "duplicate", "missing_number", "missing_symbol", "low_similarity")
 TRUNCATED = "truncated"  # from a reply that stopped at its token cap: rejected in every filter mode (pools.py)
@@ -19,31 +22,6 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # Plain punctuation may change freely in a rewrite; other non-alphanumeric characters (°, %, =, +, ->,
 # $, ...) carry meaning and must survive.
 _PLAIN_PUNCTUATION = set(" \t\n\r.,;:!?'\"`()[]{}-\u2010\u2011\u2012\u2013\u2014\u2018\u2019\u201c\u201d\u2026/")
-
-
-# Common English contractions, spelled out before the key is taken: App. D.3's template counts two
-# versions "differing only in common contractions" as duplicates. "'s" and "'d" are ambiguous (is / has /
-# possessive, would / had), so only the forms read one way are listed.
-_CONTRACTIONS = [
-    (re.compile(r"\b(can)'t\b"), r"\1 not"),
-    (re.compile(r"\bwon't\b"), "will not"),
-    (re.compile(r"\bshan't\b"), "shall not"),
-    (re.compile(r"n't\b"), " not"),
-    (re.compile(r"'re\b"), " are"),
-    (re.compile(r"'ve\b"), " have"),
-    (re.compile(r"'ll\b"), " will"),
-    (re.compile(r"\bi'm\b"), "i am"),
-    (re.compile(r"\b(it|that|what|where|who|how|there|here|he|she|which|why|when)'s\b"), r"\1 is"),
-]
-
-
-def normalize(text: str) -> str:
-    """NFKC, casefold, common contractions spelled out, alphanumerics only: the key for identity and
-    duplicates (App. D.3's checks)."""
-    folded = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
-    for pattern, spelled in _CONTRACTIONS:
-        folded = pattern.sub(spelled, folded)
-    return "".join(ch for ch in folded if ch.isalnum())
 
 
 def numbers(text: str) -> set[str]:
@@ -56,11 +34,11 @@ def symbols(text: str) -> set[str]:
 
 
 def cheap_reason(original: str, candidate: str, seen: Iterable[str]) -> str | None:
-    """The first failing check that needs no embedding model, or None. `seen`: normalized kept texts."""
-    key = normalize(candidate)
+    """The first failing check that needs no embedding model, or None. `seen`: paraphrase_key of the kept texts."""
+    key = paraphrase_key(candidate)
     if not key:
         return "empty"
-    if key == normalize(original):
+    if key == paraphrase_key(original):
         return "identical"
     if key in set(seen):
         return "duplicate"

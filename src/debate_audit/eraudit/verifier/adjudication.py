@@ -57,11 +57,10 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import GenerationParams
 from debate_audit.models.loading import ModelRef, open_model
 
-from ..common.readout import RELEASE_JUDGE, release_content
-from ..common.versioning import rule_id
+from ..common.readout import release_content
 from ..debate.debates import options_for, transcript_view
 from ..debate.quotes import quote_key
-from .training_rows import TRAINED_STATUSES, trained_selection
+from .training_rows import trained_selection
 
 log = logging.getLogger(__name__)
 
@@ -614,67 +613,3 @@ def adjudicate_transcripts(
     for reason, count in gone.group_by("reason").len().iter_rows() if gone.height else []:
         log.info("rejected: %d rows: %s", count, reason)
     return frame
-
-
-# Content id of everything that shapes an adjudication: prompt texts, which rows get one, the clean-up, the
-# audits and the fallback (rule params carry it).
-ADJUDICATION_VERSION = rule_id(
-    "adjudication",
-    PROTOCOLS,
-    SYSTEM,
-    REQUEST,
-    PREFILL,
-    SECTION_LABELS,
-    MIN_WORDS,
-    PUBLIC_PAIR_COLUMNS,
-    AUDIT_PAIR_COLUMNS,
-    TRAINED_STATUSES,
-    TEACHER_SYSTEM,
-    TEACHER_INSTRUCTION,
-    GOLD_NOTE,
-    ATTEMPTS,
-    RETRY_TOP_P,
-    SPAN_CHARS,
-    CHECK_CHARS,
-    CHECK_SENTENCES,
-    ANALYSIS_CHARS,
-    CONCLUSION_SUFFIX,
-    FORBIDDEN_TERMS,
-    FORBIDDEN_UNLESS_IN_PROMPT,
-    H_MIN_CHARS,
-    TEACHER_ORDER,
-    RELEASE_JUDGE,
-    _EVIDENCE_LINE.pattern,
-    _CHECK_LINE.pattern,
-    _CONCLUSION_LINE.pattern,
-    _QUOTE_TAG.pattern,
-    _SENTENCE_SPLIT.pattern,
-    [p.pattern for p in _LETTER_BANS],
-    _HARMONY.pattern,
-    _TAG.pattern,
-    _ANSWER_LINE.pattern,
-    _TAGS.pattern,
-    _ECHO.pattern,
-    _SENTENCE_END.pattern,
-    adjudication_messages,
-    clean_adjudication,
-    content_words,
-    quote_counts,
-    fallback_adjudication,
-    told_rows,
-    teacher_position,
-    teacher_messages,
-    parse_reply,
-    round_texts,
-    span_evidence,
-    render_analysis,
-    hidden_leak,
-    validate_reply,
-    blind_first_rows,
-    adjudicate_rows,
-    trained_selection,
-    options_for,
-    transcript_view,
-    release_content,
-    quote_key,
-)

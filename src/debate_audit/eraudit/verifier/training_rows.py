@@ -1,7 +1,6 @@
 """What verifier fine-tuning trains on, in plain Python: which selected transcripts train, the L_lm target
 of each, the two rows of token ids each one makes, and the learning rate of every optimizer step. The
-training loop (finetune.py) and its losses (losses.py) need torch; this module does not, so the workflow
-takes `training_items_id`, the content id of all of it, without importing torch at every start-up.
+training loop (finetune.py) and its losses (losses.py) need torch; this module does not.
 
 Only items of the train split (the split column of the transcripts' mode, splits.split_column) are used:
 honest ones with selection status ok or fallback (the release trains on its honest fallbacks), adversarial
@@ -46,8 +45,6 @@ from pathlib import Path
 import polars as pl
 
 from ..common.readout import ANSWER_SLOT, Transcript, render_prompt, renderer_for, tokenizer_chat, wording_for
-from ..common.versioning import rule_id
-from ..debate.debates import transcript_view
 from ..debate.splits import split_column
 
 log = logging.getLogger(__name__)
@@ -359,32 +356,3 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
         return 1.0
     progress = (step - warmup) / max(1, total - warmup)
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-
-def training_items_id(lm_target: str) -> str:
-    """Content id of what this module decides (fine-tuning's rule param): which items train, where their L_lm
-    targets come from, how a row is encoded, the learning-rate schedule. Changing any of them, or switching
-    `verifier.lm_target`, retrains."""
-    if lm_target not in LM_TARGETS:
-        raise ValueError(f"verifier.lm_target must be one of {list(LM_TARGETS)}, got {lm_target!r}")
-    return rule_id(
-        "training-items",
-        lm_target,
-        TRAINED_STATUSES,
-        trained_selection,
-        training_items,
-        split_column,
-        final_true_argument,
-        argument_target,
-        adjudication_target,
-        read_adjudications,
-        lm_targets,
-        lr_factor,
-        encode_example,
-        qh_letters,
-        transcript_view,
-        role_column,
-        qh_only_items,
-        bare_qh,
-        encode_qh_only,
-    )

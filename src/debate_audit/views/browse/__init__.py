@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from debate_audit.cwpor.rebuttal import SINGLE, shown_responses
+from debate_audit.cwpor.judged import judged_debates
 from debate_audit.eraudit.audit.stats import BOUNDS
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ PAYLOAD_VERSION = 1
 PAYLOAD_MARK = "/*__PAYLOAD__*/"
 HASH_MARK = "__SCRIPT_HASH__"
 
-# What the CW-POR list shows per judgment, in this order (JSON arrays of these columns).
+# What the CW-POR list shows per judgment, in this order (JSON arrays of these columns of judged.JUDGED_SCHEMA).
 CWPOR_COLUMNS = [
     "model",
     "judge_model",
@@ -131,43 +131,13 @@ def _read(path: str | Path | None) -> pl.DataFrame | None:
     return pl.read_parquet(path)
 
 
-def _single_turn(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with a protocol column: files written before the rebuttal round are single-turn."""
-    if "protocol" not in frame.columns:
-        return frame.with_columns(pl.lit(SINGLE).alias("protocol"))
-    return frame.with_columns(pl.col("protocol").fill_null(SINGLE))
-
-
 def cwpor_table(
     questions: str | Path, responses: Sequence[str | Path], judgments: Sequence[str | Path]
 ) -> pl.DataFrame:
     """One row per judgment (of every judge and protocol) with its question, both answers as the judge saw
-    them (A/B; a rebuttal debate's two rounds under each letter) and the judge's reply."""
-    q = pl.read_parquet(questions)
-    q = _with_columns(q, ["question_id", "question", "best_answer", "falsehood"])
-    resp = (
-        pl.concat([_single_turn(pl.read_parquet(p)) for p in responses], how="diagonal_relaxed") if responses else None
-    )
-    judged = (
-        pl.concat([_single_turn(pl.read_parquet(p)) for p in judgments], how="diagonal_relaxed") if judgments else None
-    )
-    if judged is None or judged.is_empty():
-        return pl.DataFrame(schema={c: pl.Utf8 for c in CWPOR_COLUMNS})
-    keys = ["model", "verbosity", "protocol", "question_id"]
-    if resp is not None and not resp.is_empty():
-        resp = shown_responses(resp, [*keys, "role"])
-        wide = resp.pivot(on="role", index=keys, values="response", aggregate_function="first")
-        wide = _with_columns(wide, [*keys, "neutral", "persuasive"])
-        judged = judged.join(wide, on=keys, how="left")
-    else:
-        judged = judged.with_columns(pl.lit(None).alias("neutral"), pl.lit(None).alias("persuasive"))
-    judged = judged.join(q, on="question_id", how="left")
-    neutral_first = pl.col("correct_position") == "A"
-    judged = judged.with_columns(
-        pl.when(neutral_first).then(pl.col("neutral")).otherwise(pl.col("persuasive")).alias("answer_a"),
-        pl.when(neutral_first).then(pl.col("persuasive")).otherwise(pl.col("neutral")).alias("answer_b"),
-    )
-    return _with_columns(judged, CWPOR_COLUMNS).sort("model", "verbosity", "question_id", "protocol", "judge_model")
+    them (A/B; a rebuttal debate's two rounds under each letter) and the judge's reply: the judged debates
+    (cwpor/judged.py) in the columns the page shows."""
+    return judged_debates(questions, responses, judgments).select(CWPOR_COLUMNS)
 
 
 def _transcripts(files: AuditFiles) -> dict[int, list[dict[str, Any]]]:
@@ -271,11 +241,6 @@ def decode_payload(text: str) -> dict[str, Any]:
 
 def page_template() -> str:
     return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
-
-
-def page_version() -> str:
-    """Hash of the page template: a rule parameter, so editing the page rebuilds it."""
-    return hashlib.sha256(page_template().encode()).hexdigest()[:12]
 
 
 def script_hash(html: str) -> str:

@@ -1,0 +1,94 @@
+"""Every command the README and docs/ show is run, as a dry run where it would start model work, so the pages
+cannot drift from the code: a renamed target, key, overlay or option fails here. Links between the pages
+must point at files that exist."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+
+import pytest
+from conftest import REPO
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# What the pages may show without it being run here: cluster, editor, shell and install steps.
+NOT_RUN = ("srun", "sbatch", "cp", "$EDITOR", "export", "git", "pip", "python3", "cd", "bash", "pre-commit", "inspect")
+BIN = REPO / ".venv" / "bin"
+
+
+def shown_commands() -> list[tuple[str, str]]:
+    """(page, command) for every command line of the pages' ```bash blocks, continuations joined and
+    trailing comments cut."""
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S):
+            text = block.replace("\\\n", " ")
+            for line in text.splitlines():
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                command = re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
+                found.append((page.relative_to(REPO).as_posix(), command))
+    return found
+
+
+def dry_run(command: str) -> list[str] | None:
+    """The command line that checks `command` without model work, or None where it is not run here."""
+    words = shlex.split(command.replace("$(nproc)", "2"))
+    program = words[0].removeprefix(".venv/bin/")
+    if program in NOT_RUN or words[0].startswith("$"):
+        return None
+    if program == "make":
+        target, assigned = words[1], dict(w.split("=", 1) for w in words[2:] if "=" in w)
+        if target in ("run", "inspect", "prefetch"):  # what Snakemake would run, as a dry run
+            assigned["SNAKEMAKE_ARGS"] = f"{assigned.get('SNAKEMAKE_ARGS', '')} -n --quiet rules".strip()
+            return ["make", target, *(f"{k}={v}" for k, v in assigned.items())]
+        if target == "plan":  # a dry run itself
+            return ["make", *words[1:]]
+        return ["make", "-n", *words[1:]]  # the target and its variables exist
+    if program == "snakemake":
+        # the site copy of the SLURM profile (docs/cluster.md, step 1) is the shipped one with two settings
+        args = ["profiles/slurm" if w == "profiles/site" else w for w in words[1:]]
+        return [str(BIN / "snakemake"), *args, "-n", "--quiet", "rules"]
+    if program == "debate-audit":
+        sub = words[1]
+        if sub in ("run", "inspect", "browse"):
+            extra = [] if "--" in words else ["--"]
+            return [str(BIN / "debate-audit"), *words[1:], *extra, "-n", "--quiet", "rules"]
+        if sub == "plan":
+            return [str(BIN / "debate-audit"), *words[1:]]
+        return [str(BIN / "debate-audit"), sub, "--help"]  # compare, pin: need results or the hub
+    if program == "pytest":
+        return [str(BIN / "pytest"), *words[1:], "--collect-only", "-q"]
+    if program == "python" and words[1:2] == ["-m"]:
+        return [str(BIN / "python"), "-m", words[2], "--help"]
+    raise AssertionError(f"a command the docs test does not know how to check: {command!r} (add it to NOT_RUN?)")
+
+
+def test_the_pages_show_commands_and_each_is_checkable():
+    commands = shown_commands()
+    assert len(commands) > 10
+    assert any(c.startswith("make run") for _, c in commands)
+    assert [c for _, c in commands if dry_run(c) is not None]
+
+
+@pytest.mark.slow
+def test_every_shown_command_runs_as_a_dry_run():
+    checked = {}
+    for page, command in shown_commands():
+        line = dry_run(command)
+        if line is None or tuple(line) in checked:
+            continue
+        done = subprocess.run(line, cwd=REPO, capture_output=True, text=True, timeout=600)
+        checked[tuple(line)] = done.returncode
+        assert done.returncode == 0, f"{page}: {command!r} -> {' '.join(line)}:\n{(done.stdout + done.stderr)[-3000:]}"
+    assert checked
+
+
+def test_every_link_between_the_pages_points_at_a_file():
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.relative_to(REPO)}: link to {target} (no such file)"
