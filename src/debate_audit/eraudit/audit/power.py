@@ -602,6 +602,8 @@ def audit_power(
     rec = pl.read_parquet(records)
     gen = pl.read_parquet(generators)
     dlt = pl.read_parquet(deltas)
+    if rec.is_empty():  # audit_statistics keeps every selected q_h, so this is a broken input, not a result
+        raise ValueError(f"{records}: no audited q_h: nothing to characterise")
     dataset = rec["dataset"][0]
     frames = [
         characteristic(
