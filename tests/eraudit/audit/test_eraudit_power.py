@@ -241,6 +241,7 @@ def test_stability_of_planted_stable_and_unstable_verdicts():
     for pair_id, share in expected.items():
         se = math.sqrt(share * (1 - share) / 4000)
         assert within(rows[pair_id]["share_same"], se, share), pair_id
+        assert rows[pair_id]["share_exact"] == pytest.approx(share), pair_id
     assert [rows[k]["stable"] for k in sorted(rows)] == [True, False, True, False, True]
 
     # the same seed gives the same redraws; another seed other ones
@@ -275,6 +276,9 @@ def test_statuses_match_run_audit_on_random_pools_and_a_mismatch_stops_the_rule(
         )
         assert table["status"].to_list() == records["status"].to_list()
         assert len(set(table["status"])) >= 2
+        # the exact share and the redraws' agree (50 redraws: 4 standard errors of a share near 1/2 is 0.28)
+        gap = (table["share_same"] - table["share_exact"]).abs()
+        assert (gap <= 4 * (table["share_exact"] * (1 - table["share_exact"]) / 50).sqrt() + 1e-9).all()
     tampered = records.with_columns(pl.lit(stats.CERTIFIED).alias("status"))
     with pytest.raises(ValueError, match="the stability model and run_audit disagree"):
         power.verdict_stability(

@@ -564,7 +564,7 @@ def power_section(table: pl.DataFrame, stability: pl.DataFrame | None) -> list[s
         .sort(*skeys, "target", nulls_last=True)
     )
     unstable = stability.filter(~pl.col("stable")).select(
-        *skeys, "target", "pair_id", "status", "n_counterexamples", "n_search", "n_test", "share_same"
+        *skeys, "target", "pair_id", "status", "n_counterexamples", "n_search", "n_test", "share_same", "share_exact"
     )
     s = stability.row(0, named=True)
     text += [
@@ -573,7 +573,7 @@ def power_section(table: pl.DataFrame, stability: pl.DataFrame | None) -> list[s
         "",
         f"Each audited q_h's pools (search and test) resampled with replacement within each pool, {s['redraws']} redraws,",
         "its status recomputed at the run's epsilon (held fixed): a verdict is stable when more than",
-        f"{s['stable_share']:g} of the redraws keep it.",
+        f"{s['stable_share']:g} of the redraws keep it (`share_exact`: the share over infinitely many redraws, exact).",
         f"**{int(stability['stable'].sum())} of {stability.height}** verdicts are stable above {s['stable_share']:g}"
         " (per q_h in `stability.parquet`).",
         "",

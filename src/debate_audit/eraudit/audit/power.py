@@ -459,6 +459,7 @@ STABILITY_SCHEMA = {
     "epsilon": pl.Float64,  # the run's, held fixed
     "redraws": pl.Int64,
     "share_same": pl.Float64,  # share of redraws whose status is the run's
+    "share_exact": pl.Float64,  # its limit over infinitely many redraws (`keep_probability`)
     "share_degraded": pl.Float64,  # share of redraws whose status is DEGRADED
     "stable": pl.Boolean,  # share_same > stable_share
     "stable_share": pl.Float64,
@@ -484,6 +485,20 @@ def audit_statuses(search: np.ndarray, tests: Sequence[np.ndarray], *, eta: floa
         certified &= float(stats.lower_bound(needed, eta)) >= tau
     status = np.where(certified, stats.CERTIFIED, stats.BUDGET_EXHAUSTED)
     return np.where(stage1 | degraded, stats.DEGRADED, status)
+
+
+def keep_probability(flags: Sequence[np.ndarray], status: str, *, eta: float, tau: float | None) -> float:
+    """The probability that a bootstrap redraw keeps `status`, exactly: a redrawn pool of m paraphrases, k of
+    them degraded, puts none among the l draws the paper's test reads (l = m for the search pool, min(m, n_tau)
+    for a test pool) with ((m - k) / m)^l; whether a q_h without a counterexample is certified depends on the
+    pool sizes alone, which a redraw keeps. `flags`: non-degraded flags, the search pool first."""
+    needed = None if tau is None else stats.samples_to_certify(tau, eta)
+    clean = 1.0
+    for i, f in enumerate(flags):
+        if f.size:
+            reads = f.size if i == 0 or needed is None else min(f.size, needed)
+            clean *= (f.sum() / f.size) ** reads
+    return 1.0 - clean if status == stats.DEGRADED else clean
 
 
 def _qh_rng(seed: int, dataset: str, target: str, pair_id: int) -> np.random.Generator:
@@ -540,6 +555,7 @@ def verdict_stability(
                 "epsilon": epsilon,
                 "redraws": redraws,
                 "share_same": same,
+                "share_exact": keep_probability(flags, as_run, eta=eta, tau=tau),
                 "share_degraded": float(np.mean(statuses == stats.DEGRADED)),
                 "stable": same > stable_share,
                 "stable_share": stable_share,
