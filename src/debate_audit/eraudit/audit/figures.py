@@ -464,6 +464,15 @@ def plot_operating_characteristic(table: pl.DataFrame, out: str | Path | Sequenc
                     label=f"{basis}: {what} (Monte Carlo)" if rows[quantity].null_count() else None,
                 )
         first = sub.row(0, named=True)
+        if first["clean_bound"] < first["certify_tau"]:
+            axes[1][col].text(
+                0.5,
+                0.5,
+                f"{first['certify_tau']:g} out of reach: a clean q_h's\npaper bound stops at {first['clean_bound']:.3f}",
+                transform=axes[1][col].transAxes,
+                ha="center",
+                fontsize=8,
+            )
         tau = "each whole pool" if first["tau"] is None else f"tau = {first['tau']:g}"
         axes[0][col].set_title(f"{name}: eta = {first['eta']:g}, {tau}", fontsize=9)
         axes[0][col].set_ylabel("P(flagged | p)")
