@@ -2,6 +2,9 @@
 # Only audit_scores calls a model; changing epsilon, eta, tau, r or the betting bound's c and w reruns the statistics
 # rules alone, and the headline bound only the figures and the browser.
 
+import dataclasses
+
+from debate_audit.eraudit.audit.power import design_from_config
 
 AUDIT = config["audit"]
 AUDIT_OUT = f"{RESULTS}/er_audit/audit"
@@ -25,6 +28,13 @@ AUDIT_SETTINGS = dict(
     betting_c=AUDIT["betting_c"],
     betting_w=AUDIT["betting_w"],
 )
+
+# The audit as configured, for its operating characteristic (AuditDesign, eraudit/audit/power.py), and the
+# characteristic's settings; the planning target (`make plan` only) stays out, so changing it reruns nothing.
+AUDIT_DESIGN = dataclasses.asdict(design_from_config(config))
+CHARACTERISTIC = {
+    k: v for k, v in AUDIT["operating_characteristic"].items() if k != "target"
+}
 
 
 rule audit_scores:
@@ -107,6 +117,28 @@ rule audit_sweeps:
         "../workflow/scripts/audit_sweeps.py"
 
 
+# What the audit could have found at these pools, eta and tau (the configured pools and this cell's as
+# scored), and how stable each of its verdicts is to the paraphrases drawn; new files, no model call.
+rule audit_power:
+    input:
+        deltas=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/deltas.parquet",
+        records=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
+        generators=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/generators.parquet",
+    output:
+        characteristic=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/operating_characteristic.parquet",
+        stability=f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/stability.parquet",
+    log:
+        f"{LOGS}/audit/power_{{architecture}}_{{dataset}}_{{setting}}.log",
+    params:
+        design=AUDIT_DESIGN,
+        test_pools=PARAPHRASE_TEST_GENERATORS,
+        characteristic=CHARACTERISTIC,
+        labels=lambda wc: AUDIT_SETTINGS_GRID[wc.setting].labels(wc.architecture),
+        library=library_code("audit_power"),
+    script:
+        "../workflow/scripts/audit_power.py"
+
+
 rule audit_figures:
     input:
         summaries=cell_paths(
@@ -133,6 +165,14 @@ rule audit_figures:
             f"{PARAPHRASE_OUT}/{{dataset}}/{{pool}}.report.parquet",
             dataset=AUDIT_DATASETS,
             pool=PARAPHRASE_POOLS,
+        ),
+        characteristic=cell_paths(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/operating_characteristic.parquet",
+            AUDIT_SETTING_CELLS,
+        ),
+        stability=cell_paths(
+            f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/stability.parquet",
+            AUDIT_SETTING_CELLS,
         ),
     output:
         cr=report(
@@ -170,6 +210,20 @@ rule audit_figures:
             subcategory="3. Audit",
             labels={"item": "both bounds over t"},
         ),
+        characteristic=report(
+            f"{AUDIT_OUT}/figures/operating_characteristic.png",
+            caption="../report/captions/audit_operating_characteristic.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "operating characteristic"},
+        ),
+        characteristic_csv=report(
+            f"{AUDIT_OUT}/operating_characteristic.csv",
+            caption="../report/captions/audit_operating_characteristic_table.rst",
+            category="ER-Audit",
+            subcategory="3. Audit",
+            labels={"item": "operating characteristic per p"},
+        ),
         report=f"{AUDIT_OUT}/summary.md",
         summary_csv=report(
             f"{AUDIT_OUT}/summary.csv",
@@ -184,6 +238,7 @@ rule audit_figures:
         scatter_svg=f"{AUDIT_OUT}/figures/p_qh_vs_delta_max.svg",
         epsilon_svg=f"{AUDIT_OUT}/figures/bound_vs_epsilon.svg",
         bounds_svg=f"{AUDIT_OUT}/figures/bounds_over_t.svg",
+        characteristic_svg=f"{AUDIT_OUT}/figures/operating_characteristic.svg",
     log:
         f"{LOGS}/audit/figures.log",
     params:

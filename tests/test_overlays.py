@@ -55,6 +55,7 @@ def er_audit(
         "audit_scores": archs * datasets * (checkpoints + null),
         "audit_statistics": archs * datasets * lengths * weights,
         "audit_sweeps": archs * datasets * lengths * weights,
+        "audit_power": archs * datasets * lengths * weights,
         "audit_figures": 1,
         "audit_runtime": 1,
     }
@@ -118,6 +119,7 @@ RELEASE_ABLATIONS = {
     "audit_scores": 24 + 8,
     "audit_statistics": 6 + 8,
     "audit_sweeps": 6 + 8,
+    "audit_power": 6 + 8,
 }
 
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page

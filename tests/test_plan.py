@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from snakemake.utils import update_config
 from debate_audit.models.calls import RulePlan
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
-from debate_audit.tools.plan import build_plan, gpu_hours, load_config, model_calls, render
+from debate_audit.tools.plan import build_plan, gpu_hours, load_config, model_calls, plan_json, render
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -309,3 +310,67 @@ def test_a_price_for_a_model_not_under_models_fails_naming_the_key(tmp_path, mon
         build_plan(config, {}, None)
     with pytest.raises(Exception, match="minimum of 0"):  # the schema: USD per million tokens >= 0
         api_config(tmp_path, monkeypatch, {"gpt-6-astra": {"input_per_mtok": -1.0, "output_per_mtok": 2.0}})
+
+
+# ------------------------------------------------------------------ the audit's operating characteristic
+POOL_RULES = ("paraphrase_search", "paraphrase_test", "audit_scores")
+
+
+def test_the_paper_plan_gives_its_detectable_p_at_100_plus_100_paraphrases(config):
+    plan = build_plan(config, {}, None)
+    power = plan.power
+    # M_search 100, M_test 100 for each of 2 generators, no tau: 300 paraphrases read on a clean q_h
+    assert (power.search_size, power.test_size, power.generators, power.tau) == (100, 100, 2, None)
+    assert power.clean_reads == 300
+    assert power.detectable_p == pytest.approx(1 - 0.2 ** (1 / 300))  # 0.00535
+    # 0.05^(1/100) = 0.970 certifies 0.9 (paper.yaml's certify_tau); at p = 0.01 all 300 must be clean
+    assert power.certifiable and power.clean_bound == pytest.approx(0.05 ** (1 / 100))
+    assert power.p_certify_paper == pytest.approx(0.99**300)
+    assert power.p_certify_betting_se is not None and power.p_certify_betting > power.p_certify_paper + 0.1
+    text = render(plan)
+    assert "300 paraphrases read on a clean q_h; flagged with 80% power from p = 0.00535." in text
+    assert "P(certify | p = 0.01): paper's bound 0.049, betting bound" in text
+    options = {o.name: o for o in power.options}
+    assert set(options) == {"configured", "equal pools"}  # the configured pools already reach p = 0.05
+    configured, equal = options["configured"], options["equal pools"]
+    assert configured.p_flag == pytest.approx(1 - 0.95**300)
+    # p = 0.05 with 80% power needs 32 reads: 11 + 11 x 2 = 33 (10 + 10 x 2 = 30 falls short)
+    assert (equal.search_size, equal.test_size, equal.clean_reads) == (11, 11, 33)
+    assert equal.p_flag >= 0.8 > 1 - 0.95**30
+    # the configured pools cost what the plan's rows of the same rules cost; scorings scale with the pools
+    rows = [r for r in plan.rules if r.rule in POOL_RULES]
+    assert configured.generations == pytest.approx(sum(r.generations for r in rows))
+    assert configured.scorings == pytest.approx(sum(r.scorings for r in rows))
+    assert equal.scorings / configured.scorings == pytest.approx((11 + 2 * 11 + 1) / (100 + 2 * 100 + 1))
+    assert "| equal pools | 11 | 11 | 33 |" in text
+    assert json.loads(plan_json(plan))["audit_power"]["detectable_p"] == pytest.approx(power.detectable_p)
+
+
+def test_the_default_plan_says_tau_is_out_of_reach_and_which_pools_reach_the_target(monkeypatch):
+    monkeypatch.chdir(REPO)
+    plan = build_plan(load_config(["config/config.yaml"]), {}, None)
+    power = plan.power
+    # 6 + 4 x 2 paraphrases: 4 test draws give at most 0.05^(1/4) = 0.473 < tau 0.9, which needs 29
+    assert not power.certifiable and power.certify_test_size == 29
+    assert power.p_certify_paper == 0.0 and power.p_certify_betting == 0.0 and power.p_certify_betting_se is None
+    assert power.detectable_p == pytest.approx(1 - 0.2 ** (1 / 14))
+    text = render(plan)
+    assert "**not possible** with these test pools" in text and "it needs 29 test paraphrases per generator" in text
+    options = {o.name: o for o in power.options}
+    assert options["configured"].p_flag < 0.8 and "0.512 (short)" in text
+    # the configured test pools with a search pool of 32 - 8 = 24; or 11 + 11 x 2
+    assert (options["larger search pool"].search_size, options["larger search pool"].test_size) == (24, 4)
+    assert (options["equal pools"].search_size, options["equal pools"].test_size) == (11, 11)
+    assert all(o.api_models == 0 for o in options.values()) and "no API model" in text
+
+
+def test_the_pools_for_the_target_are_priced_where_prices_are_set(tmp_path, monkeypatch):
+    config = api_config(tmp_path, monkeypatch, PRICES)
+    plan = build_plan(config, {}, None)
+    options = {o.name: o for o in plan.power.options}
+    configured, equal = options["configured"], options["equal pools"]
+    # the API models generate paraphrases only: the configured pools cost the API table's priced rows
+    assert configured.api_models == 3 and not configured.priced_all
+    assert configured.cost_usd == pytest.approx(sum(a.cost_usd for a in plan.api if a.cost_usd is not None))
+    assert 0 < equal.cost_usd < configured.cost_usd
+    assert f"{configured.cost_usd:,.2f} (priced models only)" in render(plan)

@@ -39,6 +39,7 @@ AFTER_POOLS = {
     "audit_scores",
     "audit_statistics",
     "audit_sweeps",
+    "audit_power",
     "audit_figures",
     "audit_runtime",
     "browse",

@@ -22,4 +22,9 @@ with rule_context(snakemake):
         epsilon_svg=snakemake.output.epsilon_svg,
         bounds_svg=snakemake.output.bounds_svg,
         headline=snakemake.params.headline,
+        characteristic=list(snakemake.input.characteristic),
+        stability=list(snakemake.input.stability),
+        characteristic_png=snakemake.output.characteristic,
+        characteristic_svg=snakemake.output.characteristic_svg,
+        characteristic_csv=snakemake.output.characteristic_csv,
     )

@@ -246,6 +246,17 @@ def _audit_errors(audit: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _characteristic_errors(audit: dict[str, Any]) -> list[str]:
+    """The operating characteristic reads certification at a level: its own, or the audit's tau."""
+    characteristic = audit.get("operating_characteristic") or {}
+    if characteristic.get("certify_tau") is None and audit.get("tau") is None:
+        return [
+            "audit.operating_characteristic.certify_tau: null while audit.tau is null: set the level at which the "
+            "operating characteristic reads P(certify) (config/paper.yaml: 0.9)"
+        ]
+    return []
+
+
 def _dotted(error: str) -> str:
     """An error's key with list items written key.1 (the schema's way), so both messages on a key match."""
     return re.sub(r"\[(\d+)\]", r".\1", error.split(": ")[0])
@@ -406,6 +417,7 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         errors.extend(_gcg_errors(config["debate"], verifier, models))
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
+        errors.extend(_characteristic_errors(config["audit"]))
     if isinstance(config.get("cwpor"), dict):
         errors.extend(_cwpor_errors(config["cwpor"]))
     if isinstance(config.get("paraphrase"), dict):

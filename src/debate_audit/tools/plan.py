@@ -12,6 +12,11 @@ calls and tokens, not GPU time: the plan lists their calls, input tokens (the pr
 output tokens (the budget: the provider request's own token cap where it sets one, else the stage's
 max_new_tokens) and, from the config's `prices` table (USD per million tokens, the user's to set), the
 estimated cost (`api_plans`).
+
+The audit's operating characteristic (`power_plan`, eraudit/audit/power.py): for the configured pools, the
+smallest per-paraphrase degradation rate p the audit flags with 80% power, whether its test pools can
+certify tau_c at all and P(certify) at p = 0.01; for `audit.operating_characteristic.target`, the pool sizes
+that reach it and what they cost in calls, tokens and (where `prices` are set) USD.
 """
 
 from __future__ import annotations
@@ -117,12 +122,55 @@ class ApiPlan:
 
 
 @dataclass
+class PoolOption:
+    """Pool sizes of the audit and what they cost (`power_plan`)."""
+
+    name: str  # configured / equal pools / larger search pool
+    search_size: int  # M_search
+    test_size: int  # M_test per generator
+    clean_reads: int  # paraphrases the paper's test reads on a q_h without a counterexample
+    p_flag: float  # P(flagged) at the target's p
+    generations: float  # paraphrase_search + paraphrase_test, the whole run
+    scorings: float  # audit_scores, the whole run
+    prompt_tokens: float  # of those calls
+    new_tokens: float  # generated-token budget of those calls
+    api_models: int  # of their models, served by an API
+    cost_usd: float | None  # the API models' cost at `prices`; None: no price set (or no API model)
+    priced_all: bool  # every API model has a price
+
+
+@dataclass
+class PowerPlan:
+    """The audit's operating characteristic for planning (`audit.operating_characteristic`, power.py)."""
+
+    search_size: int
+    test_size: int
+    generators: int
+    eta: float
+    tau: float | None
+    certify_tau: float
+    clean_reads: int  # N: paraphrases read on a q_h without a counterexample
+    detectable_p: float | None  # smallest p flagged with 80% power (power.DETECTABLE_POWER)
+    certifiable: bool  # the test pools can lift the paper's common bound to certify_tau
+    clean_bound: float  # the paper's common bound of a clean q_h
+    certify_test_size: int  # M_test per generator that certifying certify_tau needs
+    p_certify_paper: float  # at CERTIFY_P
+    p_certify_betting: float  # at CERTIFY_P
+    p_certify_betting_se: float | None  # Monte Carlo standard error; None: exact
+    target_p: float
+    target_power: float
+    target_reads: int  # paraphrases read that reach the target
+    options: list[PoolOption] = field(default_factory=list)
+
+
+@dataclass
 class Plan:
     rules: list[RulePlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     training: list[TrainingMemory] = field(default_factory=list)
     api: list[ApiPlan] = field(default_factory=list)
     api_notes: list[str] = field(default_factory=list)
+    power: PowerPlan | None = None
 
 
 def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".") -> dict[str, int]:
@@ -354,6 +402,148 @@ def api_plans(config: dict, rules: Sequence[RulePlan], specs: dict[str, ModelSpe
     return plans, notes
 
 
+CERTIFY_P = 0.01  # the nearly clean q_h whose P(certify) make plan prints
+PLAN_DRAWS = 4000  # at most this many Monte Carlo streams for the betting bound in make plan (a few tenths of a second)
+
+
+def power_plan(config: dict, stats: dict[str, dict[str, float]], specs: dict[str, ModelSpec]) -> PowerPlan:
+    """The configured audit's operating characteristic, and the pool sizes that reach the config's target
+    (`audit.operating_characteristic.target`) with their cost: the configured pools, the smallest equal pools
+    (M search + M per test generator, the paper's 100 + 100 shape) and, where the configured pools fall short,
+    the configured test pools with the smallest search pool that makes up the rest."""
+    from debate_audit.eraudit.audit import cost as audit_cost
+    from debate_audit.eraudit.audit import power
+    from debate_audit.eraudit.audit.stats import samples_to_certify
+
+    design = power.design_from_config(config)
+    settings = config["audit"]["operating_characteristic"]
+    target = settings["target"]
+    p, level = target["detectable_p"], target["power"]
+    betting, betting_se, _ = power.betting_pool_certify(
+        design, CERTIFY_P, draws=min(settings["monte_carlo_draws"], PLAN_DRAWS), seed=settings["seed"]
+    )
+    designs = [("configured", design), ("equal pools", power.equal_pools_for(design, p, level))]
+    if power.flag_probability(design, p)[0] < level:
+        designs.append(("larger search pool", power.search_pool_for(design, p, level)))
+    options = []
+    for name, option in designs:
+        test_size = option.test_sizes[0] if option.test_sizes else 0
+        rules = audit_cost.pool_calls(config, stats, option.search_size, test_size)
+        sized = audit_cost.with_pools(config, option.search_size, test_size)
+        api, _ = api_plans(sized, rules, specs)
+        priced = [a.cost_usd for a in api if a.cost_usd is not None]
+        options.append(
+            PoolOption(
+                name=name,
+                search_size=option.search_size,
+                test_size=test_size,
+                clean_reads=option.clean_reads,
+                p_flag=float(power.flag_probability(option, p)[0]),
+                generations=sum(r.generations for r in rules),
+                scorings=sum(r.scorings for r in rules),
+                prompt_tokens=sum(r.prompt_tokens for r in rules),
+                new_tokens=sum(r.new_tokens for r in rules),
+                api_models=len(api),
+                cost_usd=sum(priced) if priced else None,
+                priced_all=len(priced) == len(api),
+            )
+        )
+    return PowerPlan(
+        search_size=design.search_size,
+        test_size=design.test_sizes[0] if design.test_sizes else 0,
+        generators=len(design.test_sizes),
+        eta=design.eta,
+        tau=design.tau,
+        certify_tau=design.certify_tau,
+        clean_reads=design.clean_reads,
+        detectable_p=power.detectable_p(design, power.DETECTABLE_POWER),
+        certifiable=design.certifiable,
+        clean_bound=design.clean_bound,
+        certify_test_size=samples_to_certify(design.certify_tau, design.eta),
+        p_certify_paper=float(power.paper_certify_probability(design, CERTIFY_P)[0]),
+        p_certify_betting=betting,
+        p_certify_betting_se=betting_se,
+        target_p=p,
+        target_power=level,
+        target_reads=power.reads_for_power(p, level),
+        options=options,
+    )
+
+
+def render_power(power: PowerPlan) -> str:
+    """make plan's section on the audit's operating characteristic."""
+    from debate_audit.eraudit.audit.power import DETECTABLE_POWER
+
+    tau = "no tau (each test pool read to its end)" if power.tau is None else f"tau {power.tau:g}"
+    detectable = "nothing (no paraphrase is read)" if power.detectable_p is None else f"p = {power.detectable_p:.4g}"
+    betting = f"{power.p_certify_betting:.3f}" + (
+        " (exact)" if power.p_certify_betting_se is None else f" ± {power.p_certify_betting_se:.3f} (Monte Carlo)"
+    )
+    lines = [
+        "Audit operating characteristic (audit.operating_characteristic; p: the share of a hidden question's "
+        "paraphrases that are degraded, independently, in every pool):",
+        "",
+        f"- Configured pools: search {power.search_size} + test {power.test_size} x {power.generators} generators, "
+        f"eta {power.eta:g}, {tau}: {power.clean_reads} paraphrases read on a clean q_h; flagged with "
+        f"{power_percent(DETECTABLE_POWER)} power from {detectable}.",
+        f"- Certifying tau_c = {power.certify_tau:g}: "
+        + (
+            f"possible (the paper's bound of a clean q_h: {power.clean_bound:.3f})"
+            if power.certifiable
+            else f"**not possible** with these test pools (the paper's bound of a clean q_h stays at "
+            f"{power.clean_bound:.3f}; it needs {power.certify_test_size} test paraphrases per generator)"
+        )
+        + f"; P(certify | p = {CERTIFY_P:g}): paper's bound {power.p_certify_paper:.3f}, betting bound {betting}.",
+        f"- Target (audit.operating_characteristic.target): p = {power.target_p:g} flagged with "
+        f"{power_percent(power.target_power)} power, {power.target_reads} paraphrases read on a clean q_h:",
+        "",
+    ]
+    header = [
+        "pools",
+        "search",
+        "test per generator",
+        "read if clean",
+        f"P(flagged | p = {power.target_p:g})",
+        "paraphrase generations",
+        "audit scorings",
+        "prompt tokens",
+        "new tokens (max)",
+        "est. cost USD (API models)",
+    ]
+    rows = [
+        [
+            o.name,
+            str(o.search_size),
+            str(o.test_size),
+            str(o.clean_reads),
+            f"{o.p_flag:.3f}" + ("" if o.p_flag >= power.target_power else " (short)"),
+            _fmt(o.generations),
+            _fmt(o.scorings),
+            _fmt(o.prompt_tokens),
+            _fmt(o.new_tokens),
+            "no API model"
+            if not o.api_models
+            else (
+                "no price set"
+                if o.cost_usd is None
+                else _usd(o.cost_usd) + ("" if o.priced_all else " (priced models only)")
+            ),
+        ]
+        for o in power.options
+    ]
+    lines += [
+        markdown_table(header, rows).rstrip("\n"),
+        "",
+        "Calls and tokens of paraphrase_search, paraphrase_test and audit_scores over the whole run; the search "
+        "pool's sampled replies scale with its size (eraudit/audit/cost.py with_pools).",
+    ]
+    return "\n".join(lines)
+
+
+def power_percent(value: float) -> str:
+    return f"{100 * value:g}%"
+
+
 def plan_json(plan: Plan) -> str:
     """The plan for scripts: per rule and model its jobs, GPUs per job, memory per GPU, calls, tokens and
     GPU-hours; per verifier architecture its fine-tuning memory; per model served by an API its calls,
@@ -367,6 +557,7 @@ def plan_json(plan: Plan) -> str:
             "api": [asdict(a) for a in plan.api],
             "api_basis": API_BASIS if plan.api else None,
             "notes": plan.notes + plan.api_notes,
+            "audit_power": asdict(plan.power) if plan.power else None,
         },
         indent=1,
     )
@@ -406,6 +597,7 @@ def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
         if not any(rp.rule == rule for rp in plan.rules):
             plan.rules.append(RulePlan(rule, jobs=count))
     plan.api, plan.api_notes = api_plans(config, plan.rules, specs)
+    plan.power = power_plan(config, stats, specs)
     return plan
 
 
@@ -541,6 +733,8 @@ def render(plan: Plan) -> str:
                 f"Checkpoints: {finetunes} verifier_finetune jobs, about {total:.0f} GiB on disk under "
                 "resources/verifiers/ (LoRA adapters counted as nothing; lora.save: merged stores a full copy).",
             ]
+    if plan.power:
+        lines += ["", render_power(plan.power)]
     return "\n".join(lines)
 
 

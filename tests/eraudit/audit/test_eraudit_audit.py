@@ -504,9 +504,9 @@ def test_the_headline_counts_the_verdict_of_both_stages_and_gives_the_search_poo
     assert "status DEGRADED" in lines[0]
 
 
-def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
-    from debate_audit.eraudit.audit.figures import audit_figures
-
+def _figure_inputs(tmp_path):
+    """The statistics, sweeps and a pool report of _two_pairs on disk, and audit_figures' arguments for them:
+    (arguments, the statistics' files, the settings)."""
     scores = tmp_path / "scores.parquet"
     _two_pairs().write_parquet(scores)
     out = {k: tmp_path / f"{k}.parquet" for k in ("d", "r", "g", "s", "summary", "c", "e")}
@@ -573,6 +573,14 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
         summary_csv=tmp_path / "s.csv",
         **figures,
     )
+    return inputs, out, settings
+
+
+def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
+    from debate_audit.eraudit.audit.figures import audit_figures
+
+    inputs, out, _ = _figure_inputs(tmp_path)
+    md = inputs["report_md"]
     audit_figures(**inputs, headline="betting")
     text = md.read_text()
     assert "Headline bound of this run: **betting**" in text
@@ -597,6 +605,55 @@ def test_summary_markdown_labels_both_averages_and_the_epsilon_rule(tmp_path):
     with pytest.raises(ValueError, match="audit.headline_bound"):
         audit_figures(**inputs, headline="both")
     assert (tmp_path / "eps.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_the_operating_characteristic_adds_a_section_and_a_figure_and_changes_nothing_before(tmp_path):
+    from debate_audit.eraudit.audit import power
+    from debate_audit.eraudit.audit.figures import audit_figures
+
+    inputs, out, settings = _figure_inputs(tmp_path)
+    audit_figures(**inputs)
+    before = {p.name: p.read_bytes() for p in (inputs["report_md"], inputs["summary_csv"])}
+    files = {k: tmp_path / f"{k}.parquet" for k in ("characteristic", "stability")}
+    power.audit_power(
+        deltas=out["d"],
+        records=out["r"],
+        generators=out["g"],
+        characteristic_out=files["characteristic"],
+        stability_out=files["stability"],
+        design=power.AuditDesign(2, (3, 3), eta=settings.eta, tau=None, certify_tau=0.4),
+        test_pools=settings.test_pools,
+        settings=power.CharacteristicSettings(
+            p_grid=[0.0, 0.1, 0.5], monte_carlo_draws=400, bootstrap_redraws=2000, seed=0, stable_share=0.95
+        ),
+    )
+    audit_figures(
+        **inputs,
+        characteristic=[files["characteristic"]],
+        stability=[files["stability"]],
+        characteristic_png=tmp_path / "oc.png",
+        characteristic_svg=tmp_path / "oc.svg",
+        characteristic_csv=tmp_path / "oc.csv",
+    )
+    after = inputs["report_md"].read_text()
+    # every line summary.md had is still there, in place: the new sections follow them
+    assert after.startswith(before["summary.md"].decode())
+    added = after[len(before["summary.md"]) :]
+    assert inputs["summary_csv"].read_bytes() == before["s.csv"]
+    assert "## Operating characteristic: what this audit could have found" in added
+    # 2 search + 3 + 3 test paraphrases: 1 - 0.2^(1/8) = 0.1822; 0.125^(1/3) = 0.5 certifies 0.4
+    assert "flagged with 80% power from p = 0.1822" in added
+    assert "reachable (the paper's bound of a clean q_h: 0.500)" in added
+    assert "| (every cell) | configured |  | P(flagged) | 0.000 | 0.570 | 0.996 |" in added
+    # pair 2 is degraded by one of its 2 search paraphrases and one of its 3 in g2: a redraw clears it with
+    # (1/2)^2 (2/3)^3 = 0.074, so 0.926 keep it, below the stable share 0.95 (standard error 0.006)
+    stability = pl.read_parquet(files["stability"]).sort("pair_id")
+    assert stability["status"].to_list() == [stats.BUDGET_EXHAUSTED, stats.DEGRADED]
+    assert stability["share_same"].to_list() == pytest.approx([1.0, 1 - 0.25 * (2 / 3) ** 3], abs=0.025)
+    assert "**1 of 2** verdicts are stable above 0.95" in added and "Unstable verdicts:" in added
+    assert (tmp_path / "oc.png").stat().st_size > 0 and (tmp_path / "oc.svg").read_text().lstrip().startswith("<?xml")
+    table = pl.read_csv(tmp_path / "oc.csv")
+    assert sorted(set(table["basis"])) == ["as run", "configured"] and table.height == 6
 
 
 def test_a_q_h_whose_pools_came_out_empty_is_audited_with_bound_0_not_dropped(tmp_path):

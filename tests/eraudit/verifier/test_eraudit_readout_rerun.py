@@ -36,6 +36,7 @@ EXPECTED = {
     "verifier_table1": 1,
     "audit_statistics": 2,
     "audit_sweeps": 2,
+    "audit_power": 2,
     "audit_figures": 1,
     "audit_runtime": 1,
     "browse": 1,

@@ -1,12 +1,17 @@
 """What the audit costs in model calls (`make plan`, tools/plan.py): the readouts of q_m, q_h and every
-paraphrase by V_base and each audited target (audit_scores); the statistics call no model."""
+paraphrase by V_base and each audited target (audit_scores); the statistics call no model. `pool_calls`: the
+paraphrase pools and their scoring at other pool sizes, for planning them (power.py)."""
 
 from __future__ import annotations
+
+import copy
+import math
 
 from debate_audit.models.calls import RulePlan, tokens
 
 from ..common import grid
 from ..common.shape import item_shapes
+from ..paraphrase import cost as paraphrase_cost
 
 
 def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
@@ -26,3 +31,22 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
             scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
             plans.append(scores)
     return plans
+
+
+def with_pools(config: dict, search_size: int, test_size: int) -> dict:
+    """`config` with M_search = `search_size` and M_test = `test_size` per generator. The search pool's sampled
+    replies per q_h and round (`paraphrase.search.samples`) scale with its size, rounded up: a batch reply
+    lists about as many paraphrases at any pool size, so the configured ratio of replies to paraphrases is
+    kept."""
+    out = copy.deepcopy(config)
+    search = out["paraphrase"]["search"]
+    search["samples"] = max(1, math.ceil(search["samples"] * search_size / search["size"]))
+    search["size"] = search_size
+    out["paraphrase"]["test"]["size"] = test_size
+    return out
+
+
+def pool_calls(config: dict, stats: dict[str, dict[str, float]], search_size: int, test_size: int) -> list[RulePlan]:
+    """The calls that depend on the pool sizes (paraphrase_search, paraphrase_test, audit_scores) at these sizes."""
+    sized = with_pools(config, search_size, test_size)
+    return [*paraphrase_cost.calls(sized, stats), *calls(sized, stats)]

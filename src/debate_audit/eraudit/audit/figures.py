@@ -1,5 +1,6 @@
-"""Audit figures (paper Fig. 2 left/right, Fig. 3, Fig. 4, and both bounds over t for one q_h) and the
-Markdown summary. Every figure is written as PNG and SVG. Table 3 (runtime) is in runtime.py."""
+"""Audit figures (paper Fig. 2 left/right, Fig. 3, Fig. 4, both bounds over t for one q_h, and the audit's
+operating characteristic) and the Markdown summary. Every figure is written as PNG and SVG. Table 3 (runtime)
+is in runtime.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-from debate_audit.data.markdown import frame_table  # noqa: E402
+from debate_audit.data.markdown import frame_table, markdown_table  # noqa: E402
 from debate_audit.runtime.provenance import save_figure  # noqa: E402
 
 from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
@@ -254,9 +255,16 @@ def audit_figures(
     epsilon_svg: str | Path,
     bounds_svg: str | Path,
     headline: str = "paper",
+    characteristic: Sequence[str | Path] = (),
+    stability: Sequence[str | Path] = (),
+    characteristic_png: str | Path | None = None,
+    characteristic_svg: str | Path | None = None,
+    characteristic_csv: str | Path | None = None,
 ) -> None:
-    """The five figures (each as PNG and SVG), summary.md and summary.csv: every path is a declared output.
-    `headline`: the bound summary.md and the figures lead with (config `audit.headline_bound`)."""
+    """The six figures (each as PNG and SVG), summary.md, summary.csv and operating_characteristic.csv: every
+    path is a declared output. `headline`: the bound summary.md and the figures lead with (config
+    `audit.headline_bound`). `characteristic` and `stability` (rule audit_power, per cell): the operating
+    characteristic's figure and CSV, and a section of summary.md after the others."""
     order = bound_order(headline)
     summary = _read(summaries)
     rec = _read(records)
@@ -399,8 +407,191 @@ def audit_figures(
         "and SVG.",
         "",
     ]
+    figures = 5
+    if characteristic:
+        table = _read(characteristic)
+        plot_operating_characteristic(table, [p for p in (characteristic_png, characteristic_svg) if p])
+        if characteristic_csv:
+            table.write_csv(characteristic_csv)
+        text += power_section(table, _read(stability) if stability else None)
+        figures += 1
     Path(report_md).write_text("\n".join(text))
-    log.info("wrote %s and five figures (headline bound: %s)", report_md, headline)
+    log.info("wrote %s and %d figures (headline bound: %s)", report_md, figures, headline)
+
+
+# --------------------------------------------------------------------------- operating characteristic (audit_power)
+CHARACTERISTIC_QUANTITIES = (
+    ("P(flagged)", "p_flag"),
+    ("P(certify), paper's bound", "p_certify_paper"),
+    ("P(certify), betting bound", "p_certify_betting"),
+)
+
+
+def plot_operating_characteristic(table: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
+    """Top: P(flagged | p); bottom: P(common bound >= tau_c | p), the paper's bound solid, the betting bound's
+    dashed; a column per dataset (and grid cell). Black: the configured pools; colour: the pools as run.
+    Lines: closed forms (the betting bound's exact where its pools are enumerable); points with 2-SE bars:
+    Monte Carlo."""
+    table = _panels(table)
+    panels = table["panel"].unique(maintain_order=True).to_list()
+    ncols = max(len(panels), 1)
+    fig, axes = plt.subplots(2, ncols, figsize=(4.4 * ncols, 6.6), squeeze=False)
+    styles = {"configured": ("black", 0.0), "as run": ("C0", 0.03)}  # colour, x nudge of the MC points
+    for col, name in enumerate(panels):
+        sub = table.filter(pl.col("panel") == name)
+        for basis, rows in sub.group_by("basis", maintain_order=True):
+            basis = basis[0]
+            rows = rows.sort("p")
+            colour, nudge = styles.get(basis, ("C1", 0.06))
+            p = rows["p"].to_numpy()
+            for ax, quantity, style in (
+                (axes[0][col], "p_flag", "-"),
+                (axes[1][col], "p_certify_paper", "-"),
+                (axes[1][col], "p_certify_betting", "--"),
+            ):
+                what = "flagged" if quantity == "p_flag" else quantity.rsplit("_", 1)[1]
+                exact = rows[quantity].to_numpy()
+                if rows[quantity].null_count() == 0:
+                    ax.plot(p, exact, style, color=colour, label=f"{basis}: {what}")
+                ax.errorbar(
+                    p * (1 + nudge),
+                    rows[f"{quantity}_mc"].to_numpy(),
+                    yerr=2 * rows[f"{quantity}_se"].to_numpy(),
+                    fmt="o" if style == "-" else "x",
+                    color=colour,
+                    markersize=3,
+                    linestyle=style if rows[quantity].null_count() else "none",
+                    label=f"{basis}: {what} (Monte Carlo)" if rows[quantity].null_count() else None,
+                )
+        first = sub.row(0, named=True)
+        if first["clean_bound"] < first["certify_tau"]:
+            axes[1][col].text(
+                0.5,
+                0.5,
+                f"{first['certify_tau']:g} out of reach: a clean q_h's\npaper bound stops at {first['clean_bound']:.3f}",
+                transform=axes[1][col].transAxes,
+                ha="center",
+                fontsize=8,
+            )
+        tau = "each whole pool" if first["tau"] is None else f"tau = {first['tau']:g}"
+        axes[0][col].set_title(f"{name}: eta = {first['eta']:g}, {tau}", fontsize=9)
+        axes[0][col].set_ylabel("P(flagged | p)")
+        axes[1][col].set_ylabel(f"P(common bound >= {first['certify_tau']:g} | p)")
+        for ax in axes[:, col]:
+            ax.set_xscale("symlog", linthresh=1e-3)
+            ax.set_xlim(0, 1)
+            ax.set_ylim(-0.03, 1.03)
+            ax.set_xlabel("p: share of degraded paraphrases")
+            ax.legend(frameon=False, fontsize=6)
+    _save(fig, out)
+
+
+def _mc_cell(row: dict, quantity: str) -> str:
+    """A closed-form value, or the Monte Carlo share with its standard error where there is none."""
+    if row[quantity] is not None:
+        return f"{row[quantity]:.3f}"
+    return f"{row[f'{quantity}_mc']:.3f} ± {row[f'{quantity}_se']:.3f}"
+
+
+def power_section(table: pl.DataFrame, stability: pl.DataFrame | None) -> list[str]:
+    """summary.md's section on what the audit could have found (the configured pools once, the pools as run
+    per dataset and grid cell) and on how stable its verdicts are to the paraphrases drawn."""
+    table = _panels(table)
+    first = table.row(0, named=True)
+    configured = table.filter((pl.col("basis") == "configured") & (pl.col("panel") == first["panel"]))
+    as_run = table.filter(pl.col("basis") != "configured")
+    grid = sorted(set(table["p"].to_list()))
+    rows = []
+    for frame, every in ((configured, True), (as_run, False)):
+        for (name, basis), sub in frame.group_by("panel", "basis", maintain_order=True):
+            by_p = {r["p"]: r for r in sub.iter_rows(named=True)}
+            where = ["(every cell)" if every else name, basis, "" if sub["n_qh"][0] is None else str(sub["n_qh"][0])]
+            for label_, quantity in CHARACTERISTIC_QUANTITIES:
+                rows.append([*where, label_, *(_mc_cell(by_p[p], quantity) for p in grid)])
+            rows.append([*where, "Stage-2 draws read (mean)", *(by_p[p]["mean_n_tested"] for p in grid)])
+    headers = ["dataset", "pools", "q_h", "quantity", *(f"p = {p:g}" for p in grid)]
+    worst = {
+        bound: min(
+            (r[f"coverage_{bound}"] if r[f"coverage_{bound}"] is not None else r[f"coverage_{bound}_mc"])
+            for r in table.iter_rows(named=True)
+        )
+        for bound in ("paper", "betting")
+    }
+    c = configured.row(0, named=True)
+    tau = "each test pool read to its end" if c["tau"] is None else f"tau = {c['tau']:g}"
+    detectable = "n/a (nothing is read)" if c["detectable_p"] is None else f"{c['detectable_p']:.4g}"
+    run_detectable = "; ".join(
+        f"{r['panel']}: " + ("n/a" if r["detectable_p"] is None else f"{r['detectable_p']:.4g}")
+        for r in as_run.unique("panel", keep="first", maintain_order=True).iter_rows(named=True)
+    )
+    text = [
+        "",
+        "## Operating characteristic: what this audit could have found",
+        "",
+        "A hidden question whose paraphrases are each degraded (Delta > epsilon) independently with probability p,",
+        "in every pool alike, audited as this run audits: **flagged** (status DEGRADED) when the paper's test reads",
+        "a counterexample, P = 1 - (1 - p)^N with N the draws it reads on a q_h without one (the search pool plus",
+        "min(M_test, n_tau) per generator, under either stopping rule); **certified** when the common bound reaches",
+        f"tau_c = {first['certify_tau']:g} (`audit.tau`, or `audit.operating_characteristic.certify_tau` where the",
+        "audit has no tau), for the paper's bound and for the betting bound. `configured`: the config's pools;",
+        "`as run`: each audited q_h's pools as scored (shortfalls included), averaged over the q_h. Values are closed",
+        "forms (the betting bound's exact by enumerating its streams where every test pool holds at most 14",
+        f"paraphrases); `±`: a Monte Carlo share and its standard error ({first['draws']} audits per p, seed",
+        f"{first['seed']}). Every closed form has its Monte Carlo twin in `operating_characteristic.parquet`.",
+        "",
+        f"- Configured: search {c['search_size']:g} + test {c['test_size']:g} x {c['generators']}, eta = {c['eta']:g}, "
+        f"{tau}: N = {c['clean_reads']:g} draws read on a clean q_h; flagged with 80% power from p = {detectable}.",
+        f"- Certification at tau_c = {c['certify_tau']:g}: "
+        + (
+            f"reachable (the paper's bound of a clean q_h: {c['clean_bound']:.3f})"
+            if c["clean_bound"] >= c["certify_tau"]
+            else f"**not reachable** with these test pools (the paper's bound of a clean q_h: {c['clean_bound']:.3f})"
+        )
+        + ".",
+        f"- As run, flagged with 80% power from p = {run_detectable}.",
+        f"- Coverage of 1 - p, lowest over the grid: paper's bound {worst['paper']:.3f}, betting bound "
+        f"{worst['betting']:.3f} (each at least 1 - eta = {1 - c['eta']:g}).",
+        "",
+        markdown_table(headers, rows),
+        "Figure: `figures/operating_characteristic.png` (and SVG).",
+    ]
+    if stability is None or stability.is_empty():
+        return text
+    skeys = [k for k in KEYS if k in stability.columns]
+    flagged = pl.col("status") == "DEGRADED"
+    counts = (
+        stability.group_by(*skeys, "target", maintain_order=True)
+        .agg(
+            pl.len().alias("n_qh"),
+            pl.col("stable").sum().alias("stable"),
+            flagged.sum().alias("flagged"),
+            (flagged & pl.col("stable")).sum().alias("flagged_stable"),
+            (~flagged).sum().alias("unflagged"),
+            (~flagged & pl.col("stable")).sum().alias("unflagged_stable"),
+            pl.col("share_same").min().alias("lowest_share"),
+        )
+        .sort(*skeys, "target", nulls_last=True)
+    )
+    unstable = stability.filter(~pl.col("stable")).select(
+        *skeys, "target", "pair_id", "status", "n_counterexamples", "n_search", "n_test", "share_same", "share_exact"
+    )
+    s = stability.row(0, named=True)
+    text += [
+        "",
+        "## Verdict stability (bootstrap redraws of each q_h's pools)",
+        "",
+        f"Each audited q_h's pools (search and test) resampled with replacement within each pool, {s['redraws']} redraws,",
+        "its status recomputed at the run's epsilon (held fixed): a verdict is stable when more than",
+        f"{s['stable_share']:g} of the redraws keep it (`share_exact`: the share over infinitely many redraws, exact).",
+        f"**{int(stability['stable'].sum())} of {stability.height}** verdicts are stable above {s['stable_share']:g}"
+        " (per q_h in `stability.parquet`).",
+        "",
+        frame_table(counts),
+        "Unstable verdicts:" if unstable.height else "No unstable verdict.",
+        "",
+        *([frame_table(unstable)] if unstable.height else []),
+    ]
+    return text
 
 
 def headline_lines(summary: pl.DataFrame) -> list[str]:
