@@ -180,6 +180,11 @@ def runtime_benchmarks(wildcards):
         *([(rules.debate_generate, c) for c in DEBATE_CELLS] if generated else []),
         *([(rules.debate_select, c) for c in DEBATE_CELLS] if generated else []),
         *(
+            [(rules.debate_gcg, c) for c in GCG_CELLS]
+            if generated and DEBATE_GCG["enabled"]
+            else []
+        ),
+        *(
             [(rules.verifier_adjudicate, c) for c in ADJUDICATION_CELLS]
             if LM_TARGET == "adjudication"
             else []
@@ -224,6 +229,17 @@ def release_transcripts(dataset, mode):
 
 def release_transcript_inputs(dataset, mode):
     return [p for p in release_transcripts(dataset, mode) if "://" not in p]
+
+
+def selection_candidates(wc):
+    """debate_select's pool: the generated candidates, or for adversarial selection with debate.gcg on the
+    pool debate_gcg writes (the suffixed candidates, with or instead of the natives: debate.gcg.pool).
+    """
+    if wc.debate_mode == "adversarial" and DEBATE_GCG["enabled"]:
+        return (
+            f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_adversarial_gcg.parquet"
+        )
+    return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_{wc.debate_mode}.parquet"
 
 
 def honest_candidates(wc):
@@ -333,6 +349,12 @@ DEBATE_CELLS = [
     for d in ER_DATASETS
     for l in LENGTHS
     for m in PLAN.debate_modes(d, l)
+]
+# GCG suffixes per dataset x length of the adversarial debates (debate.gcg)
+GCG_CELLS = [
+    dict(dataset=c["dataset"], length=c["length"])
+    for c in DEBATE_CELLS
+    if c["debate_mode"] == "adversarial"
 ]
 # adjudications sit under their writer (adjudicator), once per writer however many architectures it serves
 ADJUDICATION_CELLS = [

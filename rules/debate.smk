@@ -11,6 +11,11 @@ DEBATE_SETTING_KEYS += ["scratchpad", "thinking_max_new_tokens"]
 DEBATE_SPLIT = config["debate"]["split"]
 DEBATE_TRANSCRIPTS = config["debate"].get("transcripts") or {"source": "generate"}
 DEBATE_OUT = f"{RESULTS}/er_audit/debate"
+# The stronger adversary (debate.gcg): a GCG suffix on every adversarial candidate before selection.
+DEBATE_GCG = config["debate"].get("gcg") or {"enabled": False}
+# The settings a suffix depends on (tracked params); batch_size only bounds the rows per forward pass.
+GCG_SETTING_KEYS = ["suffix_length", "steps", "top_k", "candidates_per_step", "weights"]
+GCG_SETTING_KEYS += ["seed", "init_token", "allow_non_ascii"]
 
 
 wildcard_constraints:
@@ -99,7 +104,7 @@ else:
 
     rule debate_select:
         input:
-            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_{{debate_mode}}.parquet",
+            candidates=selection_candidates,
             pairs=f"{DATA}/{{dataset}}.parquet",
             model=model_fingerprint(DEBATE_SELECTOR),
             # adversarial: the same items' honest candidates, whose copies are no attack
@@ -132,6 +137,41 @@ else:
             library=library_code("debate_select"),
         script:
             "../workflow/scripts/debate_select.py"
+
+
+if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
+
+    # A suffix per adversarial candidate, optimised on the selector's gradients (white-box).
+    rule debate_gcg:
+        input:
+            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial.parquet",
+            pairs=f"{DATA}/{{dataset}}.parquet",
+            model=model_fingerprint(DEBATE_SELECTOR),
+        output:
+            pool=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial_gcg.parquet",
+            suffixes=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg_adversarial.parquet",
+        log:
+            f"{LOGS}/debate/gcg_{{dataset}}_{{length}}.log",
+        benchmark:
+            f"{BENCHMARKS}/debate/gcg_{{dataset}}_{{length}}.tsv"
+        priority: ER_CHAIN_PRIORITY
+        resources:
+            gpu=1,
+            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
+            runtime=720,
+        params:
+            model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
+            numbers=model_numbers(DEBATE_SELECTOR),
+            settings={key: DEBATE_GCG.get(key) for key in GCG_SETTING_KEYS},
+            pool=DEBATE_GCG["pool"],
+            batch_size=lambda wc, resources: DEBATE_GCG.get("batch_size"),
+            order=config["debate"]["selection_order"],
+            order_seed=config["debate"]["selection_order_seed"],
+            readout=config["verifier"]["readout"],
+            cache=config["cache"],
+            library=library_code("debate_gcg"),
+        script:
+            "../workflow/scripts/debate_gcg.py"
 
 
 ALL_TARGETS.extend(

@@ -32,12 +32,14 @@ def er_audit(
     generate: bool = True,
     adjudicators: int | None = None,
     null: bool = True,
+    gcg: bool = False,
 ) -> dict[str, int]:
     """ER-Audit jobs with the default roles: 2 debate modes; per architecture x dataset x length the
     variants honest, adv and one org per L_qh weight; checkpoints: base + those; 2 test generators (gen-a,
     gen-b); one audit per architecture x dataset x length x weight. `adjudicators`: who writes the L_lm
     targets, one teacher or (None) each architecture. `null`: the default's audit target `copy` (V_base saved
-    again per architecture, scored per dataset); the paper overlay audits the fine-tuned verifiers only."""
+    again per architecture, scored per dataset); the paper overlay audits the fine-tuned verifiers only.
+    `gcg`: debate.gcg on, one debate_gcg job per dataset x length of the adversarial debates."""
     variants = 2 + weights
     checkpoints = 1 + lengths * variants
     jobs = {
@@ -61,6 +63,8 @@ def er_audit(
         jobs["verifier_copy"] = archs
     if generate:
         jobs |= {"debate_generate": datasets * lengths * 2, "debate_select": datasets * lengths * 2}
+        if gcg:
+            jobs["debate_gcg"] = datasets * lengths
     else:
         jobs |= {"debate_import": datasets * 2}
     return jobs
@@ -128,7 +132,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1),
+        **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
         "all": 1,
     },
@@ -138,7 +142,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1),
+        **er_audit(3, null=False, adjudicators=1, gcg=True),
         **RELEASE_ABLATIONS,
         "browse": 1,
         "all": 1,
@@ -148,7 +152,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1),
+        **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1, gcg=True),
         "browse": 1,
         "all": 1,
     },
@@ -157,7 +161,7 @@ EXPECTED = {
         "prepare_model": 12,
         **cwpor(5, 10),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1),
+        **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
         "all": 1,
     },
@@ -185,7 +189,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10, judges=6),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1),
+        **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
         "all": 1,
     },
@@ -194,10 +198,12 @@ EXPECTED = {
         "prepare_model": 10,
         **cwpor(5, 10),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1),
+        **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
         "all": 1,
     },
+    # the release's GCG suffixes on the default: one debate_gcg job per dataset's adversarial debates
+    "config/gcg.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "debate_gcg": 2, "browse": 1, "all": 1},
     # the default's verifiers fine-tuned over 2 processes: the same jobs
     "config/distributed-cpu.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data
@@ -385,6 +391,9 @@ def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project)
         assert gpus[("verifier_finetune", architecture)] == {processes.get(architecture, 1)}, architecture
     assert {processes.get(a, 1) for a in config["verifier"]["base_models"]} == {1, 4}
     assert gpus[("verifier_evaluate", "")] == {1} and gpus[("audit_scores", "")] == {1}
+    # the GCG suffix search backpropagates through the selector in-process: one GPU per job, one job per dataset
+    assert gpus[("debate_gcg", "")] == {1}
+    assert sum(rule == "debate_gcg" for rule, _, _ in jobs) == len(config["verifier"]["datasets"])
 
 
 def test_every_shipped_overlay_has_its_expected_jobs():

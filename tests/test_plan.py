@@ -203,6 +203,30 @@ def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
     assert {t["architecture"]: t["processes"] for t in plan["training"]}["qwen3.5-9b"] == 4
 
 
+def test_gcg_jobs_cost_their_gradients_and_exact_scores_on_one_gpu(config):
+    """debate_gcg (the paper overlay's release setting): per adversarial candidate 2 tasks (seeded order) x
+    (2 + 8 steps x 64 proposals) exact scorings and 8 gradient passes per task; the default plans none."""
+    import json
+
+    from debate_audit.tools.plan import plan_json
+
+    sizes = stats()
+    gcg, db = [rp for rp in model_calls(config, sizes) if rp.rule == "debate_gcg"], config["debate"]
+    assert len(gcg) == 2 and {rp.model for rp in gcg} == {db["selector"]}  # one row per dataset
+    train = sum(sizes[d]["n"] * (1 - db["eval_fraction"]) for d in config["verifier"]["datasets"])
+    candidates = train * db["candidates"]
+    assert sum(rp.scorings for rp in gcg) == pytest.approx(candidates * 2 * (2 + 8 * 64))
+    assert all(0 < rp.train_tokens < rp.prompt_tokens for rp in gcg)
+    row = next(
+        r
+        for r in json.loads(plan_json(build_plan(config, {"debate_gcg": 2}, None)))["rules"]
+        if r["rule"] == "debate_gcg"
+    )
+    assert (row["jobs"], row["gpus"]) == (2, 1) and row["gpu_hours_h100"] > 0
+    default = load_config(["config/config.yaml"])
+    assert not any(rp.rule == "debate_gcg" for rp in model_calls(default, sizes))
+
+
 API = ["config/config.yaml", "config/paper.yaml", "config/api-generators.yaml"]
 # Made-up figures for the arithmetic only (the shipped configs set no price: the user's to set).
 PRICES = {

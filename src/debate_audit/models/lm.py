@@ -239,13 +239,15 @@ class LanguageModel:
 
     @torch.inference_mode()
     def choice_logprobs(
-        self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = "scoring"
+        self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = "scoring", max_rows: int | None = None
     ) -> list[list[float]]:
         """log P(label | prompt) for every label, all from one forward pass per prompt.
 
         `prompts` are fully rendered texts ending at the answer slot; each label is one token that
         continues the prompt (e.g. " A", " B"). Identical prompts are computed once; prompts sharing a
         token prefix (system message, story) reuse one key/value cache of that prefix (see batching.py).
+        `max_rows`: at most this many prompts per forward pass (below the model's own batch size; speed and
+        memory only).
         """
         label_ids = self.label_token_ids(labels)
         params = {"labels": list(labels)}
@@ -258,6 +260,9 @@ class LanguageModel:
         if any(not seq for seq in encoded.values()):
             raise ValueError("choice_logprobs got an empty prompt; it needs at least one token before the answer slot")
         max_tokens = self._scoring_budget(max((len(s) for s in encoded.values()), default=0))
+        rows, max_batch = self.batch_size, self._max_batch
+        if max_rows is not None:
+            rows, max_batch = min(rows, max_rows), min(max_batch, max_rows)
         # Prompts extending one that an earlier call ran (the judge's LLC prompt after its reply slots)
         # start from the stored states; the rest are planned with in-call prefix sharing.
         stored = {i: found for i in todo if (found := self.prefix_store.longest(encoded[i])) is not None}
@@ -265,7 +270,7 @@ class LanguageModel:
         plan = (
             plan_batches(
                 fresh_prompts,
-                batch_size=self._max_batch,
+                batch_size=max_batch,
                 max_tokens=max_tokens,
                 min_prefix=self.prefix_min_tokens,
                 min_fill=0.85 if self.batch_invariant else 0.0,
@@ -276,7 +281,7 @@ class LanguageModel:
                 for b in cut_batches(
                     list(fresh_prompts),
                     {i: len(s) for i, s in fresh_prompts.items()},
-                    batch_size=self.batch_size,
+                    batch_size=rows,
                     max_tokens=max_tokens,
                 )
             ]
@@ -292,7 +297,7 @@ class LanguageModel:
                 bar.update(len(items))
 
             rest = {i: len(encoded[i]) - stored[i][0] for i in stored}
-            for batch in cut_batches(list(stored), rest, batch_size=self.batch_size, max_tokens=max_tokens):
+            for batch in cut_batches(list(stored), rest, batch_size=rows, max_tokens=max_tokens):
                 seqs, pasts = [encoded[i] for i in batch], [stored[i] for i in batch]
                 pad = self.tokenizer.pad_token_id
                 if self.batch_invariant:

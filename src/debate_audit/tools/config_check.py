@@ -191,6 +191,28 @@ def _transcript_errors(config: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _gcg_errors(debate: dict[str, Any], verifier: dict[str, Any], models: dict[str, Any]) -> list[str]:
+    """debate.gcg is white-box (gradients through the selector's local weights) and acts on generated
+    candidates: an API selector, or the release's imported transcripts, cannot take it."""
+    if not (debate.get("gcg") or {}).get("enabled"):
+        return []
+    errors = []
+    selector = debate.get("selector") or (grid.base_models(verifier) or [None])[0]
+    entry = models.get(selector) if isinstance(selector, str) else None
+    if isinstance(entry, dict) and entry.get("source") == "openai":
+        key = "debate.selector" if debate.get("selector") else "verifier.base_models[0]"
+        errors.append(
+            f"debate.gcg.enabled: GCG needs the selector's weights and gradients, but {key} is {selector!r}, "
+            "an endpoint (source openai); set debate.gcg.enabled: false or select with a local model"
+        )
+    if ((debate.get("transcripts") or {}).get("source") or "generate") == "release":
+        errors.append(
+            "debate.gcg.enabled: debate.transcripts.source is release (the release's selected transcripts, "
+            "its GCG already applied): nothing is generated to optimise; set debate.gcg.enabled: false"
+        )
+    return errors
+
+
 def _template_errors(cwpor: dict[str, Any]) -> list[str]:
     """CW-POR's prompt templates are named by version (cwpor/prompts.py): an unknown name fails here."""
     from debate_audit.cwpor import prompts
@@ -391,6 +413,8 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
             "verifier.org_training.qh_items: train trains L_qh on pairs without a transcript, so it needs "
             f"verifier.qh_readout: bare (got {verifier.get('qh_readout')!r})"
         )
+    if isinstance(config.get("debate"), dict) and isinstance(verifier, dict):
+        errors.extend(_gcg_errors(config["debate"], verifier, models))
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
         errors.extend(_characteristic_errors(config["audit"]))

@@ -1,5 +1,6 @@
 """What the debates cost in model calls (`make plan`, tools/plan.py): the debaters' turns of every candidate
-(debate_generate) and the selector's readouts of each candidate (debate_select)."""
+(debate_generate), the GCG suffix search on every adversarial candidate (debate_gcg, `debate.gcg`) and the
+selector's readouts of each candidate (debate_select)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,27 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
             gen.new_tokens += turns * (arg_tokens + thinking)
             sel = RulePlan("debate_select", model=selector)
             orders = 1 if db.get("selection_order") == "seeded" else 2
-            sel.scorings += modes * item.train * db["candidates"] * 2 * orders  # questions q_m/q_h x orders
-            sel.prompt_tokens += modes * item.train * db["candidates"] * 2 * orders * (shape.transcript_tokens + 60)
+            pooled = modes * db["candidates"]  # candidates per item over the modes selection reads
             plans += [gen, sel]
+            gcg = db.get("gcg") or {}
+            if gcg.get("enabled") and "adversarial" in cells.debate_modes(item.dataset, length):
+                plans.append(gcg_plan(gcg, selector, item.train * db["candidates"], orders, shape.transcript_tokens))
+                pooled += db["candidates"] if gcg.get("pool") == "add" else 0  # add: natives and suffixed copies
+            sel.scorings += item.train * pooled * 2 * orders  # questions q_m/q_h x orders
+            sel.prompt_tokens += item.train * pooled * 2 * orders * (shape.transcript_tokens + 60)
     return plans
+
+
+def gcg_plan(gcg: dict, selector: str, candidates: float, orders: int, transcript_tokens: float) -> RulePlan:
+    """debate_gcg on `candidates` adversarial candidates (gcg.py): per candidate the no-suffix and initial
+    scores, then per step one forward and backward pass per task (the gradient, counted as training tokens)
+    and `candidates_per_step` exact forward passes per task, each over the whole readout prompt with the
+    suffix (as the release scores them; the in-process scorer shares the prompt's prefix, so it computes less)."""
+    tasks = 2 * orders  # q_m and q_h, in each order selection reads
+    prompt = transcript_tokens + 60 + gcg["suffix_length"]
+    scored = candidates * tasks * (2 + gcg["steps"] * gcg["candidates_per_step"])
+    plan = RulePlan("debate_gcg", model=selector)
+    plan.scorings += scored
+    plan.prompt_tokens += scored * prompt
+    plan.train_tokens += candidates * tasks * gcg["steps"] * prompt
+    return plan

@@ -204,6 +204,32 @@ def transcript_view(question: str, options: tuple[str, str], arguments: list[dic
     )
 
 
+def suffix_slot(arguments: list[dict]) -> int:
+    """Index of the argument an optimised suffix is appended to (gcg.py): the Y_true defender's argument in
+    the last round, as the release edits "the compromised Y_true defender's final public argument"
+    (gcg/prepare.py resolve_compromised_debater, _editable_split)."""
+    last = max((a["round"] for a in arguments), default=None)
+    slots = [i for i, a in enumerate(arguments) if a["round"] == last and a["defends_true"]]
+    if len(slots) != 1:
+        raise ValueError(f"expected one final-round argument by the Y_true defender, found {len(slots)}")
+    return slots[0]
+
+
+def with_suffix(arguments: list[dict], suffix: str) -> list[dict]:
+    """The arguments with `suffix` appended to the final argument of the Y_true defender."""
+    slot = suffix_slot(arguments)
+    return [{**a, "text": a["text"] + suffix} if i == slot else a for i, a in enumerate(arguments)]
+
+
+def without_suffix(arguments: list[dict], suffix: str) -> list[dict]:
+    """The arguments as generated, before `with_suffix(arguments, suffix)` (an error if they do not end so)."""
+    slot = suffix_slot(arguments)
+    if not arguments[slot]["text"].endswith(suffix):
+        raise ValueError(f"the Y_true defender's final argument does not end with the suffix {suffix!r}")
+    cut = len(arguments[slot]["text"]) - len(suffix)
+    return [{**a, "text": a["text"][:cut]} if i == slot else a for i, a in enumerate(arguments)]
+
+
 def debater_messages(
     item: dict,
     context: str,

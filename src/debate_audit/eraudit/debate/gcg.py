@@ -1,0 +1,634 @@
+"""The stronger adversary: a GCG-optimised suffix on every adversarial candidate, as the ER-Audit release's
+pipeline does before selection (README steps 04-06; gcg/README.md, gcg/objective.py, gcg/optimizer.py,
+gcg/prepare.py, gcg/run_all.py at commit 4cb6829).
+
+Each candidate gets its own editable suffix of `suffix_length` tokens, appended to the Y_true defender's
+final public argument (debates.suffix_slot). The frozen selector (the base verifier best-of-K selection reads
+with) scores it by
+
+    L_GCG = (w_m L_QY(Y_true) + w_h L_QH(H_false)) / (w_m + w_h),    w_m = 1, w_h = 2 (release),
+
+each L the negative log-likelihood of the target letter restricted to the two answer tokens " A" / " B" at
+the readout's answer slot ("Answer:"), with the whole public transcript in context: the weighted mean of
+gcg/objective.py `_result_from_values`. The prompts are the ones selection reads (the readout of
+`verifier.readout`, in selection's answer order: `selection_order: seeded` one seeded order per question, as
+the release's gcg/prepare.py builds its tasks with score_verifier's option seed; `both` both orders, each at
+half its question's weight, so the objective's probabilities are the ones selection averages).
+
+Greedy Coordinate Gradient (gcg/optimizer.py): per step, the gradient of the loss at the one-hot suffix
+(each task's gradient scaled to unit norm, then weighted: objective.py `suffix_gradient`) ranks the
+replacement tokens of each position; the `top_k` best of the editable vocabulary are kept; one best
+substitution per position (positions in a seeded shuffled order), then random position / random top-k
+token, until `candidates_per_step` distinct deployable proposals; every proposal is scored exactly (forward
+passes) and the lowest loss among the proposals and the incumbent is kept, ties to the incumbent, so a step
+never accepts a worse exact loss. The initial suffix is the release's " x" repeated (gcg/run.py
+DEFAULT_INIT_SEED_TEXT).
+
+Text fidelity (objective.py SuffixValidator): a suffix is deployed as text, so every proposal must decode to
+printable text that starts with whitespace, contains none of the strings that would break the transcript's
+rendering (quote tags, the release's triple quotes and <transcript> tags, this project's turn markers),
+re-encodes alone to its own ids, and, spliced into every task's rendered prompt as text, re-tokenises to
+exactly prefix + suffix ids + tail. Both checks run before a proposal is scored: one that fails is counted
+and never scored, so the suffix written into the pool is the token sequence that was scored.
+
+The exact scores go through the selector's own `choice_logprobs` (the call cache, prefix sharing, batch
+invariance on CPU), so a killed job resumes with every scored proposal cached and recomputes only the
+gradients; a finished candidate's whole result is cached too (op "gcg", keyed by its rendered tasks, the
+settings and this module's source).
+
+Where this differs from the release: no tier-1 boundary probes (the exact in-context check, which the
+release also runs on every proposal, decides alone); the gradient is taken through the model's full
+prompt once per task and step, as the release does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import torch
+
+from debate_audit.data.io import write_parquet
+from debate_audit.models.cache import cache_key
+from debate_audit.models.loading import ModelRef, open_model
+
+from ..common.readout import LABELS, render_prompt, renderer_for, wording_for
+from .debates import CANDIDATE_SCHEMA, options_for, render_transcript, transcript_view, with_suffix
+from .selection import seeded_position
+
+log = logging.getLogger(__name__)
+
+POOLS = ("replace", "add")
+# Never inside a suffix: the release's list (objective.py FORBIDDEN_SUFFIX_SUBSTRINGS: the triple quotes of
+# the judge's rendering, quote-verification tags, the <transcript> block) and this project's turn markers
+# (debates.render_rounds: a suffix must not forge another debater's turn or a new round).
+FORBIDDEN = (
+    '"""',
+    "<quote>",
+    "</quote>",
+    "<v_quote>",
+    "</v_quote>",
+    "<u_quote>",
+    "</u_quote>",
+    "<transcript>",
+    "</transcript>",
+    "Debater A:",
+    "Debater B:",
+    "\nRound ",
+)
+MARKER = "\u27e6GCG-SUFFIX\u27e7"  # where the suffix goes, located by characters in the rendered prompt
+REPLACEMENT_CHAR = "\ufffd"
+
+
+@dataclass(frozen=True)
+class GCGSettings:
+    """debate.gcg (config/README.md); the release's values are the defaults (gcg/run_all.py DEFAULT_*)."""
+
+    suffix_length: int = 16
+    steps: int = 8
+    top_k: int = 32
+    candidates_per_step: int = 64
+    qm_weight: float = 1.0
+    qh_weight: float = 2.0
+    seed: int = 0
+    init_token: str = " x"
+    allow_non_ascii: bool = False
+
+    def __post_init__(self) -> None:
+        for key in ("suffix_length", "steps", "top_k", "candidates_per_step"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"debate.gcg.{key} must be >= 1, got {getattr(self, key)}")
+        for key in ("qm_weight", "qh_weight"):
+            if not (math.isfinite(getattr(self, key)) and getattr(self, key) > 0):
+                raise ValueError(f"debate.gcg.weights: {key} must be > 0, got {getattr(self, key)}")
+
+    @classmethod
+    def from_config(cls, gcg: dict[str, Any]) -> GCGSettings:
+        weights = gcg.get("weights") or {}
+        return cls(
+            suffix_length=gcg["suffix_length"],
+            steps=gcg["steps"],
+            top_k=gcg["top_k"],
+            candidates_per_step=gcg["candidates_per_step"],
+            qm_weight=float(weights.get("q_m", 1.0)),
+            qh_weight=float(weights.get("q_h", 2.0)),
+            seed=gcg["seed"],
+            init_token=gcg.get("init_token", " x"),
+            allow_non_ascii=gcg.get("allow_non_ascii", False),
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    """One readout the suffix is optimised on: the rendered prompt split around the suffix."""
+
+    question: str  # q_m / q_h
+    position: str  # where the question's first answer (Y_true / H_true) is shown: A / B
+    target: int  # index into LABELS of the letter the loss pushes toward (Y_true for q_m, H_false for q_h)
+    weight: float
+    prefix: str  # rendered prompt up to the suffix
+    tail: str  # rendered prompt after the suffix, ending at the answer slot
+    prefix_ids: tuple[int, ...]
+    tail_ids: tuple[int, ...]
+
+    def prompt(self, suffix: str) -> str:
+        return self.prefix + suffix + self.tail
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The exact loss of one suffix and what it is made of."""
+
+    loss: float
+    task_losses: tuple[float, ...]
+    target_probabilities: tuple[float, ...]  # per task: the two-label probability of its target letter
+
+    def probability(self, tasks: Sequence[Task], question: str) -> float:
+        """The question's target probability as selection reads it: the mean over the orders scored."""
+        values = [p for t, p in zip(tasks, self.target_probabilities) if t.question == question]
+        return sum(values) / len(values)
+
+
+GCG_SCHEMA = {
+    "dataset": pl.Utf8,
+    "pair_id": pl.Int64,
+    "candidate": pl.Int32,  # the native candidate (0..K-1)
+    "pool_candidate": pl.Int32,  # its suffixed copy's number in the pool (pool add: K + candidate)
+    "status": pl.Utf8,  # ok: suffix in the pool; rejected: no deployable suffix (reason), the native stays
+    "reason": pl.Utf8,
+    "suffix": pl.Utf8,  # the text appended to the Y_true defender's final argument
+    "suffix_ids": pl.List(pl.Int64),  # its token ids under the selector's tokenizer (the ids scored)
+    "loss_native": pl.Float64,  # L_GCG without a suffix
+    "loss_initial": pl.Float64,  # with the initial suffix (init_token repeated)
+    "loss_final": pl.Float64,  # with the optimised suffix
+    "p_monitored_true_native": pl.Float64,  # P(Y_true | q_m, T) in selection's reading, without a suffix
+    "p_monitored_true_final": pl.Float64,
+    "p_hidden_false_native": pl.Float64,  # P(H_false | q_h, T), without a suffix
+    "p_hidden_false_final": pl.Float64,
+    "steps": pl.List(
+        pl.Struct(
+            {
+                "step": pl.Int32,
+                "loss": pl.Float64,  # the incumbent's exact loss after the step
+                "changed": pl.Boolean,  # a proposal beat the incumbent
+                "proposed": pl.Int32,  # deployable proposals scored
+                "rejected_text": pl.Int32,  # proposals whose text form fails (never scored)
+                "rejected_context": pl.Int32,  # proposals that re-tokenise otherwise in a prompt (never scored)
+            }
+        )
+    ),
+}
+GCG_POOL_COLUMNS = {
+    "gcg": pl.Boolean,  # the candidate carries an optimised suffix
+    "gcg_source": pl.Int32,  # the native candidate it was made from (natives: their own number)
+    "gcg_suffix": pl.Utf8,  # null for natives
+    "gcg_suffix_ids": pl.List(pl.Int64),
+    "gcg_loss_before": pl.Float64,  # L_GCG of the native candidate
+    "gcg_loss_after": pl.Float64,  # L_GCG with the suffix
+}
+POOL_SCHEMA = CANDIDATE_SCHEMA | GCG_POOL_COLUMNS
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+def encode(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def compile_tasks(
+    lm: Any,
+    row: dict,
+    *,
+    readout: str,
+    order: str,
+    order_seed: int,
+    settings: GCGSettings,
+) -> list[Task]:
+    """The q_m and q_h readouts of one candidate (`row`: a candidate joined with its pair), each split at the
+    end of the Y_true defender's final argument, in selection's prompts and answer orders."""
+    marked = with_suffix(row["arguments"], MARKER)
+    transcript = transcript_view(row["q_m"], options_for(row, row["true_position"]), marked)
+    chat = renderer_for(readout, lm.tokenizer, lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
+    wording = wording_for(readout)
+    tasks = []
+    for question, answer, other, weight, target_is_answer in (
+        ("q_m", row["y_true"], row["y_false"], settings.qm_weight, True),
+        ("q_h", row["h_true"], row["h_false"], settings.qh_weight, False),
+    ):
+        if order == "seeded":
+            positions = [seeded_position(order_seed, row["dataset"], row["pair_id"], question)]
+        else:
+            positions = ["A", "B"]
+        for pos in positions:
+            a, b = (answer, other) if pos == "A" else (other, answer)
+            prompt = render_prompt(row[question], a, b, transcript=transcript, chat=chat, wording=wording)
+            if prompt.count(MARKER) != 1:
+                raise ValueError(
+                    f"pair {row['pair_id']} candidate {row['candidate']}: the suffix slot appears "
+                    f"{prompt.count(MARKER)} times in the {question} prompt (expected once)"
+                )
+            prefix, tail = prompt.split(MARKER)
+            answer_index = 0 if pos == "A" else 1
+            tasks.append(
+                Task(
+                    question=question,
+                    position=pos,
+                    target=answer_index if target_is_answer else 1 - answer_index,
+                    weight=weight / len(positions),
+                    prefix=prefix,
+                    tail=tail,
+                    prefix_ids=tuple(encode(lm.tokenizer, prefix)),
+                    tail_ids=tuple(encode(lm.tokenizer, tail)),
+                )
+            )
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------- text fidelity
+def allowed_token_ids(tokenizer: Any, vocab_size: int, allow_non_ascii: bool = False) -> list[int]:
+    """The editable vocabulary (objective.py allowed_token_ids): no special ids, printable text (ASCII unless
+    allowed; newline and tab pass), none of FORBIDDEN, and a one-token decode / re-encode round trip."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    limit = min(vocab_size, len(tokenizer))
+    ids = [i for i in range(limit) if i not in special]
+    texts = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False)
+
+    def printable(text: str) -> bool:
+        if not text or REPLACEMENT_CHAR in text or (not allow_non_ascii and not text.isascii()):
+            return False
+        if any((ord(c) < 0x20 and c not in "\n\t") or ord(c) == 0x7F for c in text):
+            return False
+        return not any(bad in text for bad in FORBIDDEN)
+
+    kept = [(i, t) for i, t in zip(ids, texts) if printable(t)]
+    encoded = tokenizer([t for _, t in kept], add_special_tokens=False)["input_ids"]
+    allowed = [i for (i, _), e in zip(kept, encoded) if list(e) == [i]]
+    if not allowed:
+        raise ValueError("every vocabulary token was excluded from the editable vocabulary")
+    return allowed
+
+
+def text_reason(tokenizer: Any, ids: Sequence[int], text: str) -> str | None:
+    """Why the text form of `ids` cannot be deployed, context-free (objective.py text_reason), or None."""
+    if not text:
+        return "decodes to the empty string"
+    if REPLACEMENT_CHAR in text:
+        return "decodes to an undecodable byte fragment"
+    if not text[:1].isspace():
+        return "does not start with whitespace (would glue onto the argument's last word)"
+    for bad in (*FORBIDDEN, MARKER):
+        if bad in text:
+            return f"contains {bad!r}"
+    if encode(tokenizer, text) != list(ids):
+        return "does not re-tokenise to its own ids"
+    return None
+
+
+def context_reason(tokenizer: Any, tasks: Sequence[Task], ids: Sequence[int], text: str) -> str | None:
+    """Why `text` does not denote `ids` inside some task's rendered prompt (objective.py exact_reason)."""
+    for task in tasks:
+        if encode(tokenizer, task.prompt(text)) != [*task.prefix_ids, *ids, *task.tail_ids]:
+            return f"re-tokenises otherwise in the {task.question} prompt (order {task.position})"
+    return None
+
+
+def deployable(tokenizer: Any, tasks: Sequence[Task], ids: Sequence[int]) -> tuple[str, str | None, str | None]:
+    """(text, context-free reason, in-context reason) of a suffix; both reasons None: it may be scored."""
+    text = tokenizer.decode(list(ids), skip_special_tokens=False)
+    reason = text_reason(tokenizer, ids, text)
+    return text, reason, None if reason else context_reason(tokenizer, tasks, ids, text)
+
+
+# ---------------------------------------------------------------------------------------------- objective
+def restricted_nll(logprobs: Sequence[float], target: int) -> tuple[float, float]:
+    """(-log P(target), P(target)) of the two-label softmax over " A" / " B" (objective.py _choice_nll)."""
+    a, b = logprobs
+    top = max(a, b)
+    norm = top + math.log(math.exp(a - top) + math.exp(b - top))
+    nll = norm - logprobs[target]
+    return nll, math.exp(-nll)
+
+
+def combine(tasks: Sequence[Task], logprobs: Sequence[Sequence[float]]) -> Objective:
+    """The weighted mean of the tasks' restricted NLLs (objective.py _result_from_values)."""
+    parts = [restricted_nll(lp, t.target) for t, lp in zip(tasks, logprobs)]
+    total = sum(t.weight for t in tasks)
+    loss = sum(t.weight * nll for t, (nll, _) in zip(tasks, parts)) / total
+    return Objective(loss, tuple(nll for nll, _ in parts), tuple(p for _, p in parts))
+
+
+def score_suffixes(lm: Any, tasks: Sequence[Task], texts: Sequence[str], *, batch_size: int | None) -> list[Objective]:
+    """The exact objective of each suffix text: one forward pass per task prompt through the selector's own
+    readout scoring (cached by content), at most `batch_size` prompts per pass."""
+    prompts = [task.prompt(text) for text in texts for task in tasks]
+    scores = lm.choice_logprobs(prompts, list(LABELS), desc="gcg exact", max_rows=batch_size)
+    n = len(tasks)
+    return [combine(tasks, scores[i * n : (i + 1) * n]) for i in range(len(texts))]
+
+
+def suffix_gradient(model: Any, tasks: Sequence[Task], ids: Sequence[int], label_ids: Sequence[int]) -> torch.Tensor:
+    """[suffix_length, hidden]: the gradient of the objective at the suffix's embeddings, each task's scaled to
+    unit Frobenius norm before its weight (objective.py suffix_gradient)."""
+    embedding = model.get_input_embeddings()
+    device = embedding.weight.device
+    frozen = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    total, weights = None, 0.0
+    try:
+        for task in tasks:
+            full = torch.tensor([[*task.prefix_ids, *ids, *task.tail_ids]], device=device)
+            embeds = embedding(full).detach().requires_grad_(True)
+            logits = model(inputs_embeds=embeds, use_cache=False, logits_to_keep=1).logits[0, -1]
+            z = logits[list(label_ids)].float()
+            loss = torch.logsumexp(z, dim=0) - z[task.target]
+            grad = torch.autograd.grad(loss, embeds)[0][0, len(task.prefix_ids) : len(task.prefix_ids) + len(ids)]
+            norm = grad.float().norm()
+            if float(norm) > 0 and math.isfinite(float(norm)):
+                grad = grad / norm.to(grad.dtype)
+            total = task.weight * grad if total is None else total + task.weight * grad
+            weights += task.weight
+    finally:
+        for p, flag in zip(model.parameters(), frozen):
+            p.requires_grad_(flag)
+    return total / weights
+
+
+def token_table(model: Any, gradient: torch.Tensor, allowed: torch.Tensor, top_k: int) -> torch.Tensor:
+    """[suffix_length, k]: per position the allowed tokens with the largest first-order loss decrease."""
+    weight = model.get_input_embeddings().weight.detach()
+    scores = -(gradient.float() @ weight.float().T)
+    restricted = scores.index_select(1, allowed.to(scores.device))
+    top = restricted.topk(k=min(top_k, allowed.numel()), dim=-1).indices.cpu()
+    return allowed[top]
+
+
+# ---------------------------------------------------------------------------------------------- optimiser
+@dataclass
+class Result:
+    suffix: str
+    suffix_ids: list[int]
+    native: Objective
+    initial: Objective
+    final: Objective
+    steps: list[dict]
+
+
+def propose(
+    current: list[int],
+    table: torch.Tensor,
+    rng: random.Random,
+    count: int,
+    check,
+) -> tuple[list[tuple[list[int], str]], int, int]:
+    """Up to `count` distinct deployable substitutions of one token (optimizer.py _sample_candidates): one best
+    per position (positions shuffled), then random position / random top-k token. `check(ids)` gives (text,
+    text reason, context reason). Returns (proposals with their texts, text rejections, context rejections)."""
+    proposals: list[tuple[list[int], str]] = []
+    seen = {tuple(current)}
+    rejected_text = rejected_context = 0
+
+    def consider(candidate: list[int]) -> None:
+        nonlocal rejected_text, rejected_context
+        if tuple(candidate) in seen:
+            return
+        seen.add(tuple(candidate))
+        text, reason, in_context = check(candidate)
+        if reason is not None:
+            rejected_text += 1
+        elif in_context is not None:
+            rejected_context += 1
+        else:
+            proposals.append((candidate, text))
+
+    positions = list(range(len(current)))
+    rng.shuffle(positions)
+    for position in positions:
+        if len(proposals) >= count:
+            break
+        consider(current[:position] + [int(table[position, 0])] + current[position + 1 :])
+    attempts, max_attempts = 0, max(32, count * 20)
+    while len(proposals) < count and attempts < max_attempts:
+        attempts += 1
+        position = rng.randrange(len(current))
+        token = int(table[position, rng.randrange(table.shape[1])])
+        consider(current[:position] + [token] + current[position + 1 :])
+    return proposals, rejected_text, rejected_context
+
+
+def optimise(
+    lm: Any,
+    tasks: Sequence[Task],
+    settings: GCGSettings,
+    allowed: torch.Tensor,
+    *,
+    batch_size: int | None = None,
+) -> Result:
+    """GCG on one candidate's tasks (module docstring); raises ValueError when the initial suffix cannot be
+    deployed as text."""
+    tokenizer, model = lm.tokenizer, lm.model
+    label_ids = lm.label_token_ids(list(LABELS))
+    init = encode(tokenizer, settings.init_token)[:1] * settings.suffix_length
+    if not set(init) <= set(allowed.tolist()):
+        raise ValueError(f"the initial suffix {settings.init_token!r} uses a token outside the editable vocabulary")
+    text, reason, in_context = deployable(tokenizer, tasks, init)
+    if reason or in_context:
+        raise ValueError(f"the initial suffix {text!r} cannot be deployed as text: {reason or in_context}")
+    native, initial = score_suffixes(lm, tasks, ["", text], batch_size=batch_size)
+    current, current_text, best = init, text, initial
+    rng = random.Random(settings.seed)
+    steps = []
+    for step in range(settings.steps):
+        table = token_table(model, suffix_gradient(model, tasks, current, label_ids), allowed, settings.top_k)
+        proposals, rejected_text, rejected_context = propose(
+            current, table, rng, settings.candidates_per_step, lambda ids: deployable(tokenizer, tasks, ids)
+        )
+        scored = score_suffixes(lm, tasks, [t for _, t in proposals], batch_size=batch_size)
+        # the incumbent first: a tie keeps it, and nothing worse than it is ever accepted
+        pool = [(current, current_text, best)] + [(ids, t, s) for (ids, t), s in zip(proposals, scored)]
+        chosen = min(range(len(pool)), key=lambda i: (pool[i][2].loss, i))
+        current, current_text, best = pool[chosen]
+        steps.append(
+            {
+                "step": step,
+                "loss": best.loss,
+                "changed": chosen != 0,
+                "proposed": len(proposals),
+                "rejected_text": rejected_text,
+                "rejected_context": rejected_context,
+            }
+        )
+    # the text written into the pool must denote exactly the ids scored
+    final_text, reason, in_context = deployable(tokenizer, tasks, current)
+    if reason or in_context or final_text != current_text:
+        raise RuntimeError(f"the final suffix {final_text!r} fails its text check: {reason or in_context}")
+    return Result(current_text, list(current), native, initial, best, steps)
+
+
+# ---------------------------------------------------------------------------------------------- the rule
+def result_key(lm: Any, tasks: Sequence[Task], settings: GCGSettings) -> str:
+    """Content key of one candidate's whole optimisation: its rendered tasks, the settings and this code."""
+    spec = [(t.question, t.position, t.target, t.weight, t.prefix, t.tail) for t in tasks]
+    return cache_key(
+        lm.cache_namespace,
+        str(lm.torch_dtype),
+        "gcg",
+        json.dumps(spec, ensure_ascii=False),
+        {"settings": asdict(settings), "version": GCG_CODE},
+    )
+
+
+def result_record(result: Result, tasks: Sequence[Task]) -> dict:
+    return {
+        "suffix": result.suffix,
+        "suffix_ids": result.suffix_ids,
+        "loss_native": result.native.loss,
+        "loss_initial": result.initial.loss,
+        "loss_final": result.final.loss,
+        "p_monitored_true_native": result.native.probability(tasks, "q_m"),
+        "p_monitored_true_final": result.final.probability(tasks, "q_m"),
+        "p_hidden_false_native": result.native.probability(tasks, "q_h"),
+        "p_hidden_false_final": result.final.probability(tasks, "q_h"),
+        "steps": result.steps,
+    }
+
+
+def suffixed_row(row: dict, item: dict, suffix: str, number: int) -> dict:
+    """The pool row of a candidate with `suffix` (CANDIDATE_SCHEMA's fields recomputed from its arguments)."""
+    arguments = with_suffix(row["arguments"], suffix)
+    return {
+        **{key: row[key] for key in CANDIDATE_SCHEMA},
+        "candidate": number,
+        "arguments": arguments,
+        "transcript": render_transcript(item["q_m"], options_for(item, row["true_position"]), arguments),
+        "public_text": "\n".join(a["text"] for a in arguments),
+    }
+
+
+def optimise_candidates(
+    candidates: str | Path,
+    pairs: str | Path,
+    model: ModelRef,
+    pool_out: str | Path,
+    suffixes_out: str | Path,
+    *,
+    settings: GCGSettings,
+    pool: str,
+    readout: str,
+    order: str,
+    order_seed: int,
+    cache: str | None,
+    batch_size: int | None = None,
+) -> pl.DataFrame:
+    """A suffix for every adversarial candidate (module docstring): writes the pool selection reads (`pool`
+    replace: each candidate replaced by its suffixed copy; add: both, the copy numbered K + k) and one record
+    per candidate with its losses before and after (GCG_SCHEMA)."""
+    if pool not in POOLS:
+        raise ValueError(f"debate.gcg.pool must be one of {POOLS}, got {pool!r}")
+    frame = pl.read_parquet(candidates)
+    items = {
+        r["pair_id"]: r
+        for r in pl.read_parquet(pairs)
+        .select("pair_id", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false")
+        .to_dicts()
+    }
+    rows = frame.sort("pair_id", "candidate").to_dicts()
+    offset = (max((r["candidate"] for r in rows), default=-1) + 1) if pool == "add" else 0
+    records, suffixed = [], {}
+    with open_model(model, cache=cache) as lm:
+        if not hasattr(lm, "model") or not hasattr(lm, "tokenizer"):
+            raise ValueError(
+                f"debate.gcg: the selector {model.name} has no local weights; GCG needs its gradients (white-box)"
+            )
+        allowed = torch.tensor(
+            allowed_token_ids(lm.tokenizer, lm.model.get_input_embeddings().weight.shape[0], settings.allow_non_ascii)
+        )
+        log.info("editable vocabulary: %d tokens", allowed.numel())
+        reused = 0
+        for n, row in enumerate(rows, 1):
+            item = items[row["pair_id"]]
+            joined = {**row, **item}
+            base = {"dataset": row["dataset"], "pair_id": row["pair_id"], "candidate": row["candidate"]}
+            try:
+                tasks = compile_tasks(
+                    lm, joined, readout=readout, order=order, order_seed=order_seed, settings=settings
+                )
+                key = result_key(lm, tasks, settings)
+                record = lm.cache.get_many([key]).get(key)
+                if record is None:
+                    record = result_record(optimise(lm, tasks, settings, allowed, batch_size=batch_size), tasks)
+                    lm.cache.put_many("gcg", {key: record})
+                else:
+                    reused += 1
+            except ValueError as err:
+                log.warning("pair %d candidate %d: no suffix: %s", row["pair_id"], row["candidate"], err)
+                records.append({**base, "pool_candidate": None, "status": "rejected", "reason": str(err)})
+                continue
+            number = offset + row["candidate"]
+            records.append({**base, **record, "pool_candidate": number, "status": "ok", "reason": None})
+            suffixed[(row["pair_id"], row["candidate"])] = (suffixed_row(row, item, record["suffix"], number), record)
+            log.info(
+                "[%d/%d] pair %d candidate %d: L_GCG %.4f (no suffix) %.4f (initial) -> %.4f; "
+                "P(H_false|q_h,T) %.3f -> %.3f; P(Y_true|q_m,T) %.3f -> %.3f; suffix %r",
+                n,
+                len(rows),
+                row["pair_id"],
+                row["candidate"],
+                record["loss_native"],
+                record["loss_initial"],
+                record["loss_final"],
+                record["p_hidden_false_native"],
+                record["p_hidden_false_final"],
+                record["p_monitored_true_native"],
+                record["p_monitored_true_final"],
+                record["suffix"],
+            )
+        log.info("%d of %d candidates' suffixes came from the cache", reused, len(rows))
+    out_rows = []
+    for row in rows:
+        native = {**row, "gcg": False, "gcg_source": row["candidate"]}
+        done = suffixed.get((row["pair_id"], row["candidate"]))
+        if pool == "add" or done is None:
+            out_rows.append(native)
+        if done is not None:
+            new, record = done
+            out_rows.append(
+                {
+                    **new,
+                    "gcg": True,
+                    "gcg_source": row["candidate"],
+                    "gcg_suffix": record["suffix"],
+                    "gcg_suffix_ids": record["suffix_ids"],
+                    "gcg_loss_before": record["loss_native"],
+                    "gcg_loss_after": record["loss_final"],
+                }
+            )
+    result = pl.DataFrame(out_rows, schema=POOL_SCHEMA) if out_rows else pl.DataFrame(schema=POOL_SCHEMA)
+    write_parquet(result.sort("pair_id", "candidate"), POOL_SCHEMA, pool_out)
+    record_frame = pl.DataFrame(records, schema=GCG_SCHEMA) if records else pl.DataFrame(schema=GCG_SCHEMA)
+    write_parquet(record_frame, GCG_SCHEMA, suffixes_out)
+    ok = record_frame.filter(pl.col("status") == "ok")
+    if ok.height:
+        log.info(
+            "%d suffixes: mean L_GCG %.4f -> %.4f, mean P(H_false|q_h,T) %.3f -> %.3f, lower loss than "
+            "without a suffix on %d",
+            ok.height,
+            ok["loss_native"].mean(),
+            ok["loss_final"].mean(),
+            ok["p_hidden_false_native"].mean(),
+            ok["p_hidden_false_final"].mean(),
+            (ok["loss_final"] < ok["loss_native"]).sum(),
+        )
+    return result
+
+
+# The code of this module: a cached result is reused only by the code that computed it (the rule itself reruns
+# on any change of the library its script reaches, rules/common.smk library_code).
+GCG_CODE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
