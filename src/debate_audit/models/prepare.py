@@ -105,9 +105,9 @@ def _gguf_source(spec: ModelSpec, out_dir: Path):
 
 
 def _from_gguf(spec: ModelSpec, out_dir: Path) -> dict:
-    with _gguf_source(spec, out_dir) as (src, identity):
+    with _gguf_source(spec, out_dir) as (src, origin):
         _convert_gguf(spec, src, out_dir)
-    return identity
+    return origin
 
 
 def _convert_gguf(spec: ModelSpec, src: Path, out_dir: Path) -> None:
