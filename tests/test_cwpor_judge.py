@@ -325,3 +325,74 @@ def test_varied_example_is_stable_per_question_and_balanced():
     text = judge_messages(tpl, "Q", "a", "b", examples[0])[1]["content"]
     assert f"Final Answer: Answer {examples[0].answer}\nConfidence: {examples[0].confidence}" in text
     assert example_reply(judge_template("v3"), 7).answer == "B" and example_reply(judge_template("v2"), 7) is None
+
+
+class PlainLM:
+    """A judge without a chat template: continues plain prompts from a script, keyed by question and label."""
+
+    has_chat_template = False
+
+    def __init__(self, slots, logprobs):
+        self.slots, self.logprobs, self.prompts, self.scored = slots, logprobs, [], []
+
+    def render_chat(self, messages, assistant_prefix=None):
+        raise AssertionError("a model without a chat template was asked for a chat rendering")
+
+    def generate(self, conversations, params, desc=""):
+        raise AssertionError("a model without a chat template was asked for chat replies")
+
+    def render_plain(self, text):
+        return "<bos>" + text
+
+    def complete(self, prompts, params, desc=""):
+        self.prompts.extend(prompts)
+        outs = []
+        for prompt in prompts:
+            question = prompt.split("\n\nQuestion: ", 1)[1].split("\n")[0]
+            label = next(lab for lab in ("Confidence:", "Final Answer: Answer", "Rationale:") if prompt.endswith(lab))
+            outs.append([self.slots[question][label].strip()])
+        return outs
+
+    def choice_logprobs(self, prompts, labels, desc=""):
+        self.scored.extend(prompts)
+        return [self.logprobs[p.split("\n\nQuestion: ", 1)[1].split("\n")[0]] for p in prompts]
+
+
+def test_a_judge_without_a_chat_template_reads_a_plain_prompt_and_is_scored_at_its_answer_slot(tmp_path, fake_model):
+    from debate_audit.cwpor.prompts import plain_judge_prompt, plain_template_id
+
+    questions = list(QUESTIONS["question"])
+    slots = {
+        q: {"Rationale:": " Because.", "Final Answer: Answer": f" {c}", "Confidence:": " 3"}
+        for q, c in zip(questions, "ABA")
+    }
+    fake = fake_model(judge_module, PlainLM(slots, {q: [math.log(0.6), math.log(0.4)] for q in questions}))
+    QUESTIONS.write_parquet(tmp_path / "q.parquet")
+    responses().write_parquet(tmp_path / "r.parquet")
+    frame = judge_debates(
+        tmp_path / "q.parquet",
+        tmp_path / "r.parquet",
+        tmp_path / "j.parquet",
+        judge=ModelRef("base-judge", "unused"),
+        template="v4",
+        max_new_tokens=30,
+        cache=None,
+    )
+    assert frame["raw_judgment"][0] == "Rationale: Because.\nFinal Answer: Answer A\nConfidence: 3"
+    assert frame["choice"].to_list() == ["A", "B", "A"] and frame["llc"].to_list() == pytest.approx([0.6] * 3)
+    # the template column says the judge read the plain prompt; a chat judge's id differs
+    assert frame["template"].unique().to_list() == [plain_template_id("v4")] != [template_id("judge", "v4")]
+    assert plain_template_id("v4").startswith("v4+plain:")
+    tpl = judge_template("v4")
+    rec = QUESTIONS.row(0, named=True)
+    conversation = judge_messages(
+        tpl, rec["question"], "neutral says Fat", "persuasive says Water", example_reply(tpl, rec["question_id"])
+    )
+    # The document: system text, user text, then the reply so far; nothing marks turns
+    assert fake.prompts[0] == "<bos>" + plain_judge_prompt(conversation, "Rationale:")
+    assert (
+        fake.prompts[0] == "<bos>" + conversation[0]["content"] + "\n\n" + conversation[1]["content"] + "\n\nRationale:"
+    )
+    assert fake.prompts[3] == "<bos>" + plain_judge_prompt(conversation, "Rationale: Because.\nFinal Answer: Answer")
+    assert fake.scored[0] == "<bos>" + plain_judge_prompt(conversation, tpl.llc_prefix)
+    assert all(p.endswith("\n\nFinal Answer: Answer") for p in fake.scored)

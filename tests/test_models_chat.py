@@ -234,3 +234,17 @@ def test_rehearsal_stand_in_with_the_published_template_generates(tmp_path, harm
     assert lm.chat.reasoning == kind
     (replies,) = lm.generate([QUESTION], GenerationParams(max_new_tokens=12))
     assert isinstance(replies[0], str) and not any(t in replies[0] for t in lm.chat.special_tokens)
+
+
+def test_a_tokenizer_without_a_chat_template_gets_no_other_models_template(embedded_model_dir):
+    from transformers import AutoTokenizer
+
+    from debate_audit.models.chat import NoChatTemplateError, document_prefix
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir)
+    assert document_prefix(tokenizer) == ""  # SmolLM2's tokenizer adds no BOS: its plain prompts are as written
+    tokenizer.chat_template = None
+    chat = ChatFormat.of(tokenizer)
+    assert not chat.has_template and chat.plain("Question: x") == "Question: x"
+    with pytest.raises(NoChatTemplateError, match="no chat template .*plain prompts only"):
+        chat.render(tokenizer, QUESTION)

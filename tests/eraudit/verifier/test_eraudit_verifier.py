@@ -443,3 +443,61 @@ def test_table1_markdown_shows_both_populations(tmp_path):
         "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text
         and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text
     )
+
+
+def tiny_gemma3(seed=0, window=4):
+    """A tiny random Gemma 3 text model: a sliding-window layer (`window` tokens) and a full-attention one."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(
+        vocab_size=48,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=8,
+        sliding_window=window,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=64,
+    )
+    return Gemma3ForCausalLM(config)
+
+
+def test_a_sliding_window_model_trains_its_losses_in_two_passes_and_refuses_a_packed_one():
+    from debate_audit.eraudit.verifier.losses import _packed_terms, unpackable
+
+    model = tiny_gemma3()
+    model.set_attn_implementation("sdpa")
+    assert unpackable(model) == "it has sliding_attention layers"
+    batch = [packable(0, target=(20, 21, 22, 23, 24, 25)), packable(1)]  # rows longer than the 4-token window
+    with pytest.raises(ValueError, match="sliding_attention"):
+        verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=True)
+    chosen = verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD)  # pack=None: the model decides
+    two = verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=False)
+    assert {term: v.item() for term, v in chosen.items()} == {term: v.item() for term, v in two.items()}
+    # Why: the packed row's custom mask stands in for the window, so the sliding layer would attend past it
+    packed = _packed_terms(model, batch, LABEL_IDS, PAD, "cpu")
+    assert packed["lm"].item() != pytest.approx(two["lm"].item(), rel=1e-4)
+    # With a window wider than every row the sliding layer sees all it would: then the two agree
+    wide = tiny_gemma3(window=64)
+    wide.set_attn_implementation("sdpa")
+    wide_packed = _packed_terms(wide, batch, LABEL_IDS, PAD, "cpu")
+    wide_two = verifier_losses(wide, batch, LABEL_IDS, WEIGHTS, PAD, pack=False)
+    for term in ("lm", "fc"):
+        assert wide_packed[term].item() == pytest.approx(wide_two[term].item(), rel=1e-5)
+
+
+def test_two_passes_compute_logits_only_where_a_loss_reads_them():
+    """With a 262k-token vocabulary (Gemma 3) a position's logits are 1 MB: the L_lm pass keeps its targets'
+    positions and the one before, each readout its answer slot."""
+    model = tiny_gemma3()
+    kept = []
+    model.lm_head.register_forward_hook(lambda module, args, out: kept.append(out.shape[1]))
+    target = (20, 21, 22)
+    batch = [example(0, True, target=target), example(1, True, target=target)]
+    verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD, pack=False)
+    lm_width = len(batch[0].lm_ids)
+    assert kept == [len(target) + 1, 1, 1]  # L_lm, then the q_m readouts, then the q_h readouts
+    assert kept[0] < lm_width

@@ -22,7 +22,9 @@ is shown in one of three formats (`verifier.readout`):
   prefills gpt-oss's harmony final channel with "Answer:"; this renderer puts "Answer:" after every
   model's own generation prompt (a reasoning model's final-channel header comes from its chat template).
 - plain (base models without a template): the question block followed by "Answer:" as raw text, the
-  transcript (if any) in front under "Debate transcript:".
+  transcript (if any) in front under "Debate transcript:"; the model reads it after the special token its
+  tokenizer puts before a text of its own accord (`prefix`, models/chat.py `document_prefix`: Gemma's
+  `<bos>`, nothing for SmolLM2's tokenizer), as a chat template writes it for a chat model.
 
 Either way the prompt ends at the answer slot "Answer:" and the model's next token is scored over the two
 labels " A" and " B" with `LanguageModel.choice_logprobs` (one forward pass per prompt, batched, cached by
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from debate_audit.models import two_way_softmax
-from debate_audit.models.chat import ChatFormat
+from debate_audit.models.chat import ChatFormat, document_prefix, has_chat_template
 
 if TYPE_CHECKING:
     from debate_audit.models.loading import ChatModel
@@ -186,10 +188,6 @@ class Transcript:
 ChatRenderer = Callable[[list[dict[str, str]], str], str]
 
 
-def has_chat_template(tokenizer: Any) -> bool:
-    return bool(getattr(tokenizer, "chat_template", None))
-
-
 def resolve_readout(mode: str, tokenizer: Any) -> str:
     """`chat`, `release` or `plain` for this tokenizer; `auto` is chat exactly when the tokenizer has a chat
     template."""
@@ -214,14 +212,21 @@ def question_block(question: str, option_a: str, option_b: str) -> str:
     return f"Question: {question.strip()}\nA. {option_a.strip()}\nB. {option_b.strip()}"
 
 
-def render_readout(question: str, option_a: str, option_b: str) -> str:
-    """The plain forced-choice prompt; ends at the answer slot ("Answer:"), scored label " A" or " B"."""
-    return f"{question_block(question, option_a, option_b)}\n{ANSWER_SLOT}"
+def render_readout(question: str, option_a: str, option_b: str, prefix: str = "") -> str:
+    """The plain forced-choice prompt; ends at the answer slot ("Answer:"), scored label " A" or " B".
+    `prefix`: the model's document prefix (`plain_prefix`)."""
+    return f"{prefix}{question_block(question, option_a, option_b)}\n{ANSWER_SLOT}"
 
 
-def render_transcript_readout(transcript: str, question: str, option_a: str, option_b: str) -> str:
+def render_transcript_readout(transcript: str, question: str, option_a: str, option_b: str, prefix: str = "") -> str:
     """The plain readout after a debate transcript."""
-    return f"Debate transcript:\n{transcript.strip()}\n\n{render_readout(question, option_a, option_b)}"
+    return f"{prefix}Debate transcript:\n{transcript.strip()}\n\n{render_readout(question, option_a, option_b)}"
+
+
+def plain_prefix(tokenizer: Any) -> str:
+    """What a plain readout prompt starts with for this tokenizer (models/chat.py `document_prefix`): its BOS
+    where it adds one by itself (Gemma's `<bos>`), else nothing."""
+    return "" if tokenizer is None else document_prefix(tokenizer)
 
 
 def release_content(question: str, option_a: str, option_b: str, transcript: Transcript | None, purpose: str) -> str:
@@ -255,10 +260,12 @@ def render_prompt(
     chat: ChatRenderer | None = None,
     wording: str = "project",
     purpose: str = "score",
+    prefix: str = "",
 ) -> str:
     """The readout prompt in the plain format (`chat` None) or through a chat renderer, in the project's or
     the release's `wording` (wording_for); ends at "Answer:". `purpose`: `score` (Table 1, audit, selection)
-    or `train` (the fine-tuning prompts; only the release's wording tells them apart)."""
+    or `train` (the fine-tuning prompts; only the release's wording tells them apart). `prefix`: what a plain
+    prompt starts with (`plain_prefix` of the model's tokenizer); a chat template writes its own."""
     if purpose not in PURPOSES:
         raise ValueError(f"purpose must be one of {PURPOSES}, got {purpose!r}")
     text = transcript.text if isinstance(transcript, Transcript) else transcript
@@ -273,8 +280,8 @@ def render_prompt(
         raise ValueError(f"wording must be 'project' or 'release', got {wording!r}")
     if chat is None:
         if text is None:
-            return render_readout(question, option_a, option_b)
-        return render_transcript_readout(text, question, option_a, option_b)
+            return render_readout(question, option_a, option_b, prefix)
+        return render_transcript_readout(text, question, option_a, option_b, prefix)
     block = question_block(question, option_a, option_b)
     if text is None:
         content = f"{INSTRUCTION}\n\n{block}"
@@ -303,11 +310,12 @@ def both_orders(
     transcript: str | Transcript | None = None,
     chat: ChatRenderer | None = None,
     wording: str = "project",
+    prefix: str = "",
 ) -> tuple[str, str]:
     """(prompt with `answer` as A, prompt with `answer` as B)."""
     return (
-        render_prompt(question, answer, other, transcript=transcript, chat=chat, wording=wording),
-        render_prompt(question, other, answer, transcript=transcript, chat=chat, wording=wording),
+        render_prompt(question, answer, other, transcript=transcript, chat=chat, wording=wording, prefix=prefix),
+        render_prompt(question, other, answer, transcript=transcript, chat=chat, wording=wording, prefix=prefix),
     )
 
 
@@ -340,10 +348,10 @@ def answer_probability(
         raise ValueError(f"{len(transcripts)} transcripts for {len(questions)} questions")
     if positions is not None and (len(positions) != len(questions) or set(positions) - {"A", "B"}):
         raise ValueError(f"positions must be 'A' or 'B' for each of the {len(questions)} rows")
-    chat = renderer_for(
-        readout, getattr(lm, "tokenizer", None), lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix)
-    )
+    tokenizer = getattr(lm, "tokenizer", None)
+    chat = renderer_for(readout, tokenizer, lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
     wording = wording_for(readout)
+    prefix = plain_prefix(tokenizer) if chat is None else ""
     if positions is not None:
         prompts = [
             render_prompt(
@@ -352,6 +360,7 @@ def answer_probability(
                 chat=chat,
                 wording=wording,
                 transcript=None if transcripts is None else transcripts[i],
+                prefix=prefix,
             )
             for i, (q, a, o, pos) in enumerate(zip(questions, answers, others, positions))
         ]
@@ -359,7 +368,7 @@ def answer_probability(
         return [two_way_softmax(s)[0 if pos == "A" else 1] for s, pos in zip(scores, positions)]
     prompts: list[str] = []
     for i, (q, a, o) in enumerate(zip(questions, answers, others)):
-        prompts.extend(both_orders(q, a, o, None if transcripts is None else transcripts[i], chat, wording))
+        prompts.extend(both_orders(q, a, o, None if transcripts is None else transcripts[i], chat, wording, prefix))
     scores = lm.choice_logprobs(prompts, list(LABELS), desc=desc)
     return [order_probability(scores[2 * i], scores[2 * i + 1]) for i in range(len(questions))]
 

@@ -60,7 +60,7 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models.cache import cache_key
 from debate_audit.models.loading import ModelRef, open_model
 
-from ..common.readout import LABELS, render_prompt, renderer_for, wording_for
+from ..common.readout import LABELS, plain_prefix, render_prompt, renderer_for, wording_for
 from .debates import CANDIDATE_SCHEMA, options_for, render_transcript, transcript_view, with_suffix
 from .selection import seeded_position
 
@@ -217,6 +217,7 @@ def compile_tasks(
     transcript = transcript_view(row["q_m"], options_for(row, row["true_position"]), marked)
     chat = renderer_for(readout, lm.tokenizer, lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
     wording = wording_for(readout)
+    start = plain_prefix(lm.tokenizer) if chat is None else ""  # a plain readout starts as selection's does
     tasks = []
     for question, answer, other, weight, target_is_answer in (
         ("q_m", row["y_true"], row["y_false"], settings.qm_weight, True),
@@ -228,7 +229,7 @@ def compile_tasks(
             positions = ["A", "B"]
         for pos in positions:
             a, b = (answer, other) if pos == "A" else (other, answer)
-            prompt = render_prompt(row[question], a, b, transcript=transcript, chat=chat, wording=wording)
+            prompt = render_prompt(row[question], a, b, transcript=transcript, chat=chat, wording=wording, prefix=start)
             if prompt.count(MARKER) != 1:
                 raise ValueError(
                     f"pair {row['pair_id']} candidate {row['candidate']}: the suffix slot appears "

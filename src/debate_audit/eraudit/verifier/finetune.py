@@ -50,7 +50,7 @@ from ..common.verifiers import (
 )
 from ..debate.debates import options_for, transcript_view
 from .distributed import Rank, full_state_dict, in_worker, launch, shard, start, step_share, stop, sum_over_ranks
-from .losses import verifier_losses
+from .losses import unpackable, verifier_losses
 from .training_rows import (
     LM_TARGETS,
     LR_SCHEDULES,
@@ -192,6 +192,13 @@ def train(
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
     )
+    why = unpackable(model)
+    if rank.main:
+        log.info(
+            "%s: L_lm and L_fc %s",
+            desc,
+            "from one packed forward pass per micro-batch" if why is None else f"from two forward passes ({why})",
+        )
     curve, seen = [], 0
     model.train()
     bar = tqdm(total=total, desc=desc, unit="step", disable=not rank.main)
@@ -211,7 +218,13 @@ def train(
             for batch, share in step_share(micro, rank):
                 with autocast:
                     terms = verifier_losses(
-                        model, batch, label_ids, settings.loss_weights, pad_id, lockstep=rank.world > 1
+                        model,
+                        batch,
+                        label_ids,
+                        settings.loss_weights,
+                        pad_id,
+                        lockstep=rank.world > 1,
+                        pack=why is None,
                     )
                 (terms["total"] * share / len(chunk)).backward()
                 for name, value in terms.items() if share else ():

@@ -12,7 +12,9 @@ L = w_lm L_lm + w_fc L_fc (+ w_qh L_qh). Sequences are left-padded (as in Langua
 slot is the last position and only the logits that a loss reads are computed. A row's L_lm sequence and its
 q_m readout share their prompt, so where every layer attends to the whole causal past (full_attention_only)
 both losses come from one forward pass with a custom attention mask (_packed_terms): the same attention, the
-prompt computed once.
+prompt computed once. Elsewhere (Gemma 3's sliding-window layers) they come from two passes, the L_lm pass
+computing logits only from its targets' positions on: with a 262k-token vocabulary a position's logits are
+1 MB in float32.
 """
 
 from __future__ import annotations
@@ -55,18 +57,31 @@ def _choice_term(model, examples: list[ChoiceExample], label_ids, pad_id, device
     return choice_loss(logits, label_ids, targets)
 
 
-def full_attention_only(model) -> bool:
-    """Whether every layer of `model` attends to its whole causal past through the mask it is given (sdpa or
-    eager attention, no sliding-window, chunked or linear-attention layer, which a custom mask would widen or
-    not reach), so that a row's L_lm and L_fc can share one forward pass (_packed_terms)."""
+def unpackable(model) -> str | None:
+    """Why a row's L_lm and L_fc cannot share one forward pass on `model` (_packed_terms), or None where they
+    can: every layer must attend to its whole causal past through the mask it is given (sdpa or eager
+    attention). A sliding-window layer (Gemma 3: five in six) would take the packed row's custom mask in place
+    of its window and attend past it; a chunked or linear-attention layer is not reached by the mask at all."""
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
-        return False
+    if config is None:
+        return "the model has no config"
+    attention = getattr(config, "_attn_implementation", None)
+    if attention not in ("sdpa", "eager"):
+        return f"its attention is {attention!r}, which takes no custom mask (sdpa and eager do)"
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     types = getattr(text, "layer_types", None)
     if types is not None:
-        return all(kind == "full_attention" for kind in types)
-    return getattr(text, "sliding_window", None) is None or getattr(text, "use_sliding_window", True) is False
+        other = sorted({kind for kind in types if kind != "full_attention"})
+        return f"it has {', '.join(other)} layers" if other else None
+    if getattr(text, "sliding_window", None) is None or getattr(text, "use_sliding_window", True) is False:
+        return None
+    return f"its layers attend within a sliding window of {text.sliding_window} tokens"
+
+
+def full_attention_only(model) -> bool:
+    """Whether every layer of `model` attends to its whole causal past through the mask it is given, so that a
+    row's L_lm and L_fc can share one forward pass (_packed_terms; `unpackable` says why not)."""
+    return unpackable(model) is None
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -145,10 +160,13 @@ def verifier_losses(
     L_lm and L_fc from one forward pass (_packed_terms; None: wherever the model attends fully,
     full_attention_only), else from two. `lockstep` (a sharded model, distributed.py): every process must make
     the same passes through the model whatever its rows, so a pass a batch has nothing for runs on its first
-    prompt at weight 0 (packed: one pass; unpacked: the L_lm pass and the L_fc pass)."""
+    prompt at weight 0 (packed: one pass; unpacked: the L_lm pass and the L_fc pass). `pack=True` on a model
+    that `unpackable` names is refused: its losses would not be the two passes' losses."""
     device = next(model.parameters()).device
     if pack is None:
         pack = full_attention_only(model)
+    elif pack and (why := unpackable(model)) is not None:
+        raise ValueError(f"L_lm and L_fc cannot share one packed forward pass on this model: {why}")
     scored = [e for e in batch if e.fc]  # rows with a q_m readout
     idle = []  # weight-0 passes, in the place of the passes they stand for
 

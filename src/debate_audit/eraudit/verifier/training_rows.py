@@ -44,7 +44,15 @@ from pathlib import Path
 
 import polars as pl
 
-from ..common.readout import ANSWER_SLOT, Transcript, render_prompt, renderer_for, tokenizer_chat, wording_for
+from ..common.readout import (
+    ANSWER_SLOT,
+    Transcript,
+    plain_prefix,
+    render_prompt,
+    renderer_for,
+    tokenizer_chat,
+    wording_for,
+)
 from ..debate.splits import split_column
 
 log = logging.getLogger(__name__)
@@ -226,13 +234,13 @@ def qh_letters(seed: int, pair_id: int) -> tuple[str, str]:
     return ("A", "B") if bit == 0 else ("B", "A")
 
 
-def bare_qh(enc: Callable[[str], list[int]], item: dict, chat, wording) -> list[ChoiceExample]:
+def bare_qh(enc: Callable[[str], list[int]], item: dict, chat, wording, prefix: str = "") -> list[ChoiceExample]:
     """The bare L_qh readout of a row: q_h alone, H_false at A and at B. Both orders in every row, as the audit's
     readout averages them: a row then pushes H_false's text, not one letter, and a bare prompt is short enough
-    to read twice."""
+    to read twice. `prefix`: a plain prompt's start (readout.plain_prefix)."""
     orders = ((item["h_false"], item["h_true"]), (item["h_true"], item["h_false"]))
     return [
-        ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording)), k)
+        ChoiceExample(enc(render_prompt(item["q_h"], *pair, chat=chat, wording=wording, prefix=prefix)), k)
         for k, pair in enumerate(orders)
     ]
 
@@ -247,7 +255,9 @@ def encode_qh_only(
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     chat = renderer_for(readout, tokenizer, tokenizer_chat(tokenizer, chat_template_kwargs))
-    return [TrainExample(pair_id, [], [], [], bare_qh(enc, item, chat, wording_for(readout))) for _ in ORIENTATIONS]
+    prefix = plain_prefix(tokenizer) if chat is None else ""
+    rows = bare_qh(enc, item, chat, wording_for(readout), prefix)
+    return [TrainExample(pair_id, [], [], [], rows) for _ in ORIENTATIONS]
 
 
 def encode_example(
@@ -297,6 +307,7 @@ def encode_example(
     # One renderer with the scoring side (readout.py): the chat template or the plain format, in its wording.
     chat = renderer_for(readout, tokenizer, tokenizer_chat(tokenizer, chat_template_kwargs))
     wording = wording_for(readout)
+    prefix = plain_prefix(tokenizer) if chat is None else ""
     view = (
         transcript
         if isinstance(transcript, Transcript)
@@ -312,6 +323,7 @@ def encode_example(
             chat=chat,
             wording=wording,
             purpose="train",
+            prefix=prefix,
         )
         return enc(rendered if slot else rendered.removesuffix(ANSWER_SLOT))
 
@@ -331,7 +343,7 @@ def encode_example(
             at = qh_order[slot]
             hidden = (item["h_false"], item["h_true"]) if at == "A" else (item["h_true"], item["h_false"])
             if qh_readout == "bare":
-                qh = bare_qh(enc, item, chat, wording)
+                qh = bare_qh(enc, item, chat, wording, prefix)
             else:
                 qh = [ChoiceExample(prompt(item["q_h"], *hidden, shown), ORIENTATIONS.index(at))]
         lm_ids, lm_labels = [], []
