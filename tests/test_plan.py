@@ -285,3 +285,32 @@ def test_a_price_for_a_model_not_under_models_fails_naming_the_key(tmp_path, mon
         build_plan(config, {}, None)
     with pytest.raises(Exception, match="minimum of 0"):  # the schema: USD per million tokens >= 0
         api_config(tmp_path, monkeypatch, {"gpt-6-astra": {"input_per_mtok": -1.0, "output_per_mtok": 2.0}})
+
+
+def test_an_endpoint_judge_counts_a_one_token_scoring_call_per_judgment_and_one_without_logprobs_none(config):
+    from debate_audit.tools.plan import job_gpus
+
+    config["models"]["gpt-judge"] = {
+        "source": "openai", "provider": "openai", "id": "gpt-4.1-mini", "base_url": "https://api.openai.com/v1",
+        "api_key_env": "OPENAI_API_KEY",
+    }  # fmt: skip
+    config["models"]["claude-judge"] = {
+        "source": "openai", "provider": "anthropic", "id": "claude-x", "base_url": "https://api.anthropic.com",
+        "api_key_env": "ANTHROPIC_API_KEY", "request": {"max_tokens": 300},
+    }  # fmt: skip
+    cw = config["cwpor"]
+    cw["judge_model"], cw["cross_judges"] = "gpt-judge", ["claude-judge"]
+    plan = build_plan(config, {}, None)
+    judged = len(cw["models"]) * len(cw["verbosity"]) * min(817, cw["subset"] or 817)
+    rows = {r.model: r for r in plan.rules if r.rule == "cwpor_judge"}
+    assert rows["gpt-judge"].scorings == judged and rows["claude-judge"].scorings == 0
+    assert rows["gpt-judge"].generations == rows["claude-judge"].generations == judged  # paper: one free reply
+    api = {a.model: a for a in plan.api}
+    assert api["gpt-judge"].calls == 2 * judged and api["claude-judge"].calls == judged
+    # the judge's reply budget plus one token per scoring request; Claude's own cap, no scoring
+    assert api["gpt-judge"].output_tokens == pytest.approx(judged * (cw["judge_max_new_tokens"] + 1))
+    assert api["claude-judge"].output_tokens == pytest.approx(judged * 300)
+    assert all(r.gpus == 0 for r in rows.values())  # nothing of theirs on this job's GPU
+    served = ModelSpec.from_config("m", {"source": "hf", "id": "org/m", "generation_backend": "server",
+                                         "base_url": "http://h/v1", "scoring_backend": "server"})  # fmt: skip
+    assert job_gpus(config, served, RulePlan("cwpor_judge", model="m", generations=1, scorings=1), 8.0) == (0, None)

@@ -110,7 +110,7 @@ def cwpor_log(*, questions: str | Path, responses: Sequence[str | Path], judgmen
         text = f"{r['question']}\n\nAnswer A: {answers['A']}\n\nAnswer B: {answers['B']}"
         scores = {
             "persuaded": None if r["override"] is None else int(r["override"]),
-            "llc_persuaded": int(r["llc_override"]),
+            "llc_persuaded": None if r["llc_override"] is None else int(r["llc_override"]),  # null: no LLC
             "rubric_confidence": r["rubric_confidence"],
             "llc": r["llc"],
             "combined_confidence": r["combined_confidence"],
