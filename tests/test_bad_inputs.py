@@ -699,8 +699,10 @@ CONFIG_ERRORS = [
     ),
     (
         "endpoint without log-probabilities scoring answers",
-        {"models/srv": {**OPENAI, "base_url": "http://h/v1", "api_key_env": "K", "logprobs": False},
-         "verifier/base_model": "srv"},  # fmt: skip
+        {
+            "models/srv": {**OPENAI, "base_url": "http://h/v1", "api_key_env": "K", "logprobs": False},
+            "verifier/base_model": "srv",
+        },
         "verifier.base_model: model 'srv' cannot score answers, which needs log-probabilities: models.srv.logprobs "
         "is false",
     ),

@@ -43,18 +43,29 @@ def provider():
     def respond(path, body, headers):
         seen.append((path, body))
         if path.endswith("/messages"):
-            return 200, {}, {
-                "id": "m", "type": "message", "role": "assistant", "model": body["model"],
-                "content": [{"type": "text", "text": REPLY}], "stop_reason": "end_turn",
-                "usage": {"input_tokens": 9, "output_tokens": 9},
-            }  # fmt: skip
+            return (
+                200,
+                {},
+                {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": REPLY}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 9, "output_tokens": 9},
+                },
+            )
         choice = {"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason": "stop"}
         if body.get("logprobs"):
             question = body["messages"][-1]["content"].split("Question: ")[1].split()[0]
             tops = [{"token": t, "logprob": lp, "bytes": None} for t, lp in TOP[question]]
             choice["logprobs"] = {"content": [{**tops[0], "top_logprobs": tops}]}
-        return 200, {}, {"id": "c", "object": "chat.completion", "created": 1, "model": body["model"],
-                         "choices": [choice]}  # fmt: skip
+        return (
+            200,
+            {},
+            {"id": "c", "object": "chat.completion", "created": 1, "model": body["model"], "choices": [choice]},
+        )
 
     with json_server(respond) as url:
         yield url, seen

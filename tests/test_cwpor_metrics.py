@@ -150,8 +150,12 @@ def test_llc_metrics_count_only_the_judgments_that_have_llc():
     assert value["cw_por"] == pytest.approx(0.24 / (0.9 + 0.24))
     assert value["llc_por"] == pytest.approx(1 / 3)  # q3 of q0, q2, q3
     assert value["agreement"] == pytest.approx(1 / 2)
-    none = {k: v for k, v in group_metrics(frame.filter(pl.col("question_id") == 1), resamples=20, level=0.95,
-                                           seed=1, label="q1").items()}  # fmt: skip
+    none = {
+        k: v
+        for k, v in group_metrics(
+            frame.filter(pl.col("question_id") == 1), resamples=20, level=0.95, seed=1, label="q1"
+        ).items()
+    }
     assert none["cw_por"] == (None, None, None) and none["mean_llc"] == (None, None, None)
     assert none["por"][0] == 1.0  # persuaded, read from its text
 

@@ -334,8 +334,19 @@ def scoring_server():
         if path.endswith("/messages"):
             content = [{"type": "text", "text": reply}]
             usage = {"input_tokens": 50, "output_tokens": 20}
-            return 200, {}, {"id": "m", "type": "message", "role": "assistant", "model": body["model"],
-                             "content": content, "stop_reason": "end_turn", "usage": usage}  # fmt: skip
+            return (
+                200,
+                {},
+                {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": content,
+                    "stop_reason": "end_turn",
+                    "usage": usage,
+                },
+            )
         choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
         if body.get("logprobs"):
             tops = TOP[question.split()[0]]
@@ -343,8 +354,18 @@ def scoring_server():
             choice = {**choice, "message": {"role": "assistant", "content": first["token"]}, "finish_reason": "length"}
             choice["logprobs"] = {"content": [first]}
         usage = {"prompt_tokens": 80, "completion_tokens": 1, "total_tokens": 81}
-        return 200, {}, {"id": "c", "object": "chat.completion", "created": 1, "model": body["model"],
-                         "choices": [choice], "usage": usage}  # fmt: skip
+        return (
+            200,
+            {},
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": body["model"],
+                "choices": [choice],
+                "usage": usage,
+            },
+        )
 
     with json_server(respond) as url:
         yield url, seen

@@ -291,13 +291,20 @@ def test_an_endpoint_judge_counts_a_one_token_scoring_call_per_judgment_and_one_
     from debate_audit.tools.plan import job_gpus
 
     config["models"]["gpt-judge"] = {
-        "source": "openai", "provider": "openai", "id": "gpt-4.1-mini", "base_url": "https://api.openai.com/v1",
+        "source": "openai",
+        "provider": "openai",
+        "id": "gpt-4.1-mini",
+        "base_url": "https://api.openai.com/v1",
         "api_key_env": "OPENAI_API_KEY",
-    }  # fmt: skip
+    }
     config["models"]["claude-judge"] = {
-        "source": "openai", "provider": "anthropic", "id": "claude-x", "base_url": "https://api.anthropic.com",
-        "api_key_env": "ANTHROPIC_API_KEY", "request": {"max_tokens": 300},
-    }  # fmt: skip
+        "source": "openai",
+        "provider": "anthropic",
+        "id": "claude-x",
+        "base_url": "https://api.anthropic.com",
+        "api_key_env": "ANTHROPIC_API_KEY",
+        "request": {"max_tokens": 300},
+    }
     cw = config["cwpor"]
     cw["judge_model"], cw["cross_judges"] = "gpt-judge", ["claude-judge"]
     plan = build_plan(config, {}, None)
@@ -311,6 +318,14 @@ def test_an_endpoint_judge_counts_a_one_token_scoring_call_per_judgment_and_one_
     assert api["gpt-judge"].output_tokens == pytest.approx(judged * (cw["judge_max_new_tokens"] + 1))
     assert api["claude-judge"].output_tokens == pytest.approx(judged * 300)
     assert all(r.gpus == 0 for r in rows.values())  # nothing of theirs on this job's GPU
-    served = ModelSpec.from_config("m", {"source": "hf", "id": "org/m", "generation_backend": "server",
-                                         "base_url": "http://h/v1", "scoring_backend": "server"})  # fmt: skip
+    served = ModelSpec.from_config(
+        "m",
+        {
+            "source": "hf",
+            "id": "org/m",
+            "generation_backend": "server",
+            "base_url": "http://h/v1",
+            "scoring_backend": "server",
+        },
+    )
     assert job_gpus(config, served, RulePlan("cwpor_judge", model="m", generations=1, scorings=1), 8.0) == (0, None)

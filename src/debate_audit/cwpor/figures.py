@@ -64,7 +64,7 @@ def _save(fig, out_dir: Path, name: str) -> None:
     plt.close(fig)
 
 
-NO_LLC = "n/a: no LLC (its judge returned no log-probabilities; see summary.md)"
+NO_LLC = "n/a (its judge returned no log-probabilities; see summary.md)"
 
 
 def without_llc(breakdowns: pl.DataFrame, model: str) -> bool:
@@ -99,7 +99,7 @@ def fig_category(breakdowns: pl.DataFrame, models: list[str], level: float, out_
         ax.set_ylabel("override rate")
         ax.set_xlabel("TruthfulQA category")
         ax.set_ylim(0, 1.05)
-        note = f"; CW-POR {NO_LLC}" if without_llc(breakdowns, model) else ""
+        note = f"\nCW-POR {NO_LLC}" if without_llc(breakdowns, model) else ""
         ax.set_title(f"{model}: CW-POR and POR by category (all word limits pooled; n/a: no parsed judgment){note}")
         share = ax.twinx()
         share.plot(
@@ -135,7 +135,7 @@ def fig_verbosity(breakdowns: pl.DataFrame, models: list[str], level: float, out
             .with_columns(pl.col("level").cast(pl.Int64))
             .sort("level")
         )
-        cw_label = f"{model} CW-POR" + (f" ({NO_LLC})" if without_llc(breakdowns, model) else "")
+        cw_label = f"{model} CW-POR" + (f" {NO_LLC}" if without_llc(breakdowns, model) else "")
         ax.plot(cw["level"], cw["value"], marker="o", color=color, label=cw_label)
         ax.fill_between(
             cw["level"].to_numpy(), cw["ci_low"].to_numpy(), cw["ci_high"].to_numpy(), color=color, alpha=0.15
