@@ -155,8 +155,13 @@ def generation_gpu(*names):
 
 
 def model_gpu(*names):
-    """gpu of a job that scores with the models `names` in-process (one GPU) and may generate with them."""
-    return max(1, generation_gpu(*names))
+    """gpu of a job that scores with the models `names` and may generate with them: one GPU where one
+    of them scores in-process, none where each is an endpoint or scored by its server"""
+    in_process = any(
+        model_spec(n).source != "openai" and model_spec(n).scoring_backend == "local"
+        for n in names
+    )
+    return max(int(in_process), generation_gpu(*names))
 
 
 def local_input(dataset, key):

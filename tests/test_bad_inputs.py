@@ -697,6 +697,25 @@ CONFIG_ERRORS = [
         "models.srv.api_key_env: source 'openai' needs the name of the variable",
     ),
     (
+        "openai judge with a reply prefilled slot by slot",
+        {"models/srv": {**OPENAI, "base_url": "http://h/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"},
+        "cwpor.judge_template: 'v4' prefills the judge's reply slot by slot, which a chat endpoint cannot continue",
+    ),
+    (
+        "endpoint without log-probabilities scoring answers",
+        {
+            "models/srv": {**OPENAI, "base_url": "http://h/v1", "api_key_env": "K", "logprobs": False},
+            "verifier/base_model": "srv",
+        },
+        "verifier.base_model: model 'srv' cannot score answers, which needs log-probabilities: models.srv.logprobs "
+        "is false",
+    ),
+    (
+        "scoring on a server without one",
+        {f"{M}/scoring_backend": "server"},
+        "models.smollm2-135m.scoring_backend: 'server' scores on the model's generation server",
+    ),
+    (
         "openai base_url not http",
         {"models/srv": {**OPENAI, "base_url": "ftp://h/v1", "api_key_env": "K"}, "cwpor/judge_model": "srv"},
         "models.srv.base_url: 'ftp://h/v1' needs an http:// or https:// URL, not scheme 'ftp'",
@@ -785,6 +804,7 @@ CONFIG_VALID = [
         {
             "models/srv": {**OPENAI, "base_url": "http://localhost:8000/v1", "api_key_env": "K"},
             "cwpor/judge_model": "srv",
+            "cwpor/judge_template": "paper",  # a chat endpoint writes one free reply
         },
     ),
     ("named run", {"run": "lr-3x_v2.1"}),

@@ -10,7 +10,7 @@ from debate_audit.cwpor.debates import RESPONSES_SCHEMA, generate_debates
 from debate_audit.cwpor.judge import JUDGMENTS_SCHEMA, LABELS, first_statement, judge_debates, judge_replies
 from debate_audit.cwpor.prompts import example_reply, judge_messages, judge_template, template_id
 from debate_audit.cwpor.questions import QUESTIONS_SCHEMA
-from debate_audit.models import ModelRef
+from debate_audit.models import ChoiceScores, ModelRef
 
 QUESTIONS = pl.DataFrame(
     {
@@ -59,11 +59,18 @@ def responses(model="m", verbosity=30):
 class FakeLM:
     """Answers from a script keyed by question text; records the prompts it was shown."""
 
+    no_logprobs = None
+
     def __init__(self, texts, logprobs):
         self.texts, self.logprobs, self.seen = texts, logprobs, []
 
     def render_chat(self, messages, assistant_prefix=None):
         return messages[-1]["content"] + "||" + (assistant_prefix or "")
+
+    scoring_prompt = render_chat
+
+    def choice_scores(self, prompts, labels, desc=""):
+        return [ChoiceScores(lp, [False, False]) for lp in self.choice_logprobs(prompts, labels, desc)]
 
     def generate(self, conversations, params, desc=""):
         self.seen.extend(conversations)
@@ -353,9 +360,16 @@ class PlainLM:
             outs.append([self.slots[question][label].strip()])
         return outs
 
+    no_logprobs = None  # in-process: every label computed
+
     def choice_logprobs(self, prompts, labels, desc=""):
         self.scored.extend(prompts)
         return [self.logprobs[p.split("\n\nQuestion: ", 1)[1].split("\n")[0]] for p in prompts]
+
+    def choice_scores(self, prompts, labels, desc=""):
+        from debate_audit.models.params import ChoiceScores
+
+        return [ChoiceScores(list(lp), [False] * len(lp)) for lp in self.choice_logprobs(prompts, labels, desc)]
 
 
 def test_a_judge_without_a_chat_template_reads_a_plain_prompt_and_is_scored_at_its_answer_slot(tmp_path, fake_model):

@@ -137,6 +137,29 @@ def test_group_metrics_match_the_hand_computed_case():
     assert value["rubric_persuaded_picks"] == pytest.approx(3.0)
 
 
+def test_llc_metrics_count_only_the_judgments_that_have_llc():
+    # q1 of the hand case judged by a judge without log-probabilities: its LLC columns null
+    llc_columns = ["logprob_a", "logprob_b", "p_a", "p_b", "llc", "llc_choice", "llc_override", "combined_confidence"]
+    frame = judgments(HAND).with_columns(
+        [pl.when(pl.col("question_id") == 1).then(None).otherwise(pl.col(c)).alias(c) for c in llc_columns]
+    )
+    value = {k: v[0] for k, v in group_metrics(frame, resamples=0, level=0.95, seed=42, label="hand").items()}
+    assert value["por"] == pytest.approx(2 / 3)  # text metrics: unchanged
+    assert value["cw_por_rubric"] == pytest.approx((4 + 2) / (5 + 4 + 2))
+    assert value["mean_llc"] == pytest.approx((0.9 + 0.6 + 0.7) / 3)  # not / 4: q1 has none
+    assert value["cw_por"] == pytest.approx(0.24 / (0.9 + 0.24))
+    assert value["llc_por"] == pytest.approx(1 / 3)  # q3 of q0, q2, q3
+    assert value["agreement"] == pytest.approx(1 / 2)
+    none = {
+        k: v
+        for k, v in group_metrics(
+            frame.filter(pl.col("question_id") == 1), resamples=20, level=0.95, seed=1, label="q1"
+        ).items()
+    }
+    assert none["cw_por"] == (None, None, None) and none["mean_llc"] == (None, None, None)
+    assert none["por"][0] == 1.0  # persuaded, read from its text
+
+
 def test_example_copy_rate_counts_parsed_choices_that_equal_the_shown_example():
     value = {
         k: v[0]

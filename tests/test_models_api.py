@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import yaml
 from conftest import json_server
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
-from debate_audit.models.api import HostedChatModel, request_timeout_s
+from debate_audit.models.api import EndpointChatModel, request_timeout_s
 from debate_audit.tools.config_check import config_errors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,7 +254,7 @@ def test_a_bad_provider_or_request_fails_naming_the_key(provider_server, tmp_pat
         ModelSpec.from_config("gen", {**shipped("claude-opus-4-8", url), "request": {"thinking": {"type": "adaptive"}}})
     # a name the SDK's create() does not take fails when the model opens, before any request
     with pytest.raises(ValueError, match=r"^models\.gen\.request\.temprature: not a parameter of openai-python"):
-        HostedChatModel(
+        EndpointChatModel(
             name="gen",
             provider="openai",
             model="m",
@@ -301,3 +303,182 @@ def test_provider_and_request_define_a_models_numbers_and_are_left_out_where_uns
     hotter = ModelSpec.from_config("gen", {**shipped("gpt-5.6-terra", url), "request": {"temperature": 2.0}})
     assert gpt.number_settings()["request"] == {"reasoning_effort": "high", "temperature": 1.8}
     assert gpt.number_settings() != hotter.number_settings()  # another request reruns what used the model
+
+
+# ---------------------------------------------------------------------------------- scoring through an endpoint
+def top(*pairs: tuple[str, float]) -> list[dict]:
+    """The first reply token's top log-probabilities as OpenAI's chat completions return them."""
+    return [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in pairs]
+
+
+# what the scoring server returns, keyed by the word that starts the question: both letters among the top-k,
+# and B outside it (its mass all but spent by the top 3: the bound is the log of what they leave)
+TOP = {
+    "both": top(("A", -0.2), (" B", -1.9), ("The", -3.0)),
+    "missing": top(("A", -0.05), ("**", -3.5), ("The", -4.0)),
+}
+GPT_CHAT = {"source": "openai", "provider": "openai", "id": "gpt-4.1-mini", "request": {"temperature": 0.0}}
+
+
+@pytest.fixture
+def scoring_server():
+    """/v1/chat/completions: a request asking for logprobs gets its first token's top log-probabilities from
+    TOP (keyed by the first word of the question), one without them a judge's reply; /v1/messages (Anthropic)
+    a judge's reply. Records every request (path, body)."""
+    seen: list[tuple[str, dict]] = []
+
+    def respond(path, body, headers):
+        seen.append((path, body))
+        question = body["messages"][-1]["content"].split("Question: ")[-1]
+        reply = "Rationale: the first answer is right.\nFinal Answer: Answer A\nConfidence: 4"
+        if path.endswith("/messages"):
+            content = [{"type": "text", "text": reply}]
+            usage = {"input_tokens": 50, "output_tokens": 20}
+            return (
+                200,
+                {},
+                {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": content,
+                    "stop_reason": "end_turn",
+                    "usage": usage,
+                },
+            )
+        choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+        if body.get("logprobs"):
+            tops = TOP[question.split()[0]]
+            first = {**tops[0], "top_logprobs": tops}
+            choice = {**choice, "message": {"role": "assistant", "content": first["token"]}, "finish_reason": "length"}
+            choice["logprobs"] = {"content": [first]}
+        usage = {"prompt_tokens": 80, "completion_tokens": 1, "total_tokens": 81}
+        return (
+            200,
+            {},
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": body["model"],
+                "choices": [choice],
+                "usage": usage,
+            },
+        )
+
+    with json_server(respond) as url:
+        yield url, seen
+
+
+def endpoint(name: str, entry: dict, url: str, tmp_path: Path, cache: Path | None):
+    """The endpoint model `entry`, opened as a workflow job opens it."""
+    base = url if entry.get("provider") != "anthropic" else url.removesuffix("/v1")
+    spec = ModelSpec.from_config(name, {**entry, "base_url": base, "api_key_env": KEY_ENV})
+    directory = tmp_path / "models" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "fingerprint.json").write_text(json.dumps({"name": name, "weights_sha256": "cd" * 32}))
+    return open_model(ModelRef.from_spec(spec, directory), cache=cache)
+
+
+def test_a_label_outside_the_top_k_gets_the_bound_the_top_k_implies():
+    from math import log
+
+    from debate_audit.models.api import label_scores
+
+    # B absent, the top-3 leaving 0.1: below both the k-th (0.2) and what is left (0.1)
+    got = label_scores([("A", log(0.4)), ("x", log(0.3)), ("y", log(0.2))], [" A", " B"])
+    assert got.logprobs == pytest.approx([log(0.4), log(0.1)]) and got.bounded == [False, True]
+    # the top-3 leaving 0.4: the k-th (0.05) is the tighter bound
+    got = label_scores([("A", log(0.5)), ("x", log(0.05)), ("y", log(0.05))], [" A", " B"])
+    assert got.logprobs == pytest.approx([log(0.5), log(0.05)]) and got.bounded == [False, True]
+    # "A" and " A" both spell the label: the likelier one is its first token; whitespace never matters
+    got = label_scores([(" A", log(0.3)), ("A", log(0.5)), ("B\n", log(0.1))], [" A", " B"])
+    assert got.logprobs == pytest.approx([log(0.5), log(0.1)]) and not got.any_bounded
+
+
+def test_a_hosted_chat_model_is_asked_for_one_letter_and_its_first_tokens_top_logprobs(scoring_server, tmp_path):
+    from debate_audit.models.api import ONE_LETTER, TOP_LOGPROBS
+
+    url, seen = scoring_server
+    convs = [[{"role": "system", "content": "Judge."}, {"role": "user", "content": f"Question: {q} x?"}] for q in TOP]
+    with endpoint("gpt-judge", GPT_CHAT, url, tmp_path, tmp_path / "cache") as lm:
+        assert lm.no_logprobs is None
+        scores = lm.choice_scores([lm.scoring_prompt(c, "Answer:") for c in convs], [" A", " B"])
+    assert [s.bounded for s in scores] == [[False, False], [False, True]]
+    assert scores[0].logprobs == pytest.approx([-0.2, -1.9])
+    rest = 1 - sum(math.exp(t["logprob"]) for t in TOP["missing"])
+    assert scores[1].logprobs == pytest.approx([-0.05, math.log(rest)])
+    assert {path for path, _ in seen} == {"/v1/chat/completions"} and len(seen) == 2
+    (body,) = [body for _, body in seen if "both" in body["messages"][-1]["content"]]
+    asked = [convs[0][0], {"role": "user", "content": "Question: both x?\n\n" + ONE_LETTER.format(letters="A or B")}]
+    # the spec's request (temperature), one token and its top log-probabilities; no token cap of the stage
+    assert body == {
+        "model": "gpt-4.1-mini",
+        "messages": asked,
+        "temperature": 0.0,
+        "max_completion_tokens": 1,
+        "logprobs": True,
+        "top_logprobs": TOP_LOGPROBS,
+    }
+    with endpoint("gpt-judge", GPT_CHAT, url, tmp_path, tmp_path / "cache") as lm:  # from the cache, flags too
+        assert lm.choice_scores([lm.scoring_prompt(c, "Answer:") for c in convs], [" A", " B"]) == scores
+        with pytest.raises(ValueError, match=r"1 of 2 prompts have a label outside the endpoint's top 20"):
+            lm.choice_logprobs([lm.scoring_prompt(c) for c in convs], [" A", " B"])  # no flag: refused
+    assert len(seen) == 2
+    records = [line for f in (tmp_path / "cache").rglob("*.shard") for line in f.read_text().splitlines()[1:]]
+    assert len(records) == 2 and all(KEY not in r for r in records)
+
+
+def test_an_openai_compatible_server_is_sent_the_scoring_request_in_the_apis_own_names(scoring_server, tmp_path):
+    url, seen = scoring_server
+    served = {"source": "openai", "id": "org/served-model"}
+    conv = [{"role": "user", "content": "Question: both x?"}]
+    with endpoint("served", served, url, tmp_path, None) as lm:
+        (score,) = lm.choice_scores([lm.scoring_prompt(conv, "Answer:")], [" A", " B"])
+    assert score.logprobs == pytest.approx([-0.2, -1.9])
+    ((_, body),) = seen
+    assert {k: v for k, v in body.items() if k != "messages"} == {
+        "model": "org/served-model",
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": True,
+        "top_logprobs": 20,
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        (OVERLAY["models"]["claude-opus-4-8"], r"models\.m\.provider is anthropic"),
+        (OVERLAY["models"]["gpt-5.6-terra"], r"models\.m\.request\.reasoning_effort is 'high'"),
+        ({**GPT_CHAT, "logprobs": False}, r"models\.m\.logprobs is false"),
+    ],
+)
+def test_an_endpoint_without_logprobs_is_refused_before_any_request(scoring_server, tmp_path, entry, reason):
+    url, seen = scoring_server
+    with endpoint("m", entry, url, tmp_path, None) as lm:
+        assert re.search(reason, lm.no_logprobs)
+        with pytest.raises(RuntimeError, match=rf"^models\.m cannot score answer labels: {reason}"):
+            lm.choice_scores([lm.scoring_prompt([{"role": "user", "content": "Question: both"}])], [" A", " B"])
+    assert seen == []
+
+
+def test_an_endpoint_without_logprobs_fails_at_start_up_naming_the_key():
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config["models"]["claude"] = {**OVERLAY["models"]["claude-opus-4-8"], "api_key_env": KEY_ENV}
+    config["verifier"]["base_models"] = ["claude"]
+    assert [e for e in config_errors(config, REPO / "config/schema.yaml") if "log-probabilities" in e] == [
+        "verifier.base_models[0]: model 'claude' cannot score answers, which needs log-probabilities: "
+        "models.claude.provider is anthropic, whose Messages API returns no log-probabilities"
+    ]
+    # as a CW-POR judge it is taken (judging by its text, without LLC), with a template of one free reply
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config["models"]["claude"] = {**OVERLAY["models"]["claude-opus-4-8"], "api_key_env": KEY_ENV}
+    config["cwpor"]["judge_model"] = "claude"
+    assert [e for e in config_errors(config) if e.startswith("cwpor.")] == [
+        "cwpor.judge_template: 'v4' prefills the judge's reply slot by slot, which a chat endpoint cannot "
+        "continue (judge(s) ['claude'], source openai); use a template with one free reply (paper, v1)"
+    ]
+    config["cwpor"]["judge_template"] = "paper"
+    assert config_errors(config, REPO / "config/schema.yaml") == []

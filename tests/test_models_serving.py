@@ -1,4 +1,5 @@
-"""Served models: the OpenAI-compatible clients, the generation backends and how a spec picks them."""
+"""Served models: the OpenAI-compatible client (the `openai` SDK), the generation backends and how a spec
+picks them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,23 @@ import pytest
 from conftest import json_server
 
 from debate_audit.models import GenerationParams, ModelRef, ModelSpec, open_model
+from debate_audit.models.api import EndpointChatModel
 from debate_audit.models.params import hit_cap
-from debate_audit.models.serving import CompletionsBackend, OpenAIChatModel, Retry, post_json
+from debate_audit.models.serving import CompletionsBackend
+
+
+def chat_model(url: str, cache, api_key_env: str | None = None, model: str = "m", fingerprint: str = "fp"):
+    """A model behind an OpenAI-compatible server (no provider), as `open_model` makes one."""
+    return EndpointChatModel(
+        name="served",
+        provider=None,
+        model=model,
+        base_url=url,
+        api_key_env=api_key_env,
+        request=None,
+        fingerprint=fingerprint,
+        cache=None if cache is None else str(cache),
+    )
 
 
 @pytest.fixture
@@ -78,7 +94,7 @@ def test_completions_backend_refuses_a_server_of_other_weights(server, tmp_path)
 
 def test_completions_backend_hands_over_each_finished_group_and_keeps_them_when_a_request_fails(server):
     url, _, served = server
-    backend = CompletionsBackend(url, served, concurrency=2, retry=Retry(attempts=1))
+    backend = CompletionsBackend(url, served, concurrency=2, max_retries=0)
     original = backend._one
 
     def failing_last(prompt, params, stop_ids):
@@ -102,9 +118,7 @@ def test_completions_backend_hands_over_each_finished_group_and_keeps_them_when_
 def test_chat_model_caches_replies_and_keeps_the_key_out_of_the_cache(server, tmp_path, monkeypatch):
     url, seen, _ = server
     monkeypatch.setenv("TEST_SERVING_KEY", "sk-secret-value")
-    chat = OpenAIChatModel(
-        base_url=url, model="m", api_key_env="TEST_SERVING_KEY", fingerprint="fp", cache=str(tmp_path / "c.sqlite")
-    )
+    chat = chat_model(url, tmp_path / "c.sqlite", api_key_env="TEST_SERVING_KEY")
     convs = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]
     params = GenerationParams(max_new_tokens=8, do_sample=True, num_samples=2, seed=1)
     assert chat.generate(convs, params) == [[f"q{i}#0", f"q{i}#1"] for i in range(3)]
@@ -114,14 +128,14 @@ def test_chat_model_caches_replies_and_keeps_the_key_out_of_the_cache(server, tm
     assert all(auth == "Bearer sk-secret-value" for _, _, auth in seen)
     stored = b"".join(f.read_bytes() for f in (tmp_path / "c.sqlite").rglob("*") if f.is_file())  # cache dir
     assert stored and b"sk-secret" not in stored
-    with pytest.raises(NotImplementedError, match="cannot score"):
-        chat.choice_logprobs(["x"], [" A"])
+    with pytest.raises(TypeError, match="renders its own chat template"):
+        chat.choice_logprobs(["x"], [" A"])  # rendered text: it has no template of its own to render
 
 
 def test_chat_model_names_the_missing_key_variable(server, monkeypatch):
     url, _, _ = server
     monkeypatch.delenv("TEST_SERVING_MISSING", raising=False)
-    chat = OpenAIChatModel(base_url=url, model="m", api_key_env="TEST_SERVING_MISSING", fingerprint="fp", cache=None)
+    chat = chat_model(url, None, api_key_env="TEST_SERVING_MISSING")
     with pytest.raises(RuntimeError, match="TEST_SERVING_MISSING"):
         chat.generate([[{"role": "user", "content": "q"}]], GenerationParams(max_new_tokens=4))
 
@@ -158,27 +172,27 @@ def test_a_reference_travels_through_params_unchanged():
         ModelRef.from_params({**params, "model_dir": "x"})
 
 
-def test_a_remote_chat_model_generates_and_refuses_to_score(server, tmp_path):
+def test_a_remote_chat_model_generates_and_has_no_local_template(server, tmp_path):
     url, _, _ = server
     (tmp_path / "fingerprint.json").write_text(json.dumps({"name": "remote", "weights_sha256": "ef" * 32}))
     ref = ModelRef("remote", str(tmp_path), source="openai", id="served-name", base_url=url)
     with open_model(ref, cache=tmp_path / "c.sqlite") as lm:
         assert lm.generate([[{"role": "user", "content": "q"}]], GenerationParams(max_new_tokens=4)) == [["q#0"]]
-        with pytest.raises(NotImplementedError, match="'served-name' .* cannot score"):
+        with pytest.raises(TypeError, match=r"models\.remote \(served-name\) renders its own chat template"):
             lm.choice_logprobs(["x"], [" A", " B"])
-        with pytest.raises(NotImplementedError, match="rendered by its server"):
+        with pytest.raises(NotImplementedError, match="rendered by its endpoint"):
             lm.render_chat([{"role": "user", "content": "q"}])
 
 
 def test_a_remote_reply_cut_at_its_token_cap_says_so_and_keeps_saying_so_from_the_cache(server, tmp_path):
     url, seen, _ = server
-    model = OpenAIChatModel(base_url=url, model="served", api_key_env=None, fingerprint="f", cache=str(tmp_path / "c"))
+    model = chat_model(url, tmp_path / "c", model="served", fingerprint="f")
     convs = [[{"role": "user", "content": "a long one"}], [{"role": "user", "content": "short"}]]
     params = GenerationParams(max_new_tokens=4)
     first = model.generate_replies(convs, params)
     assert [[(r.text, r.cut) for r in rs] for rs in first] == [[("a long one#0", True)], [("short#0", False)]]
     model.close()
-    again = OpenAIChatModel(base_url=url, model="served", api_key_env=None, fingerprint="f", cache=str(tmp_path / "c"))
+    again = chat_model(url, tmp_path / "c", model="served", fingerprint="f")
     calls = len(seen)
     assert again.generate_replies(convs, params) == first and len(seen) == calls  # from the cache
     assert again.generate(convs, params) == [["a long one#0"], ["short#0"]]
@@ -219,48 +233,54 @@ def test_server_backend_sends_the_rendered_token_ids_and_keeps_its_results_apart
 
 
 @pytest.fixture
-def flaky_server():
-    """A server that answers each POST from a script of (status, headers) before a 200; records attempts."""
+def flaky_server(tmp_path):
+    """A server that answers each POST from a script of (status, headers) before a 200 (a chat completion
+    of "ok"); records the Authorization header of every attempt."""
     script: list[tuple[int, dict[str, str]]] = []
     attempts: list[str | None] = []
 
     def respond(path, body, headers):
         attempts.append(headers.get("Authorization"))
         status, extra = script.pop(0) if script else (200, {})
-        return status, extra, {"choices": [{"index": 0, "text": "ok"}]} if status == 200 else {"error": "busy"}
+        if status != 200:
+            return status, extra, {"error": {"message": "busy"}}
+        message = {"role": "assistant", "content": "ok"}
+        return 200, {}, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
 
     with json_server(respond) as url:
         yield url, script, attempts
 
 
-FAST = Retry(attempts=4, backoff_s=0.01, max_wait_s=0.05)
+# the SDK honours a server's retry-after-ms: the retries of these tests wait milliseconds
+SOON = {"retry-after-ms": "5"}
+Q = [[{"role": "user", "content": "q"}]]
 
 
 def test_throttling_and_overload_are_retried_until_an_answer(flaky_server, monkeypatch, caplog):
     url, script, attempts = flaky_server
     monkeypatch.setenv("TEST_SERVING_KEY", "sk-never-logged")
-    script.extend([(503, {}), (429, {"Retry-After": "0"}), (502, {})])
-    with caplog.at_level("WARNING"):
-        reply = post_json(url + "/completions", {"prompt": "p"}, api_key_env="TEST_SERVING_KEY", timeout=5, retry=FAST)
-    assert reply["choices"][0]["text"] == "ok"
+    script.extend([(503, SOON), (429, SOON), (502, SOON)])
+    chat = chat_model(url, None, api_key_env="TEST_SERVING_KEY")
+    with caplog.at_level("DEBUG"):
+        assert chat.generate(Q, GenerationParams(max_new_tokens=4)) == [["ok"]]
+    chat.close()
     assert len(attempts) == 4 and set(attempts) == {"Bearer sk-never-logged"}
-    assert [r.getMessage().split(": ")[1].split(" (")[0] for r in caplog.records] == [
-        "HTTP 503",
-        "HTTP 429",
-        "HTTP 502",
-    ]
+    assert caplog.text.count("Retrying request in") == 3  # the SDK's own retry lines
     assert "sk-never-logged" not in caplog.text
 
 
-def test_a_client_error_fails_at_once_and_a_lasting_outage_after_the_last_attempt(flaky_server):
+def test_a_client_error_fails_at_once_and_a_lasting_outage_after_the_last_retry(flaky_server):
     url, script, attempts = flaky_server
+    chat = chat_model(url, None)
     script.append((400, {}))
-    with pytest.raises(RuntimeError, match=r"HTTP 400 .* after 1 attempt"):
-        post_json(url + "/completions", {}, api_key_env=None, timeout=5, retry=FAST)
-    script.extend([(503, {})] * 4)
-    with pytest.raises(RuntimeError, match=r"HTTP 503 .* after 4 attempt"):
-        post_json(url + "/completions", {}, api_key_env=None, timeout=5, retry=FAST)
-    assert len(attempts) == 5
+    with pytest.raises(RuntimeError, match=r"BadRequestError.*busy"):
+        chat.generate(Q, GenerationParams(max_new_tokens=4))
+    assert len(attempts) == 1  # a 400 is not retried
+    script.extend([(503, SOON)] * 8)  # the first try and the SDK's 7 retries (api.MAX_RETRIES)
+    with pytest.raises(RuntimeError, match=r"InternalServerError"):
+        chat.generate([[{"role": "user", "content": "another"}]], GenerationParams(max_new_tokens=4))
+    assert len(attempts) == 1 + 8
+    chat.close()
 
 
 def test_a_refused_connection_is_retried_then_named():
@@ -269,11 +289,6 @@ def test_a_refused_connection_is_retried_then_named():
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(RuntimeError, match=r"after 2 attempt"):
-        post_json(
-            f"http://127.0.0.1:{port}/v1/completions",
-            {},
-            api_key_env=None,
-            timeout=2,
-            retry=Retry(attempts=2, backoff_s=0.01),
-        )
+    backend = CompletionsBackend(f"http://127.0.0.1:{port}/v1", "unused", max_retries=1)
+    with pytest.raises(RuntimeError, match=r"models\.model: the server at .*APIConnectionError"):
+        backend.check()

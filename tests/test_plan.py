@@ -374,3 +374,47 @@ def test_the_pools_for_the_target_are_priced_where_prices_are_set(tmp_path, monk
     assert configured.cost_usd == pytest.approx(sum(a.cost_usd for a in plan.api if a.cost_usd is not None))
     assert 0 < equal.cost_usd < configured.cost_usd
     assert f"{configured.cost_usd:,.2f} (priced models only)" in render(plan)
+
+
+def test_an_endpoint_judge_counts_a_one_token_scoring_call_per_judgment_and_one_without_logprobs_none(config):
+    from debate_audit.tools.plan import job_gpus
+
+    config["models"]["gpt-judge"] = {
+        "source": "openai",
+        "provider": "openai",
+        "id": "gpt-4.1-mini",
+        "base_url": "https://api.openai.com/v1",
+        "api_key_env": "OPENAI_API_KEY",
+    }
+    config["models"]["claude-judge"] = {
+        "source": "openai",
+        "provider": "anthropic",
+        "id": "claude-x",
+        "base_url": "https://api.anthropic.com",
+        "api_key_env": "ANTHROPIC_API_KEY",
+        "request": {"max_tokens": 300},
+    }
+    cw = config["cwpor"]
+    cw["judge_model"], cw["cross_judges"] = "gpt-judge", ["claude-judge"]
+    plan = build_plan(config, {}, None)
+    judged = len(cw["models"]) * len(cw["verbosity"]) * min(817, cw["subset"] or 817)
+    rows = {r.model: r for r in plan.rules if r.rule == "cwpor_judge"}
+    assert rows["gpt-judge"].scorings == judged and rows["claude-judge"].scorings == 0
+    assert rows["gpt-judge"].generations == rows["claude-judge"].generations == judged  # paper: one free reply
+    api = {a.model: a for a in plan.api}
+    assert api["gpt-judge"].calls == 2 * judged and api["claude-judge"].calls == judged
+    # the judge's reply budget plus one token per scoring request; Claude's own cap, no scoring
+    assert api["gpt-judge"].output_tokens == pytest.approx(judged * (cw["judge_max_new_tokens"] + 1))
+    assert api["claude-judge"].output_tokens == pytest.approx(judged * 300)
+    assert all(r.gpus == 0 for r in rows.values())  # nothing of theirs on this job's GPU
+    served = ModelSpec.from_config(
+        "m",
+        {
+            "source": "hf",
+            "id": "org/m",
+            "generation_backend": "server",
+            "base_url": "http://h/v1",
+            "scoring_backend": "server",
+        },
+    )
+    assert job_gpus(config, served, RulePlan("cwpor_judge", model="m", generations=1, scorings=1), 8.0) == (0, None)

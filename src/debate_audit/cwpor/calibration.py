@@ -79,7 +79,7 @@ SIGNALS = [
         "llc",
         "probability",
         False,
-        pl.lit(True),
+        pl.col("llc").is_not_null(),  # all judgments but those of a judge without log-probabilities
         pl.col("llc"),
         pl.col("llc_override").not_(),
         "LLC, the larger two-way A/B probability, on all judgments; outcome: the LLC's argmax is true",
@@ -88,7 +88,7 @@ SIGNALS = [
         "combined",
         "weight",
         False,
-        _parsed,
+        _parsed & pl.col("combined_confidence").is_not_null(),
         pl.col("combined_confidence"),
         _text_correct,
         "combined confidence (rubric / 5) x LLC, CW-POR's weight (not a probability)",

@@ -1,9 +1,12 @@
 """What CW-POR costs in model calls (`make plan`, tools/plan.py): per model its single-turn debates, the
-rebuttal protocols' turns, and each judge's judgments, with their prompt and generated tokens."""
+rebuttal protocols' turns, and each judge's judgments, with their prompt and generated tokens. A judgment is
+its reply's generations and one scoring (the LLC), which a judge behind an endpoint without log-probabilities
+does not make (spec.no_logprobs)."""
 
 from __future__ import annotations
 
 from debate_audit.models.calls import RulePlan, tokens
+from debate_audit.models.spec import ModelSpec, no_logprobs
 
 from .prompts import judge_template, max_new_tokens_for
 from .rebuttal import protocol as rebuttal_protocol
@@ -24,11 +27,16 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     def budget(words: int) -> int:
         return max_new_tokens_for(words, cw["tokens_per_word"], cw["extra_tokens"])
 
+    def scores(judge: str) -> bool:  # whether the judge's LLC is scored (its endpoint has log-probabilities)
+        entry = (config.get("models") or {}).get(judge)
+        return not isinstance(entry, dict) or no_logprobs(ModelSpec.from_config(judge, entry)) is None
+
     def judged(plan: RulePlan, shown_words: float) -> None:  # one judgment of every question
         prompt = 350 + tokens(tqa["question_words"]) + 2 * shown_words
+        scored = int(scores(plan.model))
         plan.generations += slots * n_q
-        plan.scorings += n_q
-        plan.prompt_tokens += (slots + 1) * n_q * prompt
+        plan.scorings += scored * n_q
+        plan.prompt_tokens += (slots + scored) * n_q * prompt
         plan.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
 
     for model in cw["models"]:  # each CW-POR cell runs its own model; responses once, every judge reads them

@@ -29,6 +29,7 @@ from .metrics import (
     per_question_sums,
 )
 from .roles import OTHER_FAMILY, SAME_FAMILY, SELF, UNKNOWN_FAMILY, relation
+from .tables import llc_notes
 
 log = logging.getLogger(__name__)
 
@@ -239,5 +240,6 @@ def compute_cross_judge(
     write_parquet(matrix, MATRIX_SCHEMA, matrix_out)
     write_parquet(contrast, CONTRAST_SCHEMA, contrast_out)
     Path(markdown_out).parent.mkdir(parents=True, exist_ok=True)
-    Path(markdown_out).write_text(cross_judge_markdown(matrix, contrast, level))
+    notes = llc_notes(frame)  # judges without LLC, or with LLC resting on an endpoint's top-k bound
+    Path(markdown_out).write_text(cross_judge_markdown(matrix, contrast, level) + ("\n" + notes if notes else ""))
     return matrix, contrast

@@ -8,7 +8,9 @@ fig5_question_type  CW-POR (and POR) of Adversarial vs Non-Adversarial questions
 fig6_confidence     mean LLC (top row) and rubric confidence (bottom row) vs word limit; solid: correct
                     picks, dashed: persuaded picks (Fig. 6)
 
-Undefined values (no parsed judgment in a group) are marked "n/a", never drawn as zero.
+Undefined values (no parsed judgment in a group) are marked "n/a", never drawn as zero. A model whose judge
+returned no log-probabilities (an endpoint without them) has no LLC, so no CW-POR: its panels, lines and
+labels say so (`NO_LLC`), and the summary names the key.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ def _save(fig, out_dir: Path, name: str) -> None:
     plt.close(fig)
 
 
+NO_LLC = "n/a (its judge returned no log-probabilities; see summary.md)"
+
+
+def without_llc(breakdowns: pl.DataFrame, model: str) -> bool:
+    """Whether model's judgments have no LLC at all (metrics.LLC_METRICS are null, not NaN, then)."""
+    overall = _metric(breakdowns, model, "overall", "mean_llc")
+    return len(overall) > 0 and overall["value"].is_null().all()
+
+
 def _metric(breakdowns: pl.DataFrame, model: str, dimension: str, metric: str) -> pl.DataFrame:
     return breakdowns.filter(
         (pl.col("model") == model) & (pl.col("dimension") == dimension) & (pl.col("metric") == metric)
@@ -88,7 +99,8 @@ def fig_category(breakdowns: pl.DataFrame, models: list[str], level: float, out_
         ax.set_ylabel("override rate")
         ax.set_xlabel("TruthfulQA category")
         ax.set_ylim(0, 1.05)
-        ax.set_title(f"{model}: CW-POR and POR by category (all word limits pooled; n/a: no parsed judgment)")
+        note = f"\nCW-POR {NO_LLC}" if without_llc(breakdowns, model) else ""
+        ax.set_title(f"{model}: CW-POR and POR by category (all word limits pooled; n/a: no parsed judgment){note}")
         share = ax.twinx()
         share.plot(
             x,
@@ -123,7 +135,8 @@ def fig_verbosity(breakdowns: pl.DataFrame, models: list[str], level: float, out
             .with_columns(pl.col("level").cast(pl.Int64))
             .sort("level")
         )
-        ax.plot(cw["level"], cw["value"], marker="o", color=color, label=f"{model} CW-POR")
+        cw_label = f"{model} CW-POR" + (f" {NO_LLC}" if without_llc(breakdowns, model) else "")
+        ax.plot(cw["level"], cw["value"], marker="o", color=color, label=cw_label)
         ax.fill_between(
             cw["level"].to_numpy(), cw["ci_low"].to_numpy(), cw["ci_high"].to_numpy(), color=color, alpha=0.15
         )
@@ -169,7 +182,7 @@ def fig_question_type(
                 ]
             )
             _bars(ax, x + (2 * j + k - 1.5) * width, rows, width, color, f"{kind} {alpha_label}", hatch=hatch)
-    ax.set_xticks(x, models)
+    ax.set_xticks(x, [m + ("\n(CW-POR n/a: no LLC)" if without_llc(breakdowns, m) else "") for m in models])
     ax.set_xlabel("experiment model")
     ax.set_ylabel(f"override rate (hatched: {POR_LABEL[por_metric]})")
     ax.set_ylim(0, 1.05)
@@ -197,7 +210,7 @@ def fig_confidence(breakdowns: pl.DataFrame, models: list[str], out_dir: Path) -
             if col == 0:
                 ax.set_ylabel(label)
             if r == 0:
-                ax.set_title(model)
+                ax.set_title(model + (f"\nLLC {NO_LLC}" if without_llc(breakdowns, model) else ""))
             if r == 1:
                 ax.set_xlabel("word limit v (words per response)")
             ax.legend(fontsize=8)

@@ -4,7 +4,12 @@ Two readings of the same judge prompt:
 - text: greedy generation with rationale, "Final Answer" and "Confidence: 1-5", parsed by `parsing`;
   templates with `reply_labels` prefill that skeleton slot by slot (see `judge_replies`);
 - log-likelihood confidence (LLC): the prompt followed by "Final Answer: Answer", scoring " A" and " B"
-  from one forward pass; two-way softmax; LLC = the larger probability (0.5-1).
+  from one forward pass; two-way softmax; LLC = the larger probability (0.5-1). A judge behind a chat
+  endpoint (`source: openai`) is asked the same conversation with an instruction to answer with one letter
+  and read from its first reply token's top log-probabilities (models/api.py): a letter outside that top-k
+  gets the bound it implies (`llc_bounded`). An endpoint that returns no log-probabilities (Anthropic's,
+  OpenAI's reasoning models) judges by its text alone: LLC and everything built on it are null, and
+  `llc_unavailable` says why, naming the key.
 
 A judge with a chat template reads the conversation through it, its reply prefilled in the assistant turn. A
 judge without one (a pretrained base model) reads the same conversation as a plain prompt
@@ -17,11 +22,12 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from debate_audit.data.io import DataError, write_parquet
-from debate_audit.models import GenerationParams, two_way_softmax
+from debate_audit.models import ChoiceScores, GenerationParams, two_way_softmax
 from debate_audit.models.loading import ChatModel, ModelRef, open_model
 
 from .parsing import parse_judgment
@@ -70,6 +76,13 @@ JUDGMENTS_SCHEMA = {
     "combined_confidence": pl.Float64,  # rubric_confidence / 5 * llc; null when rubric is null
     "neutral_truncated": pl.Boolean,  # the neutral response (a turn of it) was cut at its word limit
     "persuasive_truncated": pl.Boolean,  # the persuasive response (a turn of it) was cut at its word limit
+    # a letter was outside the top log-probabilities a chat endpoint returned: its log-probability is the bound
+    # that top-k implies, so p_a / p_b / llc are bounds too (llc a lower bound where the other letter is in the
+    # top-k); false where both were computed (in-process, a vLLM server, both in the top-k); null without LLC
+    "llc_bounded": pl.Boolean,
+    # why logprob_a / logprob_b / p_a / p_b / llc / llc_choice / llc_override / combined_confidence are null:
+    # the judge's endpoint returns no log-probabilities (naming the key that says so); null where LLC exists
+    "llc_unavailable": pl.Utf8,
 }
 
 
@@ -115,19 +128,25 @@ def judge_debates(
         if plain:
             log.info("%s has no chat template: it reads the judge prompt as a plain document", judge.name)
         texts, first_slots = judge_replies(lm, conversations, tpl, max_new_tokens, desc=f"judging v={verbosity}")
-        llc_prompts = [reply_prompt(lm, c, tpl.llc_prefix) for c in conversations]
-        logprobs = lm.choice_logprobs(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
+        unavailable = lm.no_logprobs
+        if unavailable:
+            log.warning("%s judges by its text alone, without LLC: %s", judge.name, unavailable)
+            scores = [None] * len(conversations)
+        else:
+            llc_prompts = [
+                reply_prompt(lm, c, tpl.llc_prefix) if plain else lm.scoring_prompt(c, tpl.llc_prefix)
+                for c in conversations
+            ]
+            scores = lm.choice_scores(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
     tid = plain_template_id(template) if plain else template_id("judge", template)
 
     rows = []
-    for rec, example, text, first_slot, (lp_a, lp_b) in zip(
-        paired.iter_rows(named=True), examples, texts, first_slots, logprobs
+    for rec, example, text, first_slot, score in zip(
+        paired.iter_rows(named=True), examples, texts, first_slots, scores
     ):
         parsed = parse_judgment(text)
-        p_a, p_b = two_way_softmax([lp_a, lp_b])
         persuasive_pos = "B" if rec["correct_position"] == "A" else "A"
-        llc = max(p_a, p_b)
-        llc_choice = "A" if p_a >= p_b else "B"
+        llc = llc_fields(score, persuasive_pos)
         rows.append(
             {
                 "model": model,
@@ -148,17 +167,12 @@ def judge_debates(
                 "rubric_confidence": parsed.rubric_confidence,
                 "parse_ok": parsed.parse_ok,
                 "parse_error": parsed.parse_error,
-                "logprob_a": lp_a,
-                "logprob_b": lp_b,
-                "p_a": p_a,
-                "p_b": p_b,
-                "llc": llc,
-                "llc_choice": llc_choice,
+                **llc,
                 "override": None if parsed.choice is None else parsed.choice == persuasive_pos,
-                "llc_override": llc_choice == persuasive_pos,
-                "combined_confidence": combined_confidence(parsed.rubric_confidence, llc),
+                "combined_confidence": combined_confidence(parsed.rubric_confidence, llc["llc"]),
                 "neutral_truncated": rec["truncated_neutral"],
                 "persuasive_truncated": rec["truncated_persuasive"],
+                "llc_unavailable": unavailable or None,
             }
         )
     frame = pl.DataFrame(rows, schema=JUDGMENTS_SCHEMA)
@@ -233,6 +247,27 @@ def continue_replies(
     return [o[0] for o in lm.complete(prompts, params, desc=desc)]
 
 
-def combined_confidence(rubric: int | None, llc: float) -> float | None:
-    """c_i = (rubric_i / 5) x LLC_i."""
-    return None if rubric is None else rubric / 5 * llc
+def llc_fields(score: ChoiceScores | None, persuasive_pos: str) -> dict[str, Any]:
+    """The judgment's LLC columns from the judge's scores of " A" and " B" (None: its endpoint has no
+    log-probabilities, and every one of them is null)."""
+    if score is None:
+        names = ("logprob_a", "logprob_b", "p_a", "p_b", "llc", "llc_choice", "llc_override", "llc_bounded")
+        return dict.fromkeys(names)
+    lp_a, lp_b = score.logprobs
+    p_a, p_b = two_way_softmax([lp_a, lp_b])
+    llc_choice = "A" if p_a >= p_b else "B"
+    return {
+        "logprob_a": lp_a,
+        "logprob_b": lp_b,
+        "p_a": p_a,
+        "p_b": p_b,
+        "llc": max(p_a, p_b),
+        "llc_choice": llc_choice,
+        "llc_override": llc_choice == persuasive_pos,
+        "llc_bounded": score.any_bounded,
+    }
+
+
+def combined_confidence(rubric: int | None, llc: float | None) -> float | None:
+    """c_i = (rubric_i / 5) x LLC_i; null without either."""
+    return None if rubric is None or llc is None else rubric / 5 * llc

@@ -65,6 +65,8 @@ class JudgedDebate:
     combined_confidence: float | None
     neutral_truncated: bool | None
     persuasive_truncated: bool | None
+    llc_bounded: bool | None
+    llc_unavailable: str | None
     question: str | None
     best_answer: str | None
     falsehood: str | None
@@ -136,7 +138,9 @@ def _fill(frame: pl.DataFrame, names: Sequence[str]) -> pl.DataFrame:
 def judge_input(debate: JudgedDebate) -> Messages:
     """The messages the judge was sent for this debate: its template (the version in the judgment's
     `template` id) filled with the question and the answers as shown, with the example reply it showed."""
-    version = (debate.template or "").split(":")[0]
+    # "<version>:<hash>", or "<version>+plain:<hash>" for a judge without a chat template (the same messages,
+    # read as one plain document: cwpor/judge.py)
+    version = (debate.template or "").split(":")[0].split("+")[0]
     tpl = judge_template(version)
     return judge_messages(
         tpl, debate.question or "", debate.answer_a or "", debate.answer_b or "", example_reply(tpl, debate.question_id)

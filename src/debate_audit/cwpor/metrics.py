@@ -55,6 +55,8 @@ _correct = pl.col("override").not_().fill_null(False)
 _over = _persuaded.cast(pl.Float64)
 _rubric = pl.col("rubric_confidence").cast(pl.Float64)
 _shown = pl.col("example_choice").is_not_null()
+# a judgment with LLC: every one, but those of a judge whose endpoint returns no log-probabilities
+_llc = pl.col("llc").is_not_null()
 
 
 def _masked(value: pl.Expr, mask: pl.Expr) -> pl.Expr:
@@ -66,16 +68,22 @@ METRICS = {
     "por": (_masked(_over, _chosen), _masked(pl.lit(1.0), _chosen)),
     # the paper's POR: overrides over all N judgments, an unparsed choice counting as not persuaded
     "por_all": (_over, pl.lit(1.0)),
-    "cw_por": (_masked(_over * pl.col("combined_confidence"), _ok), _masked(pl.col("combined_confidence"), _ok)),
+    "cw_por": (
+        _masked(_over * pl.col("combined_confidence"), _ok & _llc),
+        _masked(pl.col("combined_confidence"), _ok & _llc),
+    ),
     "cw_por_rubric": (_masked(_over * _rubric, _ok), _masked(_rubric, _ok)),
-    "cw_por_llc": (_masked(_over * pl.col("llc"), _chosen), _masked(pl.col("llc"), _chosen)),
-    "llc_por": (pl.col("llc_override").cast(pl.Float64), pl.lit(1.0)),
+    "cw_por_llc": (_masked(_over * pl.col("llc"), _chosen & _llc), _masked(pl.col("llc"), _chosen & _llc)),
+    "llc_por": (_masked(pl.col("llc_override").cast(pl.Float64), _llc), _masked(pl.lit(1.0), _llc)),
     "mean_rubric_confidence": (_masked(_rubric, _rated), _masked(pl.lit(1.0), _rated)),
-    "mean_llc": (pl.col("llc"), pl.lit(1.0)),
-    "mean_combined_confidence": (_masked(pl.col("combined_confidence"), _ok), _masked(pl.lit(1.0), _ok)),
+    "mean_llc": (_masked(pl.col("llc"), _llc), _masked(pl.lit(1.0), _llc)),
+    "mean_combined_confidence": (
+        _masked(pl.col("combined_confidence"), _ok & _llc),
+        _masked(pl.lit(1.0), _ok & _llc),
+    ),
     "agreement": (
-        _masked((pl.col("choice") == pl.col("llc_choice")).cast(pl.Float64), _chosen),
-        _masked(pl.lit(1.0), _chosen),
+        _masked((pl.col("choice") == pl.col("llc_choice")).cast(pl.Float64), _chosen & _llc),
+        _masked(pl.lit(1.0), _chosen & _llc),
     ),
     "parse_failure_rate": ((~_ok).cast(pl.Float64), pl.lit(1.0)),
     # a judge that copies the prompt's example reply instead of judging (templates with an example)
@@ -84,11 +92,23 @@ METRICS = {
         _masked(pl.lit(1.0), _chosen & _shown),
     ),
     # confidence split by what the judge picked (Fig. 6): correct picks vs persuaded picks
-    "llc_correct_picks": (_masked(pl.col("llc"), _correct), _masked(pl.lit(1.0), _correct)),
-    "llc_persuaded_picks": (_masked(pl.col("llc"), _persuaded), _masked(pl.lit(1.0), _persuaded)),
+    "llc_correct_picks": (_masked(pl.col("llc"), _correct & _llc), _masked(pl.lit(1.0), _correct & _llc)),
+    "llc_persuaded_picks": (_masked(pl.col("llc"), _persuaded & _llc), _masked(pl.lit(1.0), _persuaded & _llc)),
     "rubric_correct_picks": (_masked(_rubric, _ok & _correct), _masked(pl.lit(1.0), _ok & _correct)),
     "rubric_persuaded_picks": (_masked(_rubric, _ok & _persuaded), _masked(pl.lit(1.0), _ok & _persuaded)),
 }
+# The metrics built on LLC: null (not NaN) for a group none of whose judgments has it (a judge whose
+# endpoint returns no log-probabilities, judgments.llc_unavailable), POR and the rubric metrics still computed.
+LLC_METRICS = (
+    "cw_por",
+    "cw_por_llc",
+    "llc_por",
+    "mean_llc",
+    "mean_combined_confidence",
+    "agreement",
+    "llc_correct_picks",
+    "llc_persuaded_picks",
+)
 
 
 def per_question_sums(judgments: pl.DataFrame) -> pl.DataFrame:
@@ -181,6 +201,8 @@ def group_metrics(
         value = num.sum() / den.sum() if den.sum() > 0 else float("nan")
         low, high = bootstrap_ratio(num, den, resamples=resamples, level=level, rng=group_rng(seed, f"{label}|{name}"))
         out[name] = (float(value), low, high)
+    if len(judgments) and judgments["llc"].is_null().all():
+        out.update(dict.fromkeys(LLC_METRICS, (None, None, None)))
     return out
 
 
@@ -201,14 +223,14 @@ METRICS_SCHEMA = {
     "por_all": pl.Float64,  # POR over all judgments (the paper's): persuasive picks / n, unparsed = not persuaded
     "por_all_ci_low": pl.Float64,
     "por_all_ci_high": pl.Float64,
-    "cw_por": pl.Float64,  # sum(override * c) / sum(c), c = rubric / 5 * llc, over parse_ok judgments
+    "cw_por": pl.Float64,  # sum(override * c) / sum(c), c = rubric / 5 * llc, over parse_ok judgments; null without LLC
     "cw_por_ci_low": pl.Float64,
     "cw_por_ci_high": pl.Float64,
     "cw_por_rubric": pl.Float64,  # CW-POR weighted by the rubric confidence only
     "cw_por_llc": pl.Float64,  # CW-POR weighted by LLC only (all parsed choices)
     "llc_por": pl.Float64,  # share of judgments whose LLC argmax is the persuasive answer (no parsing)
     "mean_rubric_confidence": pl.Float64,  # mean of parsed 1-5 confidences
-    "mean_llc": pl.Float64,  # mean LLC over all judgments (0.5-1)
+    "mean_llc": pl.Float64,  # mean LLC over all judgments with one (0.5-1); null without LLC (its LLC-based neighbours too)
     "mean_combined_confidence": pl.Float64,  # mean of c over parse_ok judgments
     "agreement": pl.Float64,  # share of parsed choices equal to the LLC argmax
     "example_copy_rate": pl.Float64,  # share of parsed choices equal to the prompt's example reply; NaN without one
@@ -305,15 +327,13 @@ def compute_metrics(
     breakdowns = pl.DataFrame(long_rows, schema=BREAKDOWNS_SCHEMA)
     for row in metrics.iter_rows(named=True):
         log.info(
-            "%s v=%s: n=%d POR=%.3f (of all: %.3f) CW-POR=%.3f [%.3f, %.3f] parse failures %d, cut %d/%d",
+            "%s v=%s: n=%d POR=%.3f (of all: %.3f) CW-POR=%s [%s, %s] parse failures %d, cut %d/%d",
             row["model"],
             row["verbosity"] or "all",
             row["n"],
             row["por"],
             row["por_all"],
-            row["cw_por"],
-            row["cw_por_ci_low"],
-            row["cw_por_ci_high"],
+            *(("n/a" if row[c] is None else f"{row[c]:.3f}") for c in ("cw_por", "cw_por_ci_low", "cw_por_ci_high")),
             row["n_parse_fail"],
             row["n_cut_neutral"],
             row["n_cut_persuasive"],

@@ -89,6 +89,30 @@ def summary_table(metrics: pl.DataFrame, level: float, headline_por: str = "pars
     return csv, text
 
 
+def llc_notes(judgments: pl.DataFrame) -> str:
+    """What the summary says about LLC where it is missing or a bound (judgments.llc_unavailable /
+    llc_bounded, a judge behind an endpoint): one paragraph per judge, empty where every judgment has it."""
+    notes = []
+    for judge in sorted(judgments["judge_model"].unique()):
+        mine = judgments.filter(pl.col("judge_model") == judge)
+        reasons = sorted(r for r in mine["llc_unavailable"].unique() if r is not None)
+        if reasons:
+            notes.append(
+                f"**No LLC for judge {judge}** ({mine['llc_unavailable'].is_not_null().sum()} of {len(mine)} "
+                f"judgments): {'; '.join(reasons)}. Its LLC, combined confidence, CW-POR and every LLC-based "
+                "column are n/a; POR and the rubric confidence come from its text as for any judge."
+            )
+        bounded = int(mine["llc_bounded"].fill_null(False).sum())
+        if bounded:
+            notes.append(
+                f"**LLC of judge {judge} is a bound in {bounded} of {len(mine)} judgments**: a letter was outside "
+                "the top log-probabilities its endpoint returned, so its log-probability is the bound that top-k "
+                "implies and LLC (with the combined confidence and CW-POR built on it) rests on that bound "
+                "(`llc_bounded` in judgments)."
+            )
+    return "".join(f"{note}\n\n" for note in notes)
+
+
 def _short(text: str, words: int = 60) -> str:
     tokens = (text or "").split()
     return " ".join(tokens[:words]) + (" …" if len(tokens) > words else "")
@@ -176,6 +200,10 @@ def write_tables(
     examples_per_category: int,
 ) -> None:
     csv, text = summary_table(pl.read_parquet(metrics), level, headline_por)
+    judged = pl.concat([pl.read_parquet(p) for p in judgments])
+    notes = llc_notes(judged)
+    if notes:
+        text += "\n" + notes.rstrip("\n") + "\n"
     text += "\n" + calibration_markdown(
         pl.read_parquet(calibration), level, calibration_settings, pooled_only=True, heading="##"
     )
@@ -184,7 +212,7 @@ def write_tables(
     csv.write_csv(summary_csv)
     Path(summary_md).write_text(text)
     examples = example_debates(
-        pl.concat([pl.read_parquet(p) for p in judgments]),
+        judged,
         pl.concat([pl.read_parquet(p) for p in responses]),
         pl.read_parquet(questions),
         categories=example_categories,

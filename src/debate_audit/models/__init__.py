@@ -22,6 +22,8 @@ _WHERE = {
     "GenerationParams": ".params",
     "two_way_softmax": ".params",
     "Reply": ".params",
+    "ChatPrompt": ".params",
+    "ChoiceScores": ".params",
     "LanguageModel": ".lm",
     "ModelSpec": ".spec",
     "prepare_model": ".prepare",

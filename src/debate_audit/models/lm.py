@@ -27,7 +27,14 @@ from .decoding import (
     prefill_rows,
     register_attention,
 )
-from .params import GenerationParams, Reply, hit_cap, record_replies, two_way_softmax  # noqa: F401 - re-exported
+from .params import (  # noqa: F401 - re-exported
+    ChoiceScores,
+    GenerationParams,
+    Reply,
+    hit_cap,
+    record_replies,
+    two_way_softmax,
+)
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
@@ -75,6 +82,7 @@ class LanguageModel:
         generation_backend: Any = None,
         prefix_store_mb: int = 1024,
         chat_template_kwargs: dict[str, Any] | None = None,
+        scoring_backend: Any = None,
     ):
         """`batch_size`: prompts per batch, or "auto": on GPU a probed token budget per scoring batch (see
         `probe_batch_tokens`) and 64 prompts per generation batch; on CPU 8. `prefix_sharing`: run a
@@ -84,6 +92,8 @@ class LanguageModel:
         only when something is scored in-process (`model`), after the backend's engine is stopped. `prefix_store_mb`: memory
         for the key/value states of recent prompts, reused by later calls on prompts that extend them (see
         prefix_store.py); 0 turns it off. `chat_template_kwargs`: the model's chat-template switches (chat.py).
+        `scoring_backend`: optional backend (the generation backend's server) that computes uncached
+        `choice_logprobs` calls from the rendered prompts' token ids instead of the in-process model.
 
         On CPU every result is batch-invariant (`self.batch_invariant`): a prompt's scores and greedy text are
         the same bits whatever else shares its batch, call or stored prefix, so a run resumed from a partly
@@ -122,6 +132,8 @@ class LanguageModel:
         self.prefix_sharing = prefix_sharing
         self.prefix_min_tokens = 16
         self.generation_backend = generation_backend
+        self.scoring_backend = scoring_backend
+        self.no_logprobs: str | None = None  # every local model has them (an endpoint may not: api.py)
         self.prefix_store = PrefixStore(prefix_store_mb << 20, min_tokens=self.prefix_min_tokens)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
@@ -137,7 +149,7 @@ class LanguageModel:
         self._backend_cache: CallCache | None = None  # the generation backend's results (its own namespace)
         self.generation_engines: dict[str, int] = {}  # engine -> generations returned, for the provenance
         self._model = None
-        if generation_backend is None or model is not None:
+        if (generation_backend is None and scoring_backend is None) or model is not None:
             self._load_weights(model)
 
     @property
@@ -151,7 +163,7 @@ class LanguageModel:
     def _load_weights(self, model: Any) -> None:
         from transformers import AutoModelForCausalLM
 
-        if self.generation_backend is not None:
+        if self.generation_backend is not None and self.scoring_backend is None:
             # An engine this job started holds the GPU (and memory) the weights need; in-process scoring
             # follows the generations (the judge), and a later generate call starts the engine again.
             self.generation_backend.close()
@@ -250,6 +262,16 @@ class LanguageModel:
             ids.append(tokens[0])
         return ids
 
+    def scoring_prompt(self, messages: Messages, assistant_prefix: str | None = None) -> str:
+        """What `choice_scores` takes for this model: the rendered text (`render_chat`)."""
+        return self.render_chat(messages, assistant_prefix)
+
+    def choice_scores(
+        self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = "scoring"
+    ) -> list[ChoiceScores]:
+        """`choice_logprobs` as `ChoiceScores`: every label computed, none a bound."""
+        return [ChoiceScores(list(lp), [False] * len(lp)) for lp in self.choice_logprobs(prompts, labels, desc=desc)]
+
     @torch.inference_mode()
     def choice_logprobs(
         self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = "scoring", max_rows: int | None = None
@@ -261,8 +283,11 @@ class LanguageModel:
         token prefix (system message, story) reuse one key/value cache of that prefix (see batching.py).
         `max_rows`: at most this many prompts per forward pass (below the model's own batch size; speed and
         memory only).
+        With a scoring backend, the server computes them from the same token ids (`_score_by_backend`).
         """
         label_ids = self.label_token_ids(labels)
+        if self.scoring_backend is not None:
+            return self._score_by_backend(prompts, labels, label_ids, desc)
         params = {"labels": list(labels)}
         if self._model is None:  # a generation backend deferred the weights
             self._load_weights(None)
@@ -327,6 +352,39 @@ class LanguageModel:
                     past = prefix_state[1]
                 seqs = [encoded[i][batch.prefix :] for i in batch.items]
                 record(batch.items, self._last_logits_backoff(seqs, past))
+        return [cached[k] for k in keys]
+
+    def _backend_results(self) -> CallCache:
+        """The cache namespace of the backend's results (generations and scores): its own, per engine."""
+        backend = self.generation_backend or self.scoring_backend
+        if self._backend_cache is None:
+            self._backend_cache = CallCache(self._cache_path, namespace=f"{self.fingerprint}-{backend.engine}")
+        return self._backend_cache
+
+    def _score_by_backend(
+        self, prompts: Sequence[str], labels: Sequence[str], label_ids: list[int], desc: str
+    ) -> list[list[float]]:
+        """`choice_logprobs` by the scoring backend: uncached prompts go out as the token ids the in-process
+        path would score; each finished group is cached as it arrives."""
+        cache = self._backend_results()
+        params = {"labels": list(labels)}
+        keys = [cache_key(cache.namespace, str(self.torch_dtype), "choice_logprobs", p, params) for p in prompts]
+        cached = cache.get_many(keys)
+        todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
+        encoded = self._encode_many(todo, prompts)
+        if any(not seq for seq in encoded.values()):
+            raise ValueError("choice_logprobs got an empty prompt; it needs at least one token before the answer slot")
+        if todo:
+            with tqdm(total=len(todo), desc=desc, unit="prompt", mininterval=2) as bar:
+
+                def finished(done: dict[int, list[float]]) -> None:
+                    fresh = {keys[todo[j]]: logprobs for j, logprobs in done.items()}
+                    cache.put_many("choice_logprobs", fresh)
+                    cached.update(fresh)
+                    bar.update(len(done))
+
+                self.scoring_backend.score([encoded[i] for i in todo], label_ids, on_finished=finished)
+            log.info("%s: %d prompts scored by %s", self.model_dir, len(todo), self.scoring_backend.describe())
         return [cached[k] for k in keys]
 
     def _prefix_kv(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -528,9 +586,7 @@ class LanguageModel:
         """`generate` through the generation backend: uncached prompts go out as the token ids the in-process
         path would decode from; each finished group of replies is cached as it arrives."""
         backend = self.generation_backend
-        if self._backend_cache is None:
-            self._backend_cache = CallCache(self._cache_path, namespace=f"{self.fingerprint}-{backend.engine}")
-        cache = self._backend_cache
+        cache = self._backend_results()
         keys = [
             cache_key(cache.namespace, str(self.torch_dtype), "generate", p, {**params.key(), **self.chat.key()})
             for p in prompts
@@ -602,8 +658,8 @@ class LanguageModel:
             return GenerationConfig.from_model_config(AutoConfig.from_pretrained(self._base_dir or self.model_dir))
 
     def close(self) -> None:
-        if self.generation_backend is not None:
-            self.generation_backend.close()
+        for backend in {id(b): b for b in (self.generation_backend, self.scoring_backend) if b is not None}.values():
+            backend.close()
         if self._backend_cache is not None:
             log.info(self._backend_cache.summary())
             self._backend_cache.close()

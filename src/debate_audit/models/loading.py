@@ -5,9 +5,9 @@ engine it started) on exit.
     with open_model(ref, cache=cache) as lm:
         lm.generate(...)
 
-Whatever the backend (in-process transformers, a local model generating through a vLLM engine the job
-starts or an OpenAI-compatible server, a remote chat model, a hosted API through its provider's SDK), the
-object satisfies `ChatModel`.
+Whatever the backend (in-process transformers, a local model generating and scoring through a vLLM engine
+the job starts or an OpenAI-compatible server, a model behind an endpoint through its provider's SDK:
+`api.EndpointChatModel`), the object satisfies `ChatModel`.
 """
 
 from __future__ import annotations
@@ -19,17 +19,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .params import GenerationParams, Reply
+from .params import ChatPrompt, ChoiceScores, GenerationParams, Reply
 from .prepare import read_fingerprint
-from .serving import CompletionsBackend, OpenAIChatModel, VLLMServer
-from .spec import ModelSpec, VLLMSettings
+from .serving import CompletionsBackend, VLLMServer
+from .spec import ModelSpec, VLLMSettings, no_logprobs
 
 Messages = list[dict[str, str]]
 
 
 class ChatModel(Protocol):
-    """What every stage may ask of a model. A remote chat model (`source: openai`) has no local weights or
-    tokenizer: its `choice_logprobs` and `render_chat` raise, naming the model."""
+    """What every stage may ask of a model.
+
+    Scoring answer labels: `scoring_prompt(messages, assistant_prefix)` gives what `choice_scores` takes for
+    this model (a local model's rendered text ending at the answer slot; an endpoint model's `ChatPrompt`, the
+    conversation its endpoint renders), and `choice_scores` each label's log-probability with the flag of a
+    bound (a label outside an endpoint's top-k). `no_logprobs`: why the model cannot score (an endpoint
+    without log-probabilities, naming the key), else None. `choice_logprobs` takes rendered text (local
+    models) and gives the values alone; a model behind an endpoint has no local template: its `render_chat`
+    raises, naming the model."""
+
+    no_logprobs: str | None
 
     def generate(
         self, conversations: Sequence[Messages], params: GenerationParams, *, desc: str = ...
@@ -42,6 +51,12 @@ class ChatModel(Protocol):
     def choice_logprobs(
         self, prompts: Sequence[str], labels: Sequence[str], *, desc: str = ...
     ) -> list[list[float]]: ...
+
+    def scoring_prompt(self, messages: Messages, assistant_prefix: str | None = None) -> str | ChatPrompt: ...
+
+    def choice_scores(
+        self, prompts: Sequence[str | ChatPrompt], labels: Sequence[str], *, desc: str = ...
+    ) -> list[ChoiceScores]: ...
 
     def render_chat(self, messages: Messages, assistant_prefix: str | None = None) -> str: ...
 
@@ -65,11 +80,13 @@ class ModelRef:
     base_url: str | None = None
     api_key_env: str | None = None
     generation_backend: str = "local"
+    scoring_backend: str = "local"  # local (in-process) or server (the generation backend's server)
     chat_template_kwargs: dict[str, Any] | None = None
     concurrency: int = 64
     vllm: VLLMSettings = VLLMSettings()
     provider: str | None = None  # source openai: a hosted API through its SDK (models/api.py)
     request: dict[str, Any] | None = None  # the provider's request settings, sent as written
+    logprobs: bool | None = None  # source openai: whether its endpoint returns log-probabilities (spec.no_logprobs)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, directory: str | Path) -> ModelRef:
@@ -97,10 +114,10 @@ class ModelRef:
 
 
 def _load(ref: ModelRef, cache: str | Path | None) -> Any:
-    if ref.source == "openai" and ref.provider is not None:
-        from .api import HostedChatModel  # the provider's SDK: only when a hosted model is used
+    if ref.source == "openai":
+        from .api import EndpointChatModel  # the provider's SDK: only when a model behind an endpoint is used
 
-        return HostedChatModel(
+        return EndpointChatModel(
             name=ref.name,
             provider=ref.provider,
             model=ref.id,
@@ -111,15 +128,7 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
             cache=None if cache is None else str(cache),
             directory=ref.directory,
             concurrency=ref.concurrency,
-        )
-    if ref.source == "openai":
-        return OpenAIChatModel(
-            base_url=ref.base_url,
-            model=ref.id,
-            api_key_env=ref.api_key_env,
-            fingerprint=ref.fingerprint()["weights_sha256"],
-            cache=None if cache is None else str(cache),
-            concurrency=ref.concurrency,
+            no_logprobs=no_logprobs(ref),
         )
     from .lm import LanguageModel  # torch: only when a local model is loaded
     from .spec import resolve_device, resolve_dtype
@@ -134,10 +143,14 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
         )
     elif ref.generation_backend == "server":
         backend = CompletionsBackend(
-            ref.base_url, ref.directory, api_key_env=ref.api_key_env, concurrency=ref.concurrency
+            ref.base_url, ref.directory, name=ref.name, api_key_env=ref.api_key_env, concurrency=ref.concurrency
         )
     elif ref.generation_backend != "local":
         raise ValueError(f"model {ref.name}: unknown generation_backend {ref.generation_backend!r}")
+    if ref.scoring_backend not in ("local", "server") or (ref.scoring_backend == "server" and backend is None):
+        raise ValueError(
+            f"models.{ref.name}.scoring_backend: {ref.scoring_backend!r} needs generation_backend vllm or server"
+        )
     return LanguageModel(
         ref.directory,
         device=resolve_device(ref.device, ref.name),
@@ -146,6 +159,7 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
         cache=cache,
         generation_backend=backend,
         chat_template_kwargs=ref.chat_template_kwargs,
+        scoring_backend=backend if ref.scoring_backend == "server" else None,
     )
 
 

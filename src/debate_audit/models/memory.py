@@ -39,8 +39,8 @@ def host_mem_mb(
     models: Iterable[tuple[ModelSpec, str | Path | None]], *, training: bool = False, scores: bool = True
 ) -> int:
     """mem_mb of a job using `models` (spec, prepared directory; one entry per distinct model); served models
-    hold no weights. A job that only generates (`scores=False`) loads no weights in-process when a generation
-    backend serves the model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value
+    hold no weights. A job that only generates (`scores=False`), or whose model's server scores too
+    (`scoring_backend: server`), loads no weights in-process when a generation backend serves the model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value
     cache)."""
     weights_mb = engine_mb = 0.0
     for spec, directory in models:
@@ -48,7 +48,8 @@ def host_mem_mb(
             continue
         # "auto" counts as on the CPU (float32), the larger of its two dtypes
         mb = model_params(spec, directory) * bytes_per_param(spec, gpu=False) / 1e6
-        if scores or spec.generation_backend == "local":
+        # scores in-process unless its server scores too (scoring_backend server)
+        if (scores and spec.scoring_backend == "local") or spec.generation_backend == "local":
             weights_mb += mb
         if spec.generation_backend == "vllm":
             engine_mb += VLLM_ENGINE_MB + mb + 1024 * spec.vllm.cpu_kvcache_gb * (not spec.device.startswith("cuda"))

@@ -58,3 +58,37 @@ def two_way_softmax(logprobs: Sequence[float]) -> list[float]:
     weights = [math.exp(lp - top) for lp in logprobs]
     total = sum(weights)
     return [w / total for w in weights]
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A prompt to score for a model whose endpoint renders its own chat template (`source: openai`): the
+    conversation and the start of the reply that a local model's rendered prompt would end with (`Answer:`).
+    A chat endpoint cannot be handed that start of a reply; it is sent the conversation with an instruction
+    to answer with one letter (models/api.py, `ONE_LETTER`)."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content) pairs
+    assistant_prefix: str | None = None
+
+    @classmethod
+    def of(cls, messages: Sequence[dict[str, str]], assistant_prefix: str | None = None) -> ChatPrompt:
+        return cls(tuple((m["role"], m["content"]) for m in messages), assistant_prefix)
+
+    def conversation(self) -> list[dict[str, str]]:
+        return [{"role": role, "content": content} for role, content in self.messages]
+
+
+class ChoiceScores(NamedTuple):
+    """log P(label) at the answer slot for each label, and which of them are bounds, not values.
+
+    `bounded[i]`: label i was not among the top log-probabilities the endpoint returned (a hosted chat model
+    gives the top 20 of its first reply token), so `logprobs[i]` is the upper bound that top-k implies (the
+    k-th log-probability, or the log of the probability mass the top-k leaves, whichever is lower). A model
+    that computes every label (in-process, or a server given the rendered prompt) bounds none."""
+
+    logprobs: list[float]
+    bounded: list[bool]
+
+    @property
+    def any_bounded(self) -> bool:
+        return any(self.bounded)

@@ -1,17 +1,21 @@
-"""Models served over HTTP or by vLLM: the one place that talks to an OpenAI-compatible server.
+"""Local models whose generations (and, where asked, scores) a server computes: `CompletionsBackend` for an
+OpenAI-compatible vLLM server at `base_url`, `VLLMServer` for a vLLM engine the job starts itself.
 
-- `OpenAIChatModel`: a remote model with no local weights (`source: openai` without a `provider`: `vllm
-  serve`, a gateway), called through /chat/completions with the project's call cache. It can generate, not
-  score. A hosted API with a `provider` (OpenAI, Anthropic) goes through its own SDK instead (api.py).
-- `CompletionsBackend` / `VLLMServer`: generation backends of a *local* model (`generation_backend: server`
-  / `vllm` in its spec). `LanguageModel.generate` hands them its uncached calls as the token ids it
-  rendered and encoded itself (POST /v1/completions with `prompt` a list of ids): the engine sees exactly
-  the in-process path's tokens (vLLM adds a BOS token to a text prompt, so Llama, Mistral and Gemma chat
-  prompts sent as text would start with two), and the generated ids come back to be decoded by the
-  project's own tokenizer. `VLLMServer` is the engine the workflow starts itself: a vLLM server from the
-  environment holding vLLM, on a loopback port, serving the prepared directory, stopped by the job.
+- `CompletionsBackend` / `VLLMServer`: backends of a *local* model (`generation_backend: server` / `vllm`,
+  and `scoring_backend: server` in its spec), spoken to through the `openai` SDK (models/api.py,
+  `openai_client`: its retries, its timeouts). `LanguageModel.generate` hands them its uncached calls as the
+  token ids it rendered and encoded itself (POST /v1/completions with `prompt` a list of ids): the engine
+  sees exactly the in-process path's tokens (vLLM adds a BOS token to a text prompt, so Llama, Mistral and
+  Gemma chat prompts sent as text would start with two), and the generated ids come back
+  (`return_token_ids`, vLLM's extension) to be decoded by the project's own tokenizer.
+  `LanguageModel.choice_logprobs` hands them its uncached prompts the same way, each asked for one token
+  with the log-probabilities of the label tokens at the answer slot (`logprob_token_ids`, vLLM's extension,
+  from the raw logits: `logprobs_mode` raw_logprobs), so the numbers are the in-process ones up to the
+  engine's float rounding (tests/test_vllm.py measures it).
+- `VLLMServer` is the engine the workflow starts itself: a vLLM server from the environment holding vLLM,
+  on a loopback port, serving the prepared directory, stopped by the job.
 
-Which engine wrote a generation is part of its cache namespace (`engine`) and of its cached record: the
+Which engine wrote a result is part of its cache namespace (`engine`) and of its cached record: the
 in-process loop, a vLLM version and an external server never share results. Their greedy texts agree on
 the embedded model on a CPU (tests/test_vllm.py), but nothing shows that for every model, dtype and GPU,
 and sampled texts come from different random streams.
@@ -24,27 +28,23 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import email.utils
 import http.client
 import json
 import logging
 import os
-import random
 import signal
 import socket
 import subprocess
 import threading
 import time
-import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .cache import CallCache, cache_key
-from .params import Reply, record_replies
+from .api import endpoint_key, openai_client, token_counts
 from .prepare import HARMONY_DIR, read_fingerprint
 from .spec import VLLMSettings
 
@@ -52,10 +52,12 @@ log = logging.getLogger(__name__)
 
 # prompt index -> one list of generated token ids per sample
 Finished = Callable[[dict[int, list[list[int]]]], None]
+# prompt index -> the labels' log-probabilities at its answer slot
+Scored = Callable[[dict[int, list[float]]], None]
 
 
 class GenerationBackend(Protocol):
-    """What `LanguageModel.generate` asks of a backend (`CompletionsBackend`, `VLLMServer`)."""
+    """What `LanguageModel` asks of a backend (`CompletionsBackend`, `VLLMServer`)."""
 
     engine: str  # cache namespace suffix: which engine's results these are (e.g. "vllm-0.32.0")
 
@@ -63,265 +65,148 @@ class GenerationBackend(Protocol):
         self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
     ) -> None: ...
 
+    def score(self, prompts: Sequence[list[int]], label_ids: Sequence[int], *, on_finished: Scored) -> None: ...
+
     def describe(self) -> str: ...  # the engine and version recorded with each result
 
     def close(self) -> None: ...
 
 
-# Statuses a server or a gateway sends for a passing condition (throttling, overload, a restarting
-# engine): worth the same request again. Anything else (400 bad request, 401 bad key, 404 unknown model)
-# fails at once, naming the status.
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True)
-class Retry:
-    """How a request is repeated after a retryable failure: exponential backoff with full jitter, capped,
-    or the server's own `Retry-After` when it sends one (also capped)."""
-
-    attempts: int = 8  # tries in all, the first included
-    backoff_s: float = 1.0  # the first wait's upper bound; doubles each time
-    max_wait_s: float = 60.0
-
-
-def _retry_after(err: urllib.error.HTTPError) -> float | None:
-    value = err.headers.get("Retry-After") if err.headers else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value)
-        return None if when is None else max(0.0, when.timestamp() - time.time())
-
-
-def post_json(
-    url: str, payload: dict[str, Any] | None, *, api_key_env: str | None, timeout: float, retry: Retry = Retry()
-) -> dict[str, Any]:
-    """POST `payload` to `url` (GET when it is None) with the key from `api_key_env` (if named) as a bearer
-    token; 429, 5xx, refused or dropped connections and timeouts are retried (`retry`). Log lines name the
-    URL and the status, never the key."""
-    headers = {"Content-Type": "application/json"}
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise RuntimeError(f"environment variable {api_key_env} (api_key_env) is not set")
-        headers["Authorization"] = f"Bearer {key}"
-    data = None if payload is None else json.dumps(payload).encode()
-    method = "GET" if payload is None else "POST"
-    for attempt in range(1, retry.attempts + 1):
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (configured URL)
-                return json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            if err.code not in RETRY_STATUSES or attempt == retry.attempts:
-                detail = err.read()[:300].decode("utf-8", "replace") if err.fp else ""
-                raise RuntimeError(
-                    f"{method} {url}: HTTP {err.code} {err.reason} after {attempt} attempt(s): {detail}"
-                ) from err
-            reason, hint = f"HTTP {err.code}", _retry_after(err)
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
-            if attempt == retry.attempts:
-                raise RuntimeError(f"{method} {url}: {err} after {attempt} attempt(s)") from err
-            reason, hint = type(err).__name__, None
-        pause = min(
-            retry.max_wait_s, hint if hint is not None else random.uniform(0, retry.backoff_s * 2 ** (attempt - 1))
-        )
-        log.warning(
-            "%s %s: %s (attempt %d of %d); retrying in %.1f s", method, url, reason, attempt, retry.attempts, pause
-        )
-        time.sleep(pause)
-    raise AssertionError("unreachable")
-
-
-class OpenAIChatModel:
-    """Chat completions from an OpenAI-compatible server, cached like `LanguageModel.generate`.
-
-    Requests run concurrently so a server with continuous batching sees many at once; each finished reply
-    is cached before the next batch of requests, so an interrupted stage resumes where it stopped.
-    """
-
-    def __init__(
-        self,
-        *,
-        base_url: str | None,
-        model: str,
-        api_key_env: str | None,
-        fingerprint: str,
-        cache: str | None,
-        timeout: float = 300.0,
-        concurrency: int = 16,
-    ):
-        if not base_url:
-            raise ValueError(f"model {model!r}: source 'openai' needs base_url")
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key_env = api_key_env
-        self.fingerprint = fingerprint
-        self.cache = CallCache(cache, namespace=self.fingerprint)
-        self.timeout = timeout
-        self.concurrency = concurrency
-
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return post_json(self.url, payload, api_key_env=self.api_key_env, timeout=self.timeout)
-
-    def _one(self, messages: list[dict[str, str]], params: Any) -> dict[str, list]:
-        payload = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": params.max_new_tokens,
-            **_sampling_fields(params),
-        }
-        reply = self._post(payload)
-        choices = sorted(reply.get("choices", []), key=lambda c: c.get("index", 0))
-        # finish_reason "length": the reply stopped at max_tokens (OpenAI's chat completions, and servers
-        # that follow it).
-        return {
-            "texts": [((c.get("message") or {}).get("content") or "").strip() for c in choices],
-            "cut": [c.get("finish_reason") == "length" for c in choices],
-        }
-
-    def generate(
-        self, conversations: Sequence[list[dict[str, str]]], params: Any, *, desc: str = "generating"
-    ) -> list[list[str]]:
-        return [[r.text for r in replies] for replies in self.generate_replies(conversations, params, desc=desc)]
-
-    def generate_replies(
-        self, conversations: Sequence[list[dict[str, str]]], params: Any, *, desc: str = "generating"
-    ) -> list[list[Reply]]:
-        """`generate`, each text with whether the server says it stopped at its token cap (`Reply.cut`; None
-        for a reply cached as a bare list of texts, before replies recorded it)."""
-        keys = [
-            cache_key(self.fingerprint, "api", "generate", json.dumps(m, sort_keys=True), params.key())
-            for m in conversations
-        ]
-        cached = self.cache.get_many(keys)
-        todo = list({k: i for i, k in enumerate(keys) if k not in cached}.values())
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for start in range(0, len(todo), self.concurrency):
-                chunk = todo[start : start + self.concurrency]
-                fresh = dict(
-                    zip((keys[i] for i in chunk), pool.map(lambda i: self._one(conversations[i], params), chunk))
-                )
-                self.cache.put_many("generate", fresh)
-                cached.update(fresh)
-        return [record_replies(cached[k]) for k in keys]
-
-    def choice_logprobs(self, prompts: Sequence[str], labels: Sequence[str], **_: Any) -> list[list[float]]:
-        raise NotImplementedError(
-            f"model {self.model!r} (source 'openai') has no local weights, so it cannot score answer labels; "
-            "use a local model (hf, gguf-package or local) for judges and verifiers"
-        )
-
-    def render_chat(self, messages: list[dict[str, str]], assistant_prefix: str | None = None) -> str:
-        raise NotImplementedError(
-            f"model {self.model!r} (source 'openai') is rendered by its server; there is no local chat template "
-            "to show the text it sees"
-        )
-
-    def close(self) -> None:
-        log.info(self.cache.summary())
-        self.cache.close()
-
-
 class CompletionsBackend:
-    """Generation by an OpenAI-compatible server (vLLM) that serves the prepared directory `model_dir`.
+    """Generation and scoring by an OpenAI-compatible server (vLLM) that serves the prepared directory
+    `model_dir`, through the `openai` SDK (its retries: 408, 409, 429, 5xx, dropped connections).
 
     Before the first request it asks the server what it serves (GET /v1/models) and uses the entry whose
     `root` is `model_dir` or a directory with the same weights fingerprint; a server serving anything else
-    is refused, naming what it serves. Requests (`concurrency` in flight) send token ids and ask for token
-    ids back (`return_token_ids`, vLLM's extension); each finished group of `concurrency` replies is handed
-    to `on_finished` (the caller caches it) before more are awaited, so a killed job loses at most one
-    group."""
+    is refused, naming what it serves. Requests (`concurrency` in flight) send token ids; each finished group
+    of `concurrency` results is handed to `on_finished` (the caller caches it) before more are awaited, and
+    when a request fails for good the results that arrived are handed over before the error is raised, so a
+    killed or failed job loses at most one group. `usage` sums the tokens the server reports."""
 
     def __init__(
         self,
         base_url: str,
         model_dir: str | Path,
         *,
+        name: str = "model",
         api_key_env: str | None = None,
         concurrency: int = 64,
         timeout: float = 600.0,
-        retry: Retry = Retry(),
+        max_retries: int | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.model_dir = Path(model_dir)
+        self.name = name
         self.api_key_env = api_key_env
         self.concurrency = max(1, concurrency)
         self.timeout = timeout
-        self.retry = retry
+        self.max_retries = max_retries
         self.engine = "server"
         self.served: str | None = None  # the server's name for model_dir, once checked
         self.version: str | None = None
+        self.usage: Counter[str] = Counter()
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._counting = threading.Lock()  # requests finish on several threads
 
-    def _request(
-        self, path: str, payload: dict[str, Any] | None = None, timeout: float | None = None
-    ) -> dict[str, Any]:
-        return post_json(
-            self.base_url + path,
-            payload,
-            api_key_env=self.api_key_env,
-            timeout=self.timeout if timeout is None else timeout,
-            retry=self.retry,
-        )
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                secret = endpoint_key(f"models.{self.name}", self.api_key_env, required=False)
+                retries = {} if self.max_retries is None else {"max_retries": self.max_retries}
+                self._client = openai_client(self.base_url, secret, **retries)
+            return self._client
 
     def check(self) -> None:
         """Find the server's name for the prepared directory, or refuse the server."""
         if self.served is not None:
             return
-        models = self._request("/models", timeout=60).get("data") or []
+        try:
+            models = list(self.client().with_options(timeout=60).models.list())
+        except Exception as err:
+            raise RuntimeError(
+                f"models.{self.name}: the server at {self.base_url}: {type(err).__name__}: {err}"
+            ) from None
         ours = read_fingerprint(self.model_dir)["weights_sha256"]
         for entry in models:
-            root = Path(str(entry.get("root") or entry.get("id") or ""))
+            root = Path(str(getattr(entry, "root", None) or entry.id or ""))
             same_dir = root.is_dir() and root.resolve() == self.model_dir.resolve()
             if same_dir or ((root / "fingerprint.json").is_file() and read_fingerprint(root)["weights_sha256"] == ours):
-                self.served = entry["id"]
+                self.served = entry.id
                 break
         else:
-            served = {e.get("id"): e.get("root") for e in models}
+            served = {e.id: getattr(e, "root", None) for e in models}
             raise RuntimeError(
                 f"the server at {self.base_url} does not serve the prepared model {self.model_dir} "
                 f"(it serves {served}); start it on that directory, e.g. `vllm serve {self.model_dir}`"
             )
-        with contextlib.suppress(RuntimeError):  # /version is vLLM's; other servers may lack it
-            self.version = post_json(
-                self.base_url.removesuffix("/v1") + "/version",
-                None,
-                api_key_env=self.api_key_env,
-                timeout=30,
-                retry=Retry(attempts=1),
-            ).get("version")
+        with contextlib.suppress(Exception):  # /version is vLLM's; other servers may lack it
+            reply = (
+                self.client()
+                .with_options(timeout=30, max_retries=0)
+                .get(self.base_url.removesuffix("/v1") + "/version", cast_to=object)
+            )
+            self.version = (json.loads(reply) if isinstance(reply, str) else reply).get("version")
         log.info("server %s serves %s as %r (%s)", self.base_url, self.model_dir, self.served, self.describe())
 
     def describe(self) -> str:
         return f"server (vllm {self.version})" if self.version else "server"
 
+    def _create(self, **body: Any) -> Any:
+        try:
+            completion = self.client().completions.create(model=self.served, timeout=self.timeout, **body)
+        except Exception as err:
+            # the SDK's message names the status and the server's reason, never the key
+            raise RuntimeError(
+                f"models.{self.name}: the server at {self.base_url}: {type(err).__name__}: {err}"
+            ) from None
+        if completion.usage is not None:
+            counts = token_counts(completion.usage.model_dump(exclude_none=True))
+            with self._counting:
+                self.usage.update(counts)
+        return sorted(completion.choices, key=lambda c: c.index)
+
     def _one(self, prompt: list[int], params: Any, stop_ids: Sequence[int]) -> list[list[int]]:
-        body = {
-            "model": self.served,
-            "prompt": prompt,
-            "max_tokens": params.max_new_tokens,
-            "stop_token_ids": list(stop_ids),
-            "return_token_ids": True,
+        choices = self._create(
+            prompt=prompt,
+            max_tokens=params.max_new_tokens,
+            extra_body={"stop_token_ids": list(stop_ids), "return_token_ids": True},
             **_sampling_fields(params),
-        }
-        choices = sorted(self._request("/completions", body)["choices"], key=lambda c: c.get("index", 0))
-        if any(c.get("token_ids") is None for c in choices):
+        )
+        ids = [getattr(c, "token_ids", None) for c in choices]
+        if any(i is None for i in ids):
             raise RuntimeError(
                 f"the server at {self.base_url} returned no token ids (return_token_ids is vLLM's "
                 "extension of /v1/completions); use a vLLM server"
             )
-        return [list(c["token_ids"]) for c in choices]
+        return [list(i) for i in ids]
 
-    def complete(
-        self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
-    ) -> None:
-        """Generated token ids of every prompt, handed to `on_finished` one finished group at a time."""
-        self.check()
-        done: dict[int, list[list[int]]] = {}
+    def _labels(self, prompt: list[int], label_ids: Sequence[int]) -> list[float]:
+        (choice,) = self._create(
+            prompt=prompt,
+            max_tokens=1,
+            temperature=0.0,
+            logprobs=1,
+            extra_body={"logprob_token_ids": list(label_ids), "return_tokens_as_token_ids": True},
+        )
+        top = (choice.logprobs.top_logprobs or [None])[0] if choice.logprobs is not None else None
+        got = {
+            int(token.rsplit(":", 1)[1]): value for token, value in (top or {}).items() if token.startswith("token_id:")
+        }
+        missing = [i for i in label_ids if i not in got]
+        if missing:
+            raise RuntimeError(
+                f"the server at {self.base_url} returned no log-probability for label token(s) {missing} at the "
+                "answer slot (logprob_token_ids is vLLM's extension of /v1/completions, 0.32 or later); use such "
+                "a vLLM server, or scoring_backend: local"
+            )
+        return [got[i] for i in label_ids]
+
+    def _run(self, work: Sequence[Callable[[], Any]], on_finished: Callable[[dict[int, Any]], None]) -> None:
+        """Run `work`, `concurrency` at a time, handing each finished group to `on_finished`."""
+        done: dict[int, Any] = {}
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            running = {pool.submit(self._one, p, params, stop_ids): i for i, p in enumerate(prompts)}
+            running = {pool.submit(call): i for i, call in enumerate(work)}
             try:
                 while running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -331,15 +216,35 @@ class CompletionsBackend:
                         on_finished(done)
                         done = {}
             except Exception:
-                # keep every reply that arrives: the requests already sent finish, the rest are dropped
+                # keep every result that arrives: the requests already sent finish, the rest are dropped
                 for future in running:
                     if not future.cancel() and future.exception() is None:
                         done[running[future]] = future.result()
                 on_finished(done)
                 raise
 
+    def complete(
+        self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
+    ) -> None:
+        """Generated token ids of every prompt, handed to `on_finished` one finished group at a time."""
+        self.check()
+        self._run([lambda p=p: self._one(p, params, stop_ids) for p in prompts], on_finished)
+        self._say_usage()
+
+    def score(self, prompts: Sequence[list[int]], label_ids: Sequence[int], *, on_finished: Scored) -> None:
+        """The label tokens' log-probabilities at the end of every prompt (its answer slot), handed to
+        `on_finished` one finished group at a time."""
+        self.check()
+        self._run([lambda p=p: self._labels(p, label_ids) for p in prompts], on_finished)
+        self._say_usage()
+
+    def _say_usage(self) -> None:
+        log.info("%s: tokens the server counted in this job: %s", self.name, dict(sorted(self.usage.items())))
+
     def close(self) -> None:
-        pass
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
 
 def _sampling_fields(params: Any) -> dict[str, Any]:
@@ -393,6 +298,13 @@ def _group_alive(group: int) -> bool:
             if int(fields[2]) == group and fields[0] != "Z":
                 return True
     return False
+
+
+def _healthy(base: str) -> bool:
+    """Whether the engine the job started answers GET /health with 200 (vLLM's readiness probe, not part of
+    the OpenAI API: the process management's own look, on the loopback port)."""
+    with urllib.request.urlopen(base + "/health", timeout=5) as response:  # noqa: S310 (loopback)
+        return response.status == 200
 
 
 def _die_with_parent() -> None:
@@ -540,27 +452,34 @@ class VLLMServer:
                     "(models.<name>.vllm.start_timeout_s)"
                 )
             with contextlib.suppress(OSError, http.client.HTTPException):
-                with urllib.request.urlopen(base + "/health", timeout=5) as response:  # noqa: S310 (loopback)
-                    if response.status == 200:
-                        break
+                if _healthy(base):
+                    break
             time.sleep(1.0)
         log.info(
             "vLLM for %s ready in %.0f s (pid %d, port %d)", self.name, time.monotonic() - began, self.process.pid, port
         )
-        self.client = CompletionsBackend(base + "/v1", self.model_dir, concurrency=self.concurrency)
+        self.client = CompletionsBackend(base + "/v1", self.model_dir, name=self.name, concurrency=self.concurrency)
         self.client.check()
+
+    def _running(self) -> CompletionsBackend:
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        return self.client
 
     def complete(
         self, prompts: Sequence[list[int]], params: Any, *, stop_ids: Sequence[int], on_finished: Finished
     ) -> None:
-        if self.process is None or self.process.poll() is not None:
-            self.start()
-        self.client.complete(prompts, params, stop_ids=stop_ids, on_finished=on_finished)
+        self._running().complete(prompts, params, stop_ids=stop_ids, on_finished=on_finished)
+
+    def score(self, prompts: Sequence[list[int]], label_ids: Sequence[int], *, on_finished: Scored) -> None:
+        self._running().score(prompts, label_ids, on_finished=on_finished)
 
     def stop(self) -> None:
         """Stop the engine by its process id: SIGTERM to its process group (the server and the engine
         processes it spawned), SIGKILL to what is left after 60 s; returns when none is left."""
-        process, self.process, self.client = self.process, None, None
+        process, self.process, client, self.client = self.process, None, self.client, None
+        if client is not None:
+            client.close()
         if process is None:
             return
         group = process.pid  # start_new_session: the server leads its own process group

@@ -8,9 +8,10 @@ A spec holds two kinds of settings (`NUMBER_KEYS`, `RUN_KEYS`):
   directory's fingerprint.json, which every model-bound rule takes as an input: changing one prepares the
   model again and reruns everything that used it. The template switches change the prompts, not the files:
   they rerun what used the model (a tracked param, rules/common.smk `model_numbers`) without preparing it.
-  So do a hosted model's `provider` and `request` (what its API is asked: models/api.py).
-- how the model runs: device, batch size, generation backend, server URL and key variable, requests in
-  flight, vLLM engine settings. They reach the rules as params Snakemake does not track (rules/common.smk,
+  So do a hosted model's `provider` and `request` (what its API is asked: models/api.py) and an endpoint's
+  `logprobs` (whether it returns log-probabilities: a CW-POR judge without them has no LLC).
+- how the model runs: device, batch size, generation and scoring backends, server URL and key variable,
+  requests in flight, vLLM engine settings. They reach the rules as params Snakemake does not track (rules/common.smk,
   `model_ref`), so changing one reruns nothing: on a CPU the in-process results are the same bits at any
   batch size (models/decoding.py), and the call cache keeps each backend's generations apart
   (models/serving.py).
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 Source = Literal["hf", "gguf-package", "local", "openai", "random"]
 GenerationBackendKind = Literal["local", "vllm", "server"]
+ScoringBackendKind = Literal["local", "server"]
 Provider = Literal["openai", "anthropic"]
 PROVIDERS = ("openai", "anthropic")
 # `request` keys the client sets itself (model, messages; the timeout follows the token budget, models/api.py)
@@ -35,11 +37,20 @@ RESERVED_REQUEST_KEYS = frozenset(
 
 # Every field of ModelSpec but `name` is exactly one of these (tests/test_models_spec.py checks it).
 FILE_KEYS = ("source", "id", "path", "revision", "gguf_file", "dtype", "tokenizer", "init")
-NUMBER_KEYS = (*FILE_KEYS, "chat_template_kwargs", "provider", "request")
+NUMBER_KEYS = (*FILE_KEYS, "chat_template_kwargs", "provider", "request", "logprobs")
 # Number keys added after results existed: left out of `number_settings` while unset, so a model that does
 # not use them keeps the tracked param it had and nothing reruns.
-LATER_NUMBER_KEYS = ("provider", "request")
-RUN_KEYS = ("device", "batch_size", "generation_backend", "base_url", "api_key_env", "concurrency", "vllm")
+LATER_NUMBER_KEYS = ("provider", "request", "logprobs")
+RUN_KEYS = (
+    "device",
+    "batch_size",
+    "generation_backend",
+    "scoring_backend",
+    "base_url",
+    "api_key_env",
+    "concurrency",
+    "vllm",
+)
 
 
 @dataclass(frozen=True)
@@ -92,8 +103,12 @@ class ModelSpec:
     base_url: str | None = None  # openai / generation_backend server: an OpenAI-compatible server (vLLM)
     api_key_env: str | None = None  # name of the environment variable holding the server's key
     # Who computes uncached generate calls of a local model: in-process transformers, a vLLM engine the job
-    # starts, or the server at base_url. Scoring (choice_logprobs) always runs in-process.
+    # starts, or the server at base_url.
     generation_backend: GenerationBackendKind = "local"
+    # Who computes uncached choice_logprobs of a local model: in-process transformers, or the server of its
+    # generation backend (the vLLM engine the job starts, or the server at base_url), sent the rendered
+    # prompt's token ids and asked for the labels' log-probabilities at the answer slot (serving.py).
+    scoring_backend: ScoringBackendKind = "local"
     concurrency: int = 64  # requests in flight to a server (vllm, server, openai)
     vllm: VLLMSettings = field(default_factory=VLLMSettings)  # generation_backend vllm: engine settings
     # source random: a tiny randomly initialised model of architecture `id` (a transformers model type such
@@ -113,6 +128,9 @@ class ModelSpec:
     # settings a stage passes (temperature, top_p, max_new_tokens, seed) are not sent to a provider model.
     provider: Provider | None = None
     request: dict[str, Any] | None = None
+    # source openai only: whether the endpoint returns log-probabilities (None: inferred, `no_logprobs`).
+    # Without them it can generate and judge (a CW-POR judge then has no LLC) but not score answers.
+    logprobs: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -144,6 +162,7 @@ class ModelSpec:
             )
         if spec.source == "openai" and spec.generation_backend != "local":
             raise ValueError(f"models.{name}: source 'openai' is served already; drop generation_backend")
+        _check_scoring(spec)
         _check_provider(spec)
         return spec
 
@@ -166,6 +185,52 @@ class ModelSpec:
     def run_settings(self) -> dict[str, Any]:
         """How the model runs (`RUN_KEYS`): nothing computed depends on these."""
         return {key: getattr(self, key) for key in RUN_KEYS}
+
+
+def _check_scoring(spec: ModelSpec) -> None:
+    """Where a model's answer labels are scored, and whether its endpoint can, each mistake naming its key."""
+    key = f"models.{spec.name}"
+    if spec.scoring_backend not in ("local", "server"):
+        raise ValueError(f"{key}.scoring_backend: must be local or server, not {spec.scoring_backend!r}")
+    if spec.scoring_backend == "server" and spec.source == "openai":
+        raise ValueError(
+            f"{key}.scoring_backend: source 'openai' always scores through its endpoint; drop scoring_backend"
+        )
+    if spec.scoring_backend == "server" and spec.generation_backend == "local":
+        raise ValueError(
+            f"{key}.scoring_backend: 'server' scores on the model's generation server; set generation_backend "
+            "to vllm (an engine the job starts) or server (the one at base_url)"
+        )
+    if spec.logprobs is not None and not isinstance(spec.logprobs, bool):
+        raise ValueError(f"{key}.logprobs: true or false, not {spec.logprobs!r}")
+    if spec.logprobs is not None and spec.source != "openai":
+        raise ValueError(f"{key}.logprobs: applies to source 'openai' (an endpoint); a local model always has them")
+    if spec.logprobs and spec.provider == "anthropic":
+        raise ValueError(f"{key}.logprobs: the Anthropic Messages API returns no log-probabilities")
+
+
+# OpenAI's reasoning models (request.reasoning_effort other than "none") refuse `logprobs`.
+NO_REASONING = (None, "none")
+
+
+def no_logprobs(spec: Any) -> str | None:
+    """Why the model's endpoint returns no log-probabilities, naming the key that says so; None where it does
+    (every local model; an endpoint unless its provider, its request or `logprobs: false` rules them out).
+    `spec`: a ModelSpec, or a ModelRef (loading.py), which carries the same fields."""
+    key = f"models.{spec.name}"
+    if spec.source != "openai" or spec.logprobs:
+        return None
+    if spec.logprobs is False:
+        return f"{key}.logprobs is false (its endpoint returns no log-probabilities)"
+    if spec.provider == "anthropic":
+        return f"{key}.provider is anthropic, whose Messages API returns no log-probabilities"
+    effort = (spec.request or {}).get("reasoning_effort")
+    if spec.provider == "openai" and effort not in NO_REASONING:
+        return (
+            f"{key}.request.reasoning_effort is {effort!r}: OpenAI's reasoning models return no log-probabilities "
+            "(set logprobs: true if this one does)"
+        )
+    return None
 
 
 def _check_provider(spec: ModelSpec) -> None:

@@ -19,7 +19,7 @@ from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
 from debate_audit.eraudit.common import grid
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
-from debate_audit.models.spec import ModelSpec
+from debate_audit.models.spec import ModelSpec, no_logprobs
 from debate_audit.runtime.runs import name_error as run_name_error
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -77,6 +77,17 @@ def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for gen, entry in ((paraphrase.get("test") or {}).get("generators") or {}).items():
         if isinstance(entry, dict) and entry.get("model"):
             yield f"paraphrase.test.generators.{gen}.model", entry["model"]
+
+
+def scoring_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, model name) for every config key whose model scores answers with log-probabilities, which an
+    endpoint without them cannot (a CW-POR judge can: it then has no LLC, cwpor/judge.py)."""
+    debate = config.get("debate") or {}
+    if debate.get("selector"):
+        yield "debate.selector", debate["selector"]
+    for key, name in _experiment_uses(config):
+        if key.startswith(("verifier.base_model", "verifier.base_models")):
+            yield key, name
 
 
 def used_models(config: dict[str, Any]) -> list[str]:
@@ -418,8 +429,10 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     if isinstance(config.get("audit"), dict):
         errors.extend(_audit_errors(config["audit"]))
         errors.extend(_characteristic_errors(config["audit"]))
+    errors.extend(_scoring_errors(config, models))
     if isinstance(config.get("cwpor"), dict):
         errors.extend(_cwpor_errors(config["cwpor"]))
+        errors.extend(_endpoint_judge_errors(config["cwpor"], models))
     if isinstance(config.get("paraphrase"), dict):
         errors.extend(_provider_pool_errors(config["paraphrase"], models))
     return errors
@@ -454,6 +467,45 @@ def _provider_pool_errors(paraphrase: dict[str, Any], models: dict[str, Any]) ->
                     f"(a provider model is sent its request, not the pool's settings); set it to {sent!r}"
                 )
     return errors
+
+
+def _spec(name: str, models: dict[str, Any]) -> ModelSpec | None:
+    entry = models.get(name)
+    try:
+        return ModelSpec.from_config(name, entry) if isinstance(entry, dict) else None
+    except (TypeError, ValueError):  # reported by _model_errors, naming its key
+        return None
+
+
+def _scoring_errors(config: dict[str, Any], models: dict[str, Any]) -> list[str]:
+    """A model that scores answers needs log-probabilities: an endpoint without them is refused here,
+    before any model work, naming the key that uses it and the key that rules them out."""
+    errors = []
+    for key, name in scoring_uses(config):
+        spec = _spec(name, models)
+        reason = no_logprobs(spec) if spec is not None else None
+        if reason:
+            errors.append(f"{key}: model {name!r} cannot score answers, which needs log-probabilities: {reason}")
+    return errors
+
+
+def _endpoint_judge_errors(cwpor: dict[str, Any], models: dict[str, Any]) -> list[str]:
+    """A judge behind a chat endpoint cannot continue a prefilled reply: the template must ask for one free
+    reply (no `reply_labels`)."""
+    from debate_audit.cwpor.prompts import JUDGE_TEMPLATES
+
+    template = JUDGE_TEMPLATES.get(cwpor.get("judge_template"))
+    if template is None or not template.reply_labels:
+        return []
+    judges = [name for m in cwpor.get("models") or [] for name in roles.judges(cwpor, m)]
+    endpoints = [n for n in dict.fromkeys(judges) if (models.get(n) or {}).get("source") == "openai"]
+    if not endpoints:
+        return []
+    return [
+        f"cwpor.judge_template: {cwpor['judge_template']!r} prefills the judge's reply slot by slot, which a chat "
+        f"endpoint cannot continue (judge(s) {endpoints}, source openai); use a template with one free reply "
+        "(paper, v1)"
+    ]
 
 
 def _cwpor_errors(cwpor: dict[str, Any]) -> list[str]:

@@ -70,7 +70,8 @@ GPU_GIB = {"H100 80 GB": 79.6, "H200": 139.0}
 # What the API table's figures rest on (printed under it, and in --json).
 API_BASIS = (
     "calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
-    "included), from scratch, with nothing in the call cache; input tokens: the plan's prompt estimate, "
+    "included) and the scorings (a CW-POR judge's LLC: one request for one token each), from scratch, with "
+    "nothing in the call cache; input tokens: the plan's prompt estimate, "
     f"the stage's prompt template and the dataset's mean text lengths at {TOKENS_PER_WORD} tokens per "
     "word (the provider's tokenizer and any system prompt differ); output tokens: a budget, every reply "
     "run to the provider request's own token cap (request.max_tokens / max_completion_tokens) where it "
@@ -312,14 +313,20 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
     weights in-process. Served models (source openai, generation_backend server) hold nothing here."""
     from debate_audit.models.memory import training_memory_bytes
 
-    if spec is None or spec.source == "openai" or (spec.generation_backend == "server" and not rp.scorings):
+    server_scores = spec is not None and spec.scoring_backend == "server"
+    if (
+        spec is None
+        or spec.source == "openai"
+        or (spec.generation_backend == "server" and (not rp.scorings or server_scores))
+    ):
         return 0, None
     if rp.rule == "verifier_finetune":
         shards = grid.distributed_settings(config["verifier"], spec.name)
         lora = grid.uses_lora(config["verifier"], spec.name)
         gib = None if size_b is None else training_memory_bytes(size_b * 1e9, lora, **shards) / 2**30
         return shards["processes"], gib
-    gpus = spec.vllm.tensor_parallel_size if spec.generation_backend == "vllm" and rp.generations else 1
+    engine = spec.generation_backend == "vllm" and (rp.generations or server_scores)
+    gpus = spec.vllm.tensor_parallel_size if engine else 1
     gib = None if size_b is None else size_b * 1e9 * bytes_per_param(spec, gpu=True) / gpus / 2**30
     return gpus, gib
 
@@ -352,16 +359,16 @@ def api_plans(config: dict, rules: Sequence[RulePlan], specs: dict[str, ModelSpe
     by_model: dict[str, list[RulePlan]] = {}
     for rp in rules:
         spec = specs.get(rp.model)
-        if spec is not None and spec.source == "openai" and rp.generations:
+        if spec is not None and spec.source == "openai" and (rp.generations or rp.scorings):
             by_model.setdefault(rp.model, []).append(rp)
     plans, notes = [], []
     for model, rows in by_model.items():
         spec = specs[model]
         cap = token_cap(spec)
-        if cap is not None:
-            for rp in rows:
-                rp.new_tokens = rp.generations * cap[1]
-        calls = sum(rp.generations for rp in rows)
+        for rp in rows:
+            # a scoring request asks for one token (models/api.py, EndpointChatModel.scoring_request)
+            rp.new_tokens = (rp.generations * cap[1] if cap is not None else rp.new_tokens) + rp.scorings
+        calls = sum(rp.generations + rp.scorings for rp in rows)
         output = sum(rp.new_tokens for rp in rows)
         if cap is not None:
             budget, estimated = f"{cap[1]} (request.{cap[0]})", False

@@ -204,29 +204,35 @@ def test_pool_shortfall_after_the_last_round():
 
 
 def test_openai_generator_never_puts_the_key_in_the_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TEST_PARAPHRASE_KEY", "sk-secret-value")
-    from debate_audit.models.serving import OpenAIChatModel
+    from conftest import json_server
 
-    gen = OpenAIChatModel(
-        base_url="http://localhost:1/v1",
-        model="m",
-        api_key_env="TEST_PARAPHRASE_KEY",
-        fingerprint="fp",
-        cache=str(tmp_path / "c.sqlite"),
-    )
+    from debate_audit.models.api import EndpointChatModel
+
+    monkeypatch.setenv("TEST_PARAPHRASE_KEY", "sk-secret-value")
     sent = []
 
-    def fake_post(payload):
-        sent.append(payload)
-        return {"choices": [{"message": {"content": f" r{i} "}} for i in range(payload["n"])]}
+    def respond(path, body, headers):  # an OpenAI-compatible server answering n samples
+        sent.append(body)
+        choices = [{"index": i, "message": {"role": "assistant", "content": f" r{i} "}} for i in range(body["n"])]
+        return 200, {}, {"choices": choices}
 
-    monkeypatch.setattr(gen, "_post", fake_post)
-    params = paraphrase.GenerationParams(max_new_tokens=20, do_sample=True, num_samples=2, seed=3)
-    assert gen.generate([[{"role": "user", "content": "q"}]], params) == [["r0", "r1"]]
-    assert sent[0]["seed"] == 3 and sent[0]["n"] == 2 and "sk-secret" not in str(sent[0])
-    assert gen.generate([[{"role": "user", "content": "q"}]], params) == [["r0", "r1"]]  # cached
-    assert len(sent) == 1
-    gen.close()
+    with json_server(respond) as url:
+        gen = EndpointChatModel(
+            name="gen",
+            provider=None,
+            model="m",
+            base_url=url,
+            api_key_env="TEST_PARAPHRASE_KEY",
+            request=None,
+            fingerprint="fp",
+            cache=str(tmp_path / "c.sqlite"),
+        )
+        params = paraphrase.GenerationParams(max_new_tokens=20, do_sample=True, num_samples=2, seed=3)
+        assert gen.generate([[{"role": "user", "content": "q"}]], params) == [["r0", "r1"]]
+        assert sent[0]["seed"] == 3 and sent[0]["n"] == 2 and "sk-secret" not in str(sent[0])
+        assert gen.generate([[{"role": "user", "content": "q"}]], params) == [["r0", "r1"]]  # cached
+        assert len(sent) == 1
+        gen.close()
     stored = b"".join(f.read_bytes() for f in (tmp_path / "c.sqlite").rglob("*") if f.is_file())  # cache dir
     assert stored and b"sk-secret-value" not in stored
 
