@@ -17,6 +17,17 @@ BROWSE_AUDIT_FILES = {
     )
     for (arch, dataset), settings in PLANNED_SETTINGS.items()
     for setting in (s.path_id for s in settings)
+} | {
+    # an audit of models you bring: no debates (none of this workflow's)
+    f"{c['dataset']} · {c['audit']}": dict(
+        pairs=f"{DATA}/{c['dataset']}.parquet",
+        debates={},
+        **{
+            stem: f"{BROUGHT_OUT}/{c['audit']}/{c['dataset']}/{stem}.parquet"
+            for stem in ("deltas", "records", "steps", "generators")
+        },
+    )
+    for c in BROUGHT_CELLS
 }
 
 

@@ -22,4 +22,5 @@ with rule_context(snakemake):
         epsilon_svg=snakemake.output.epsilon_svg,
         bounds_svg=snakemake.output.bounds_svg,
         headline=snakemake.params.headline,
+        brought=snakemake.params.brought,
     )

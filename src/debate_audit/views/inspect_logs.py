@@ -9,7 +9,8 @@ Written from the Parquet artifacts alone (no model is called), one log per exper
 - `er_audit_verifiers.eval`: a sample per verifier readout (architecture x dataset x checkpoint x pair x
   q_m / q_h). Scores: `correct`, `p_correct`.
 - `er_audit_audit.eval`: a sample per scored audit question (architecture x dataset x setting x target x
-  pair x q_h or paraphrase, the search pool and the test pools). Scores: `delta`, `counterexample`
+  pair x q_h or paraphrase, the search pool and the test pools; an audit of models you bring is a section of
+  its own, its targets under their model names). Scores: `delta`, `counterexample`
   (Delta > epsilon), and, for test-pool draws, the bounds after that step.
 
 Every sample's metadata holds the row's other columns, so nothing of the Parquet row is lost; the log's
@@ -27,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from debate_audit.eraudit.common.verifiers import VERIFIERS
 from debate_audit.runtime.provenance import project_version
 
 CREATED = "2000-01-01T00:00:00+00:00"  # a log says when it was made; these are made from fixed artifacts
@@ -132,7 +134,11 @@ def cwpor_log(*, questions: str | Path, responses: Sequence[str | Path], judgmen
 # ------------------------------------------------------------------------------------------- ER-Audit
 def verifiers_log(*, readouts: Sequence[str | Path], pairs: Mapping[str, str | Path]) -> Any:
     """The verifiers' readouts (verifier_evaluate's eval.parquet files) as one eval log. `pairs`: dataset ->
-    its prepared pairs (the question texts and answers)."""
+    its prepared pairs (the question texts and answers). No readout (ER-Audit part 1 off: only models you
+    bring are audited): a log without samples."""
+    description = "ER-Audit: each verifier's forced-choice readout of q_m and q_h (Table 1's rows)"
+    if not readouts:
+        return _log("er_audit_verifiers", "debate-audit/verifiers", [], ["correct", "p_correct"], [], description)
     texts = pl.concat(
         [
             pl.read_parquet(p)
@@ -165,7 +171,7 @@ def verifiers_log(*, readouts: Sequence[str | Path], pairs: Mapping[str, str | P
         samples,
         ["correct", "p_correct"],
         [*readouts, *pairs.values()],
-        "ER-Audit: each verifier's forced-choice readout of q_m and q_h (Table 1's rows)",
+        description,
     )
 
 
@@ -199,7 +205,8 @@ def audit_log(*, audits: Mapping[str, Mapping[str, str | Path]]) -> Any:
                     r["question"],
                     "",
                     f"Delta = {r['delta']}",
-                    f"V_{r['target']}",
+                    # a model you bring (eraudit/audit/brought.py) under its own name
+                    f"V_{r['target']}" if r["target"] in VERIFIERS else r["target"],
                     scores,
                     {"section": section, **{k: v for k, v in r.items() if k != "question"}},
                 )
