@@ -77,7 +77,7 @@ AUDIT_SETTINGS_GRID = {
 CHECKPOINT_IDS = [*grid.UNTRAINED, *(f"{l}/{v}" for l in LENGTHS for v in VARIANT_IDS)]
 # Best-of-K selection scores candidates with one model, so every architecture trains on the same transcripts
 # (as the release's verifiers did).
-DEBATE_SELECTOR = config["debate"].get("selector") or ARCHITECTURES[0]
+DEBATE_SELECTOR = config["debate"].get("selector") or next(iter(ARCHITECTURES), None)
 # Audits of models you bring (config `audited_models`, eraudit/audit/brought.py; rules/audited_models.smk): a base
 # and its targets, models this workflow did not train, on datasets of their own or the releases'.
 BROUGHT = {a.name: a for a in brought_audits(config)}

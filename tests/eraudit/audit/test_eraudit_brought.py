@@ -237,3 +237,21 @@ def test_a_local_model_written_again_after_it_was_prepared_is_named_at_start_up(
     os.utime(prepared / "fingerprint.json", (2, 2))
     (warning,) = stale_local_warnings([spec], lambda name: tmp_path / "resources/models" / name)
     assert warning.startswith(f"models.mine.path: model.safetensors in {source} changed after the model was prepared")
+
+
+@pytest.mark.slow
+def test_with_part_1_off_its_models_need_not_be_prepared_or_even_defined(tmp_path):
+    """`verifier.datasets: []`: the debater and the verifier architectures are no experiment's models, so the
+    rules must plan without them (no rule may ask their spec while the workflow is read)."""
+    from smoke_workflow import job_stats, project_copy, snakemake
+
+    workdir = project_copy(tmp_path)
+    off = {
+        "models": {"unused": {"source": "hf", "id": "nobody/nothing"}},
+        "debate": {"debater": "unused", "selector": None},
+        "verifier": {"datasets": [], "base_models": ["unused"], "lora": {"enabled": False}},
+    }
+    (workdir / "off.yaml").write_text(yaml.safe_dump(off))
+    jobs = job_stats(snakemake(workdir, "-n", overlays=("config/audit-models.yaml", "off.yaml")).stdout)
+    assert jobs["prepare_model"] == 2  # the embedded model (CW-POR, the pools, the target) and the brought base
+    assert not {rule for rule in jobs if rule.startswith(("debate_", "verifier_"))} and "audit_scores" not in jobs
