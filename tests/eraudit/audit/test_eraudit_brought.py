@@ -91,9 +91,9 @@ def own_pairs(pairs: pl.DataFrame, out: Path) -> Path:
 
 def section(frame: pl.DataFrame, target: str, ids: list[int]) -> pl.DataFrame:
     """One target's rows of an audit output, pairs numbered 0.. in `ids` order, without the cell's names."""
-    rows = frame.filter(pl.col("target") == target).with_columns(
-        pl.col("pair_id").replace_strict(ids, list(range(len(ids))))
-    )
+    rows = frame.filter(pl.col("target") == target)
+    if "pair_id" in rows.columns:
+        rows = rows.with_columns(pl.col("pair_id").replace_strict(ids, list(range(len(ids)))))
     drop = ["architecture", "length", "qh_weight", "dataset", "target", "split", "training_rows"]
     keys = [k for k in ("pair_id", "kind", "generator", "pool", "t", "index") if k in rows.columns]
     rows = rows.drop([c for c in drop if c in rows.columns])
@@ -104,18 +104,16 @@ def section(frame: pl.DataFrame, target: str, ids: list[int]) -> pl.DataFrame:
 def test_the_smoke_runs_checkpoints_brought_back_as_directories_audit_as_the_trained_targets(tmp_path, smoke_run):
     """The smoke run's V_base and its fine-tuned V_honest (a LoRA adapter, merged), given back as `source: local`
     models, on QuALITY-H and on the smoke run's audited pairs rewritten as your own dataset: every Delta, status,
-    counterexample and bound equals the trained audit's; only the new audit's jobs and the shared outputs run."""
+    counterexample and bound equals the trained audit's. Of the trained grid only what a new epsilon reaches runs
+    again; then, with part 1 off, the shared outputs hold this audit alone."""
     from smoke_workflow import copy_of_run, job_stats, snakemake
 
     from debate_audit.views.browse import payload_from_page
 
     workdir = copy_of_run(smoke_run[0], tmp_path / "project")
     audit = workdir / "results/er_audit/audit"
-    trained = {
-        stem: pl.read_parquet(audit / f"smollm2-135m/quality_h/w20_qh10/{stem}.parquet")
-        for stem in ("deltas", "records", "summary")
-    }
-    ids = sorted(set(trained["records"]["pair_id"]))
+    cell = audit / "smollm2-135m/quality_h/w20_qh10"  # the trained audit of QuALITY-H
+    ids = sorted(set(pl.read_parquet(cell / "records.parquet")["pair_id"]))
     pairs = pl.read_parquet(workdir / "data/quality_h.parquet").filter(pl.col("pair_id").is_in(ids)).sort("pair_id")
     honest = merge_adapter(workdir / "resources/verifiers/smollm2-135m/quality_h/w20/honest", tmp_path / "honest")
     overlay = {
@@ -127,13 +125,19 @@ def test_the_smoke_runs_checkpoints_brought_back_as_directories_audit_as_the_tra
         "audited_models": {
             "again": {"base": "brought-base", "targets": ["brought-honest"], "datasets": ["quality_h", "mine"]}
         },
+        # every Delta above 0 a counterexample: the smoke run's one-step V_honest is then DEGRADED on both pairs,
+        # by a Stage-1 counterexample on one and in Stage 2 on the other, so the comparison covers both
+        "audit": {"epsilon": 0.0},
     }
     (workdir / "brought.yaml").write_text(yaml.safe_dump(overlay))
     logs = ["results/inspect/er_audit_audit.eval"] if _has_inspect() else []
 
     plan = job_stats(snakemake(workdir, "-n", overlays=("brought.yaml",)).stdout)
-    # nothing of the trained grid runs again: the new audit, its models and pools, and the outputs every audit shares
+    # nothing of the trained grid runs again but its statistics (the new epsilon): the new audit, its models and
+    # pools, and the outputs every audit shares
     assert plan == {
+        "audit_statistics": 2,
+        "audit_sweeps": 2,
         "prepare_model": 2,
         "prepare_own_pairs": 1,
         "paraphrase_search": 1,  # mine's; QuALITY-H's pools are the trained audit's
@@ -148,6 +152,9 @@ def test_the_smoke_runs_checkpoints_brought_back_as_directories_audit_as_the_tra
     }, plan
     snakemake(workdir, "--", "all", *logs, overlays=("brought.yaml",))
 
+    trained = {stem: pl.read_parquet(cell / f"{stem}.parquet") for stem in ("deltas", "records", "summary")}
+    flagged = trained["records"].filter(pl.col("target") == "honest")
+    assert set(flagged["status"]) == {"DEGRADED"} and flagged["counterexample"].null_count() == 1, flagged
     rejected = pl.read_parquet(workdir / "data/mine.rejected.parquet")
     assert rejected.select("row", "key", "reason").rows() == [
         (len(ids), "broken", 'field \'Q_Y.Y_false\': expected a non-empty string, got ["a", "list"] (array)')
