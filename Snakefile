@@ -25,6 +25,7 @@ include: "rules/debate.smk"
 include: "rules/verifier.smk"
 include: "rules/paraphrase.smk"
 include: "rules/audit.smk"
+include: "rules/audited_models.smk"
 include: "rules/browse.smk"
 
 

@@ -8,6 +8,8 @@ from debate_audit.eraudit.audit.power import design_from_config
 
 AUDIT = config["audit"]
 AUDIT_OUT = f"{RESULTS}/er_audit/audit"
+# audits of models you bring (rules/audited_models.smk): <audit>/<dataset>/ below it
+BROUGHT_OUT = f"{AUDIT_OUT}/models"
 # The planned audits (one per architecture x dataset x setting: length, L_qh weight) and the checkpoints
 # their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/common.smk).
 
@@ -144,22 +146,38 @@ rule audit_figures:
         summaries=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/summary.parquet",
             AUDIT_SETTING_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/summary.parquet", BROUGHT_CELLS
         ),
         records=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
             AUDIT_SETTING_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/records.parquet", BROUGHT_CELLS
         ),
         steps=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/steps.parquet",
             AUDIT_SETTING_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/steps.parquet", BROUGHT_CELLS
         ),
         confidence=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_confidence.parquet",
             AUDIT_SETTING_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/sweep_confidence.parquet",
+            BROUGHT_CELLS,
         ),
         epsilon=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/sweep_epsilon.parquet",
             AUDIT_SETTING_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/sweep_epsilon.parquet", BROUGHT_CELLS
         ),
         pool_reports=expand(
             f"{PARAPHRASE_OUT}/{{dataset}}/{{pool}}.report.parquet",
@@ -244,6 +262,11 @@ rule audit_figures:
     params:
         # which bound summary.md and the figures lead with: the statistics compute both either way
         headline=AUDIT["headline_bound"],
+        # the audits of models you bring, as summary.md names them
+        brought={
+            a.name: {"base": a.base, "targets": list(a.targets)}
+            for a in BROUGHT.values()
+        },
         library=library_code("audit_figures"),
     script:
         "../workflow/scripts/audit_figures.py"
@@ -258,10 +281,17 @@ rule audit_runtime:
         device_times=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{verifier}}/device_time.parquet",
             AUDIT_SCORE_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/{{model}}/device_time.parquet",
+            BROUGHT_SCORE_CELLS,
         ),
         records=cell_paths(
             f"{AUDIT_OUT}/{{architecture}}/{{dataset}}/{{setting}}/records.parquet",
             AUDIT_SETTING_CELLS,
+        )
+        + cell_paths(
+            f"{BROUGHT_OUT}/{{audit}}/{{dataset}}/records.parquet", BROUGHT_CELLS
         ),
     output:
         gpu_csv=report(
@@ -291,10 +321,12 @@ rule audit_runtime:
         "../workflow/scripts/audit_runtime.py"
 
 
-ALL_TARGETS.extend(
-    [
-        f"{AUDIT_OUT}/summary.md",
-        f"{AUDIT_OUT}/table3_runtime.md",
-        f"{AUDIT_OUT}/table3_gpu_seconds.csv",
-    ]
-)
+# the audit's outputs, where anything is audited (ER-Audit part 1 off and no model brought: nothing)
+if AUDIT_SETTING_CELLS or BROUGHT_CELLS:
+    ALL_TARGETS.extend(
+        [
+            f"{AUDIT_OUT}/summary.md",
+            f"{AUDIT_OUT}/table3_runtime.md",
+            f"{AUDIT_OUT}/table3_gpu_seconds.csv",
+        ]
+    )

@@ -16,6 +16,17 @@ BROWSE_AUDIT_FILES = {
     )
     for (arch, dataset), settings in PLANNED_SETTINGS.items()
     for setting in (s.path_id for s in settings)
+} | {
+    # an audit of models you bring: no debates (none of this workflow's)
+    f"{c['dataset']} · {c['audit']}": dict(
+        pairs=f"{DATA}/{c['dataset']}.parquet",
+        debates={},
+        **{
+            stem: f"{BROUGHT_OUT}/{c['audit']}/{c['dataset']}/{stem}.parquet"
+            for stem in ("deltas", "records", "steps", "generators")
+        },
+    )
+    for c in BROUGHT_CELLS
 }
 
 
@@ -75,6 +86,23 @@ INSPECT_AUDITS = {
             BROWSE_AUDIT_FILES[browse_section(dataset, arch, setting)],
         )
     ]
+} | {
+    # an audit of models you bring: its name is its `architecture`, it has one setting
+    f"{c['dataset']} · {c['audit']}": dict(
+        BROWSE_AUDIT_FILES[f"{c['dataset']} · {c['audit']}"],
+        architecture=c["audit"],
+        dataset=c["dataset"],
+        setting="models",
+        summary=f"{BROUGHT_OUT}/{c['audit']}/{c['dataset']}/summary.parquet",
+    )
+    for c in BROUGHT_CELLS
+}
+# The readout of each architecture's logs (the messages a readout sends): its mode and its base's directory.
+INSPECT_READOUTS = {
+    arch: (config["verifier"]["readout"], model_dir(arch)) for arch in ARCHITECTURES
+} | {
+    a.name: (a.readout_mode(config["verifier"]), model_dir(a.base))
+    for a in BROUGHT.values()
 }
 
 
@@ -93,7 +121,8 @@ rule inspect_logs:
             for files in INSPECT_AUDITS.values()
             for stem in ("deltas", "records", "steps", "summary")
         ],
-        models=[model_fingerprint(arch) for arch in ARCHITECTURES],
+        models=[model_fingerprint(arch) for arch in ARCHITECTURES]
+        + [model_fingerprint(a.base) for a in BROUGHT.values()],
     output:
         logs=directory(f"{RESULTS}/inspect"),
     log:
@@ -101,8 +130,7 @@ rule inspect_logs:
     params:
         datasets=ER_DATASETS,
         audits=INSPECT_AUDITS,
-        readout=config["verifier"]["readout"],
-        architectures={arch: model_dir(arch) for arch in ARCHITECTURES},
+        readouts=INSPECT_READOUTS,
         library=library_code("inspect_logs"),
     script:
         "../workflow/scripts/inspect_logs.py"

@@ -3,6 +3,11 @@ from pathlib import Path
 
 from snakemake.logging import logger
 
+from debate_audit.eraudit.audit.brought import (
+    audit_datasets,
+    brought_audits,
+    own_datasets,
+)
 from debate_audit.eraudit.common import grid
 from debate_audit.models.loading import ModelRef
 from debate_audit.models.memory import host_mem_mb
@@ -14,6 +19,8 @@ from debate_audit.runtime.runs import run_root
 from debate_audit.tools.config_check import (
     check_output_paths,
     dataset_source,
+    location_source,
+    stale_local_warnings,
     used_models,
 )
 
@@ -41,6 +48,8 @@ if unpinned_warnings(MODEL_SPECS.values()):
     logger.warning("\n".join(unpinned_warnings(MODEL_SPECS.values())))
 
 DATASETS = ["truthfulqa", "quality_h", "gpqa_h"]
+# Your own datasets (config `datasets.own`: a pairs file each, data/own_pairs.py), audited with models you bring.
+OWN_DATASETS = own_datasets(config)
 
 # The ER-Audit grid (eraudit/common/grid.py): verifier architectures x debate lengths x V_org's L_qh weights, the
 # further lengths and weights reaching only the cells debate.length_sweep / verifier.qh_sweep name (PLAN).
@@ -68,17 +77,24 @@ AUDIT_SETTINGS_GRID = {
 CHECKPOINT_IDS = [*grid.UNTRAINED, *(f"{l}/{v}" for l in LENGTHS for v in VARIANT_IDS)]
 # Best-of-K selection scores candidates with one model, so every architecture trains on the same transcripts
 # (as the release's verifiers did).
-DEBATE_SELECTOR = config["debate"].get("selector") or ARCHITECTURES[0]
+DEBATE_SELECTOR = config["debate"].get("selector") or next(iter(ARCHITECTURES), None)
+# Audits of models you bring (config `audited_models`, eraudit/audit/brought.py; rules/audited_models.smk): a base
+# and its targets, models this workflow did not train, on datasets of their own or the releases'.
+BROUGHT = {a.name: a for a in brought_audits(config)}
+# Every dataset with paraphrase pools: those the verifiers train on (ER_DATASETS), then those only brought audits use.
+AUDIT_DATASETS = audit_datasets(config)
 
 
 def one_of(values):
-    """A wildcard constraint matching exactly one of `values` (model names hold dots)."""
-    return "|".join(re.escape(v) for v in values)
+    """A wildcard constraint matching exactly one of `values` (model names hold dots); none: nothing."""
+    return "|".join(re.escape(v) for v in values) or "(?!)"
 
 
 wildcard_constraints:
     model=one_of(MODEL_SPECS),
-    dataset=one_of(DATASETS),
+    dataset=one_of(DATASETS + OWN_DATASETS),
+    own=one_of(OWN_DATASETS),
+    audit=one_of(BROUGHT),
     architecture=one_of(ARCHITECTURES),
     length=one_of(LENGTHS),
     variant=one_of(VARIANT_IDS),
@@ -100,6 +116,12 @@ def model_dir(name):
 
 def model_fingerprint(name):
     return f"resources/models/{name}/fingerprint.json"
+
+
+# A local model directory written again after it was prepared (a model you bring, retrained in place).
+STALE_LOCAL = stale_local_warnings(MODEL_SPECS.values(), lambda n: Path(model_dir(n)))
+if STALE_LOCAL:
+    logger.warning("\n".join(STALE_LOCAL))
 
 
 # A model spec's settings are of two kinds (models/spec.py). Those that define its numbers (NUMBER_KEYS)
@@ -170,6 +192,17 @@ def local_input(dataset, key):
     return [] if location is None or "://" in location else [location]
 
 
+def own_location(name):
+    """The pairs file of your own dataset `name` (datasets.own): a path or URL."""
+    return config["datasets"]["own"][name]["pairs"]
+
+
+def own_input(name):
+    """As local_input, for your own dataset's pairs file."""
+    location = own_location(name)
+    return [] if "://" in location else [location]
+
+
 def source_location(input_value, dataset, key):
     """What the loader reads: the local input file, else the configured URL (or None)."""
     return str(input_value) if input_value else config["datasets"][dataset].get(key)
@@ -202,6 +235,7 @@ def runtime_benchmarks(wildcards):
             dict(dataset=AUDIT_DATASETS, generator=PARAPHRASE_TEST_GENERATORS),
         ),
         *[(rules.audit_scores, c) for c in AUDIT_SCORE_CELLS],
+        *[(rules.audit_model_scores, c) for c in BROUGHT_SCORE_CELLS],
     ]
     return cwpor_benchmarks() + [
         path for rule, wcs in cells for path in expand(rule.benchmark, **wcs)
@@ -398,6 +432,18 @@ AUDIT_SETTING_CELLS = [
 ]
 
 
+# audits of models you bring: the score files (each model of an audit on each of its datasets) and the audits
+BROUGHT_SCORE_CELLS = [
+    dict(audit=a.name, dataset=d, model=m)
+    for a in BROUGHT.values()
+    for d in a.datasets
+    for m in a.models
+]
+BROUGHT_CELLS = [
+    dict(audit=a.name, dataset=d) for a in BROUGHT.values() for d in a.datasets
+]
+
+
 def cell_paths(pattern, cells):
     """`pattern` filled in with each cell's wildcard values."""
     return [expand(pattern, **c)[0] for c in cells]
@@ -417,6 +463,23 @@ def browse_section(dataset, architecture, setting):
     """A browser section's name: the dataset, with the grid cell when the run has more than one."""
     cells = len(ARCHITECTURES) * len(AUDIT_SETTINGS_GRID)
     return dataset if cells == 1 else f"{dataset} · {architecture} · {setting}"
+
+
+def brought_scores(wc):
+    """The score files of one audit of models you bring: its base, then each target."""
+    return [
+        f"{AUDIT_OUT}/models/{wc.audit}/{wc.dataset}/{m}/scores.parquet"
+        for m in BROUGHT[wc.audit].models
+    ]
+
+
+def pool_split(wc):
+    """The part-1 split a dataset's pools select their pairs by (paraphrase.splits), where the workflow
+    debates it; a dataset only models you bring are audited on has none: every pair (up to max_pairs).
+    """
+    if wc.dataset not in ER_DATASETS:
+        return []
+    return f"{DEBATE_OUT}/{wc.dataset}/split.parquet"
 
 
 # ---------------------------------------------- CW-POR (rules/cwpor.smk)

@@ -58,6 +58,28 @@ rule prepare_gpqa_h:
         "../workflow/scripts/prepare_gpqa_h.py"
 
 
+# Your own dataset (config `datasets.own.<name>.pairs`): the QuALITY-H / GPQA-H fields and a context per pair,
+# every field type-checked, each bad row in the rejected-rows file (data/own_pairs.py).
+rule prepare_own_pairs:
+    input:
+        pairs=lambda wc: own_input(wc.own),
+    output:
+        table=f"{DATA}/{{own}}.parquet",
+        rejected=f"{DATA}/{{own}}.rejected.parquet",
+    log:
+        f"{LOGS}/data/prepare_own_{{own}}.log",
+    params:
+        pairs=lambda wc, input: (
+            str(input.pairs) if input.pairs else own_location(wc.own)
+        ),
+        # location + content hash: a changed or edited file reruns this rule
+        source=lambda wc: location_source(own_location(wc.own)),
+        library=library_code("prepare_own_pairs"),
+    script:
+        "../workflow/scripts/prepare_own_pairs.py"
+
+
 ALL_TARGETS.extend(expand(f"{DATA}/{{dataset}}.parquet", dataset=DATASETS))
+ALL_TARGETS.extend(expand(f"{DATA}/{{own}}.parquet", own=OWN_DATASETS))
 # MODEL_SPECS holds only the models an experiment uses: an unused one is never prepared.
 ALL_TARGETS.extend(model_fingerprint(name) for name in MODEL_SPECS)

@@ -81,9 +81,9 @@ else:
             runtime=240,
         params:
             model=lambda wc, resources: model_ref(config["debate"]["debater"]),
-            numbers=model_numbers(config["debate"]["debater"]),
+            numbers=lambda wc: model_numbers(config["debate"]["debater"]),
             # best-of-K (K > 1) samples: another engine draws other candidates
-            engine=(
+            engine=lambda wc: (
                 sampling_engine(config["debate"]["debater"])
                 if config["debate"]["candidates"] > 1
                 else None
@@ -123,7 +123,7 @@ else:
             runtime=60,
         params:
             model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
-            numbers=model_numbers(DEBATE_SELECTOR),
+            numbers=lambda wc: model_numbers(DEBATE_SELECTOR),
             leak_ngram=config["debate"]["leak_ngram"],
             leak_threshold=config["debate"]["leak_threshold"],
             hard_terms=config["debate"]["hard_terms"],

@@ -4,7 +4,6 @@ from debate_audit.eraudit.paraphrase.pools import pool_settings
 
 PARAPHRASE = config["paraphrase"]
 PARAPHRASE_TEST_GENERATORS = list(PARAPHRASE["test"]["generators"])
-AUDIT_DATASETS = config["verifier"]["datasets"]
 PARAPHRASE_POOLS = ["search", *(f"test_{g}" for g in PARAPHRASE_TEST_GENERATORS)]
 PARAPHRASE_OUT = f"{RESULTS}/er_audit/paraphrase"
 
@@ -29,7 +28,8 @@ PARAPHRASE_PARAMS = dict(
     prompt=PARAPHRASE["prompt"],
     filter=PARAPHRASE["filter"],
     truncated=PARAPHRASE["truncated"],
-    splits=PARAPHRASE["splits"],
+    # only a dataset the verifiers train on has a split (pool_split)
+    splits=lambda wc: PARAPHRASE["splits"] if wc.dataset in ER_DATASETS else None,
     max_pairs=PARAPHRASE["max_pairs"],
     cache=config["cache"],
 )
@@ -38,7 +38,7 @@ PARAPHRASE_PARAMS = dict(
 rule paraphrase_search:
     input:
         pairs=f"{DATA}/{{dataset}}.parquet",
-        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
+        split=pool_split,
         model=model_fingerprint(PARAPHRASE["search"]["generator"]),
     output:
         paraphrases=f"{PARAPHRASE_OUT}/{{dataset}}/search.parquet",
@@ -64,7 +64,7 @@ rule paraphrase_search:
 rule paraphrase_test:
     input:
         pairs=f"{DATA}/{{dataset}}.parquet",
-        split=f"{DEBATE_OUT}/{{dataset}}/split.parquet",
+        split=pool_split,
         model=lambda wc: model_fingerprint(pool_settings(PARAPHRASE, wc.generator)[1]),
     output:
         paraphrases=f"{PARAPHRASE_OUT}/{{dataset}}/test_{{generator}}.parquet",

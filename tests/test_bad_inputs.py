@@ -556,6 +556,9 @@ def test_runtime_table_reads_only_the_given_benchmark_files(tmp_path):
 # ------------------------------------------------------------------------------------ config mistakes
 BASE = yaml.safe_load((REPO / "config/config.yaml").read_text())
 OPENAI = {"source": "openai", "id": "served"}
+# an audit of a model you bring: the embedded model against a second entry of it (config_errors checks names)
+BROUGHT = {"base": "smollm2-135m", "targets": ["smollm2-135m-v"], "datasets": ["gpqa_h"]}
+BROUGHT_MODEL = {"models/smollm2-135m-v": BASE["models"]["smollm2-135m"]}
 
 
 def with_changes(changes: dict) -> dict:
@@ -762,6 +765,58 @@ CONFIG_ERRORS = [
         {"datasets/quality_h/pairs": None},
         "datasets.quality_h.pairs: required (a local path or an http(s) URL), not null",
     ),
+    # models you bring (audited_models) and your own dataset (datasets.own)
+    (
+        "undefined brought model",
+        {"audited_models/mine": {**BROUGHT, "targets": ["nope"]}},
+        "audited_models.mine.targets[0]: model 'nope' is not defined under 'models:'",
+    ),
+    (
+        "brought target named like a verifier",
+        {"models/honest": BASE["models"]["smollm2-135m"], "audited_models/mine": {**BROUGHT, "targets": ["honest"]}},
+        "audited_models.mine.targets[0]: 'honest' is the name of one of the workflow's own verifiers",
+    ),
+    (
+        "brought target is its base",
+        {"audited_models/mine": {**BROUGHT, "targets": ["smollm2-135m"]}},
+        "audited_models.mine.targets[0]: 'smollm2-135m' is the audit's base",
+    ),
+    (
+        "brought audit on an unknown dataset",
+        {"audited_models/mine": {**BROUGHT, "datasets": ["theirs"]}},
+        "audited_models.mine.datasets[0]: 'theirs' is neither quality_h nor gpqa_h nor a dataset of datasets.own",
+    ),
+    (
+        "brought audit named like an architecture",
+        {"audited_models/smollm2-135m": BROUGHT},
+        "audited_models.smollm2-135m: the audit's name is a path segment and its outputs' architecture label",
+    ),
+    (
+        "brought audit without epsilon under a percentile",
+        {"audit/epsilon": None, "audit/epsilon_percentile": 25, "audited_models/mine": BROUGHT},
+        "audited_models.mine.epsilon: audit.epsilon_percentile sets epsilon from V_org's search maxima",
+    ),
+    (
+        "epsilon reference not a target",
+        {"audited_models/mine": {**BROUGHT, "epsilon_reference": "org"}},
+        "audited_models.mine.epsilon_reference: 'org' is not one of its targets ['smollm2-135m-v']",
+    ),
+    ("brought audit without targets", {"audited_models/mine": {**BROUGHT, "targets": []}}, "should be non-empty"),
+    (
+        "brought audit with a misspelt key",
+        {"audited_models/mine": {**BROUGHT, "dataset": ["gpqa_h"]}},
+        "audited_models.mine: Additional properties are not allowed ('dataset' was unexpected)",
+    ),
+    (
+        "own pairs file missing",
+        {"datasets/own/mine/pairs": "data/nowhere.jsonl"},
+        "datasets.own.mine.pairs: data/nowhere.jsonl: file not found",
+    ),
+    (
+        "own dataset named like the workflow's",
+        {"datasets/own/gpqa_h/pairs": "data/demo/own_pairs.jsonl"},
+        "datasets.own.gpqa_h: not a name for your own dataset",
+    ),
     # a run's name is a folder under runs/
     ("run name with a slash", {"run": "a/b"}, "run: 'a/b' is not a plain name"),
     ("run name with a space", {"run": "my run"}, "run: 'my run' is not a plain name"),
@@ -808,6 +863,25 @@ CONFIG_VALID = [
         },
     ),
     ("named run", {"run": "lr-3x_v2.1"}),
+    (
+        "a brought pair on your own dataset and on GPQA-H",
+        {
+            **BROUGHT_MODEL,
+            "datasets/own/mine/pairs": "data/demo/own_pairs.jsonl",
+            "audited_models/mine": {**BROUGHT, "datasets": ["mine", "gpqa_h"], "readout": "plain", "epsilon": 0.5},
+        },
+    ),
+    (
+        "a brought pair under a percentile epsilon of its own model organism",
+        {
+            **BROUGHT_MODEL,
+            "audit/epsilon": None,
+            "audit/epsilon_percentile": 25,
+            "audited_models/mine": {**BROUGHT, "epsilon_reference": "smollm2-135m-v"},
+        },
+    ),
+    # part 1 off: its models are neither checked nor prepared
+    ("ER-Audit part 1 off", {"verifier/datasets": [], "debate/debater": "nope", "verifier/base_models": ["nope"]}),
 ]
 
 
@@ -822,6 +896,14 @@ def test_only_used_models_are_prepared():
         {"models/unused": OPENAI, "models/judge": dict(BASE["models"]["smollm2-135m"]), "cwpor/judge_model": "judge"}
     )
     assert used_models(config) == ["smollm2-135m", "judge"]
+
+
+def test_models_you_bring_are_used_and_part_1_off_uses_none_of_its_own():
+    config = with_changes({**BROUGHT_MODEL, "audited_models/mine": BROUGHT})
+    assert used_models(config) == ["smollm2-135m", "smollm2-135m-v"]
+    off = with_changes({"models/debater": OPENAI, "debate/debater": "debater", "verifier/datasets": []})
+    assert used_models(off) == ["smollm2-135m"]  # CW-POR's; no pools without an audit, no debater
+    assert used_models({**off, "audited_models": {"mine": BROUGHT}}) == ["smollm2-135m", "smollm2-135m-v"]
 
 
 def test_every_error_is_reported_at_once(monkeypatch):
@@ -874,6 +956,11 @@ WORKFLOW_ERRORS = [
         "cwpor.judge_model: model 'nope' is not defined under 'models:'",
     ),
     ("path and hf_id", {"datasets": {"truthfulqa": {"hf_id": "truthfulqa/truthful_qa"}}}, "give exactly one of 'path'"),
+    (
+        "undefined brought model",
+        {"audited_models": {"mine": {**BROUGHT, "targets": ["nope"]}}},
+        "audited_models.mine.targets[0]: model 'nope' is not defined under 'models:'",
+    ),
 ]
 
 

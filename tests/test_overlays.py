@@ -71,6 +71,8 @@ def er_audit(
 
 
 PREPARE_DATASETS = {"prepare_quality_h": 1, "prepare_gpqa_h": 1}
+# config/audit-models.yaml's audit of a brought pair on its own pairs file: 2 models scored, 1 audit
+BROUGHT = {"prepare_own_pairs": 1, "audit_model_scores": 2, "audit_model_statistics": 1, "audit_model_sweeps": 1}
 ER_AUDIT = {**PREPARE_DATASETS, **er_audit()}
 CWPOR_FIXED = {
     "prepare_truthfulqa": 1,
@@ -231,6 +233,32 @@ EXPECTED = {
         **cwpor(1, 2),
         **er_audit(datasets=1, generate=False),
         **PREPARE_DATASETS,
+        "browse": 1,
+        "all": 1,
+    },
+    # models you bring beside the trained grid: the hub's SmolLM2-135M base prepared (1 more model), the demo's
+    # own pairs prepared, their pools (a search pool and one per test generator), the base and the embedded
+    # model scored, one audit and its sweeps; the shared figures, Table 3 and browser read it too
+    "config/audit-models.yaml": {
+        "prepare_model": 2,
+        **cwpor(1, 2),
+        **ER_AUDIT,
+        **BROUGHT,
+        "paraphrase_search": 2 + 1,
+        "paraphrase_test": 4 + 2,
+        "browse": 1,
+        "all": 1,
+    },
+    # ... and instead of it: no debate, fine-tuning, Table 1 or trained audit
+    "config/audit-models.yaml config/audit-models-only.yaml": {
+        "prepare_model": 2,
+        **cwpor(1, 2),
+        **PREPARE_DATASETS,
+        **BROUGHT,
+        "paraphrase_search": 1,
+        "paraphrase_test": 2,
+        "audit_figures": 1,
+        "audit_runtime": 1,
         "browse": 1,
         "all": 1,
     },

@@ -10,6 +10,7 @@ Writes, next to this script:
   truthfulqa.csv
   quality_h/pairs.json, quality_h/stories.jsonl
   gpqa_h/pairs.json, gpqa_h/contexts.json
+  own_pairs.jsonl
 """
 
 import csv
@@ -911,6 +912,13 @@ def main():
     contexts = {t: ctx for t, ctx, _qy, _qh in GPQA}
     write_json(os.path.join(gdir, "pairs.json"), pairs)
     write_json(os.path.join(gdir, "contexts.json"), contexts)
+
+    # "Your own dataset" (config datasets.own, src/debate_audit/data/own_pairs.py): the GPQA-H demo pairs in that
+    # layout, each with its context inline, one JSON object per line.
+    with open(os.path.join(HERE, "own_pairs.jsonl"), "w", encoding="utf-8") as f:
+        for title, ctx, qy, qh in GPQA:
+            rec = {"story_title": title, "context": ctx, "Q_Y": qy, "Q_H": qh, "domain": title.split("_")[1]}
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

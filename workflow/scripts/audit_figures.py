@@ -27,4 +27,5 @@ with rule_context(snakemake):
         characteristic_png=snakemake.output.characteristic,
         characteristic_svg=snakemake.output.characteristic_svg,
         characteristic_csv=snakemake.output.characteristic_csv,
+        brought=snakemake.params.brought,
     )

@@ -15,4 +15,6 @@ with rule_context(snakemake):
         readout=snakemake.params.readout,
         cache=snakemake.params.cache,
         labels=snakemake.params.labels,
+        # models you bring (rules/audited_models.smk): their fine-tuning is not this workflow's
+        trained_here=snakemake.params.get("trained_here", True),
     )

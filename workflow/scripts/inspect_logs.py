@@ -12,7 +12,6 @@ with rule_context(snakemake):
         pairs=dict(zip(snakemake.params.datasets, snakemake.input.pairs)),
         audits=snakemake.params.audits,
         readout={
-            arch: resolve_readout_of(snakemake.params.readout, directory)
-            for arch, directory in snakemake.params.architectures.items()
+            arch: resolve_readout_of(mode, directory) for arch, (mode, directory) in snakemake.params.readouts.items()
         },
     )

@@ -10,13 +10,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
+from debate_audit.eraudit.audit.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common import grid
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec, no_logprobs
@@ -58,6 +59,23 @@ def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"cwpor.{role}_model", cwpor[f"{role}_model"]
     for i, name in enumerate(cwpor.get("cross_judges") or []):
         yield f"cwpor.cross_judges[{i}]", name
+    yield from _part1_uses(config)
+    # The paraphrase generators write the pools of every audit, of the trained verifiers or of models you bring.
+    if trained_datasets(config) or config.get("audited_models"):
+        yield from _paraphrase_uses(config)
+    for name, entry in (config.get("audited_models") or {}).items():
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("base"), str):
+            yield f"audited_models.{name}.base", entry["base"]
+        for i, target in enumerate(entry.get("targets") or []):
+            yield f"audited_models.{name}.targets[{i}]", target
+
+
+def _part1_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """The models of ER-Audit part 1 (debates, verifiers): none when `verifier.datasets` is empty."""
+    if not trained_datasets(config):
+        return
     if (config.get("debate") or {}).get("debater"):
         yield "debate.debater", config["debate"]["debater"]
     if (config.get("debate") or {}).get("selector"):
@@ -71,6 +89,9 @@ def _experiment_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     # The adjudication teacher is used only when adjudications are the L_lm target.
     if verifier.get("lm_target") == "adjudication" and (verifier.get("adjudication") or {}).get("teacher"):
         yield "verifier.adjudication.teacher", verifier["adjudication"]["teacher"]
+
+
+def _paraphrase_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     paraphrase = config.get("paraphrase") or {}
     if (paraphrase.get("search") or {}).get("generator"):
         yield "paraphrase.search.generator", paraphrase["search"]["generator"]
@@ -140,7 +161,36 @@ def _model_errors(name: str, entry: dict[str, Any]) -> list[str]:
             )
     if entry.get("source") == "local" and entry.get("path") and not Path(entry["path"]).is_dir():
         errors.append(f"{key}.path: {entry['path']}: no such directory")
+    elif (
+        entry.get("source") == "local" and entry.get("path") and (Path(entry["path"]) / "adapter_config.json").exists()
+    ):
+        errors.append(
+            f"{key}.path: {entry['path']} holds a LoRA adapter (adapter_config.json), not a model: merge it into "
+            "its base first (peft: PeftModel.from_pretrained(base, path).merge_and_unload().save_pretrained(out, "
+            "safe_serialization=True), and the tokenizer beside it) and give the merged directory"
+        )
     return errors
+
+
+def stale_local_warnings(specs: Iterable[ModelSpec], prepared: Callable[[str], Path]) -> list[str]:
+    """A warning per used `source: local` model whose directory holds a file newer than its prepared copy
+    (`prepared(name)`: resources/models/<name>): prepare_model copies the directory once, so weights written
+    into it again (a model retrained elsewhere in place) would be audited as the old ones."""
+    warnings = []
+    for spec in specs:
+        stamp = prepared(spec.name) / "fingerprint.json"
+        if spec.source != "local" or not spec.path or not stamp.exists() or not Path(spec.path).is_dir():
+            continue
+        newer = sorted(
+            f.name for f in Path(spec.path).iterdir() if f.is_file() and f.stat().st_mtime > stamp.stat().st_mtime
+        )
+        if newer:
+            warnings.append(
+                f"models.{spec.name}.path: {', '.join(newer[:3])}{' ...' if len(newer) > 3 else ''} in {spec.path} "
+                f"changed after the model was prepared into {stamp.parent}: that copy is what runs; delete "
+                f"{stamp.parent} to prepare the model again"
+            )
+    return warnings
 
 
 def location_error(key: str, location: str) -> str | None:
@@ -167,6 +217,11 @@ def _dataset_errors(datasets: dict[str, Any]) -> list[str]:
             "datasets.truthfulqa: give exactly one of 'path' (CSV, local or URL) or 'hf_id' "
             "(an overlay that sets one sets the other to null)"
         )
+    for name, entry in (datasets.get("own") or {}).items():
+        location = entry.get("pairs") if isinstance(entry, dict) else None
+        error = location_error(f"datasets.own.{name}.pairs", location) if isinstance(location, str) else None
+        if error:
+            errors.append(error)
     for dataset, key, required in DATASET_LOCATIONS:
         location = (datasets.get(dataset) or {}).get(key)
         if location is None:
@@ -410,11 +465,17 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
     errors.extend(_transcript_errors(config))
     errors.extend(_template_errors(config.get("cwpor") or {}))
     verifier = config.get("verifier") or {}
-    if isinstance(verifier, dict) and not verifier.get("base_model") and not verifier.get("base_models"):
+    if (
+        isinstance(verifier, dict)
+        and trained_datasets(config)
+        and not verifier.get("base_model")
+        and not verifier.get("base_models")
+    ):
         errors.append(
             "verifier.base_models: name at least one verifier architecture (a model from 'models:'), "
             "or set verifier.base_model"
         )
+    errors.extend(audit_errors(config))
     if (
         isinstance(verifier, dict)
         and (verifier.get("org_training") or {}).get("qh_items") == "train"
@@ -535,7 +596,11 @@ def dataset_source(config: dict[str, Any], dataset: str, key: str) -> dict[str, 
     Used as a rule param, so a changed location or an edited file reruns the prepare rule, and an old
     data/<dataset>.parquet is never reused for a source that is no longer configured.
     """
-    location = (config["datasets"].get(dataset) or {}).get(key)
+    return location_source((config["datasets"].get(dataset) or {}).get(key))
+
+
+def location_source(location: str | None) -> dict[str, str] | None:
+    """A dataset location as dataset_source gives it (also for `datasets.own.<name>.pairs`)."""
     if location is None:
         return None
     if url_scheme(location) is not None:

@@ -241,6 +241,22 @@ def dataset_stats(config: dict, shared: Path | None) -> tuple[dict[str, dict[str
             entry["context_words"] = sum(map(_words, values)) / max(1, len(values))
         stats[name] = entry
         notes.append(f"{name}: {len(pairs)} pairs from {pairs_at}")
+    # your own datasets (datasets.own): counted from their files, read by the real loader's row checks
+    from debate_audit.data.own_pairs import check_row, read_rows
+
+    for name, entry in (ds.get("own") or {}).items():
+        at = entry["pairs"] if "://" not in entry["pairs"] and Path(entry["pairs"]).is_file() else None
+        if not at:
+            stats[name] = {"n": 0.0, "question_words": 0.0}
+            notes.append(f"{name}: {entry['pairs']} is not on local disk; its pairs are not counted")
+            continue
+        rows = [r for r, _ in (check_row(item) for item, why in read_rows(at) if why is None) if r is not None]
+        stats[name] = {
+            "n": len(rows),
+            "question_words": sum(_words(r["q_m"]) for r in rows) / max(1, len(rows)),
+            "context_words": sum(_words(r["context"]) for r in rows) / max(1, len(rows)),
+        }
+        notes.append(f"{name}: {len(rows)} pairs from {at}")
     for name, nominal in NOMINAL.items():
         merged = {**nominal, **stats.get(name, {})}
         if name not in stats:

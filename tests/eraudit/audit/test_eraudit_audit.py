@@ -183,8 +183,12 @@ def test_audit_settings_fail_naming_the_key_before_any_work():
     common = dict(test_pools=["g1"], kappa=0.01, eta=0.05, tv_r=0.0)
     with pytest.raises(ValueError, match="exactly one of audit.epsilon and audit.epsilon_percentile"):
         verdicts.AuditSettings(**common)
-    with pytest.raises(ValueError, match=r"audit.targets: unknown verifier\(s\) \['base'\]"):
+    with pytest.raises(ValueError, match=r"audit.targets: \['org', 'base'\] must be distinct, at least one, and not"):
         verdicts.AuditSettings(**common, epsilon=1.0, targets=["org", "base"])
+    # a model you bring is a target under its own name; a percentile epsilon needs its reference among them
+    assert verdicts.AuditSettings(**common, epsilon=1.0, targets=["my-model"], epsilon_reference=None)
+    with pytest.raises(ValueError, match=r"search maxima of 'org', which is not an audited target \['my-model'\]"):
+        verdicts.AuditSettings(**common, epsilon_percentile=10, targets=["my-model"])
     with pytest.raises(ValueError, match=r"audit.betting_c: 1.0 must lie in \(0, 1\)"):
         verdicts.AuditSettings(**common, epsilon=1.0, betting_c=1.0)
     with pytest.raises(ValueError, match=r"audit.betting_w: -0.1 must lie in \[0, 1\]"):

@@ -1,6 +1,7 @@
 """What the audit costs in model calls (`make plan`, tools/plan.py): the readouts of q_m, q_h and every
-paraphrase by V_base and each audited target (audit_scores); the statistics call no model. `pool_calls`: the
-paraphrase pools and their scoring at other pool sizes, for planning them (power.py)."""
+paraphrase by V_base and each audited target (audit_scores), and by the base and each target of the audits of
+models you bring (audit_model_scores); the statistics call no model. `pool_calls`: the paraphrase pools and
+their scoring at other pool sizes, for planning them (power.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import math
 from debate_audit.models.calls import RulePlan, tokens
 
 from ..common import grid
-from ..common.shape import item_shapes
+from ..common.shape import audit_shapes, item_shapes
 from ..paraphrase import cost as paraphrase_cost
+from .brought import brought_audits
 
 
 def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
@@ -30,6 +32,14 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
             scores.scorings += len(scored) * item.pairs * per_pair * 2
             scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
             plans.append(scores)
+    shapes = {s.dataset: s for s in audit_shapes(config, stats)}
+    for audit in brought_audits(config):
+        for dataset in audit.datasets:
+            for model in audit.models:
+                scores = RulePlan("audit_model_scores", model=model)
+                scores.scorings += shapes[dataset].pairs * per_pair * 2
+                scores.prompt_tokens += scores.scorings * (60 + tokens(shapes[dataset].question_words))
+                plans.append(scores)
     return plans
 
 

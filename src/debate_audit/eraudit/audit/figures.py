@@ -4,8 +4,9 @@ is in runtime.py."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -38,6 +39,19 @@ def _panels(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# Colours of models you bring (brought.py): matplotlib's own cycle would give the first one V_honest's blue.
+# Picked by name, so a model keeps its colour in every figure; none is a verifier's colour (verifiers.py).
+BROUGHT_COLORS = ("tab:orange", "tab:green", "tab:brown", "tab:pink", "tab:cyan", "goldenrod", "teal", "navy")
+
+
+def target_color(target: str) -> str:
+    """A target's colour: the workflow's verifier's own, else one of BROUGHT_COLORS by its name."""
+    known = color(target)
+    if known is not None:
+        return known
+    return BROUGHT_COLORS[int(hashlib.sha256(target.encode()).hexdigest(), 16) % len(BROUGHT_COLORS)]
+
+
 # Grid labels first in every table of summary.md (eraudit/common/grid.py).
 KEYS = [*LABEL_SCHEMA, "dataset"]
 
@@ -63,7 +77,7 @@ def plot_cr(summary: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> No
         rows = summary.filter(pl.col("target") == target)
         values = [rows.filter(pl.col("panel") == d)["cr"].first() or 0.0 for d in datasets]
         xs = [i + (k - (len(targets) - 1) / 2) * width for i in range(len(datasets))]
-        bars = ax.bar(xs, values, width, label=label(target), color=color(target))
+        bars = ax.bar(xs, values, width, label=label(target), color=target_color(target))
         trained = [
             rows.filter(pl.col("panel") == d)["training_rows"].first() if "training_rows" in rows.columns else None
             for d in datasets
@@ -123,7 +137,7 @@ def _bound_lines(
                         marker=marker,
                         linestyle=style,
                         label=label(target) + suffix,
-                        color=color(target),
+                        color=target_color(target),
                     )
             if logx:
                 ax.set_xscale("symlog", linthresh=1.0)
@@ -219,7 +233,7 @@ def plot_scatter(records: pl.DataFrame, out: str | Path | Sequence[str | Path]) 
                 rows["p_target_qh"].to_list(),
                 rows["delta_max"].to_list(),
                 label=label(target),
-                color=color(target),
+                color=target_color(target),
                 alpha=0.75,
                 s=22,
             )
@@ -260,11 +274,13 @@ def audit_figures(
     characteristic_png: str | Path | None = None,
     characteristic_svg: str | Path | None = None,
     characteristic_csv: str | Path | None = None,
+    brought: Mapping[str, Mapping[str, object]] | None = None,
 ) -> None:
     """The six figures (each as PNG and SVG), summary.md, summary.csv and operating_characteristic.csv: every
     path is a declared output. `headline`: the bound summary.md and the figures lead with (config
     `audit.headline_bound`). `characteristic` and `stability` (rule audit_power, per cell): the operating
-    characteristic's figure and CSV, and a section of summary.md after the others."""
+    characteristic's figure and CSV, and a section of summary.md after the others. `brought`: the audits of
+    models you bring, name -> {base, targets} (config `audited_models`), said in summary.md."""
     order = bound_order(headline)
     summary = _read(summaries)
     rec = _read(records)
@@ -343,6 +359,7 @@ def audit_figures(
         "reads every pool to its end and stays informative after degraded draws (`n_degraded_draws` of",
         f"`n_test_draws`). Headline bound of this run: **{headline}** (`audit.headline_bound`).",
         "",
+        *brought_lines(brought or {}),
         "## Threshold epsilon per dataset (`epsilon_source`: a configured value, or the percentile of the",
         "per-q_h maxima s_h = max over the search pool of V_org's Delta, as in the paper's App. D.2)",
         "",
@@ -613,6 +630,26 @@ def headline_lines(summary: pl.DataFrame) -> list[str]:
         "test pool; in brackets the search pool's alone, CR x n_qh):",
         "",
         *lines,
+    ]
+
+
+def brought_lines(brought: Mapping[str, Mapping[str, object]]) -> list[str]:
+    """summary.md's account of the audits of models you bring (none: no line)."""
+    if not brought:
+        return []
+    rows = [
+        f"- **{name}**: base `{entry['base']}`, targets " + ", ".join(f"`{t}`" for t in entry["targets"])
+        for name, entry in brought.items()
+    ]
+    return [
+        "## Audits of models you bring (`audited_models`)",
+        "",
+        "Models this workflow did not train, audited by the same stages: their rows carry the audit's name as",
+        "`architecture` (no length or L_qh weight), V_base is the audit's base, each target its model's name, and",
+        "`training_rows` is null (their fine-tuning is not this workflow's).",
+        "",
+        *rows,
+        "",
     ]
 
 

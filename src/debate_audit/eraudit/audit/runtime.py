@@ -72,7 +72,7 @@ def computed_calls(lm: Any) -> int | None:
 GPU_SECONDS_SCHEMA = {
     "architecture": pl.Utf8,
     "dataset": pl.Utf8,  # or "all": every dataset's seconds over every dataset's q_h
-    "setting": pl.Utf8,  # <length>_qh<weight> of the audit
+    "setting": pl.Utf8,  # <length>_qh<weight> of the audit; null for models you bring (architecture: the audit)
     "target": pl.Utf8,  # the audited verifier (its audit scores V_base and it)
     "n_qh": pl.Int64,  # audited hidden questions
     "search_s_per_qh": pl.Float64,  # Stage 1: V_base + target scoring q_m, q_h and the search pool, per q_h
@@ -105,7 +105,8 @@ def gpu_seconds_table(device_times: Sequence[str | Path], records: Sequence[str 
                 (pl.col("checkpoint") == "base")
                 | (
                     (pl.col("checkpoint") == target)
-                    & (pl.col("length") == length)
+                    # a model you bring has no length (brought.py): its label is null
+                    & pl.col("length").eq_missing(length)
                     & (pl.col("qh_weight").eq_missing(weight) if target == "org" else True)
                 )
             )
@@ -115,7 +116,7 @@ def gpu_seconds_table(device_times: Sequence[str | Path], records: Sequence[str 
             {
                 "architecture": arch,
                 "dataset": dataset,
-                "setting": f"{length}_qh{weight:g}",
+                "setting": None if length is None else f"{length}_qh{weight:g}",
                 "target": target,
                 "n_qh": group.height,
                 "search_s": float(by_stage["search"]["device_s"].sum()),

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 SCORE_SCHEMA = {
     "dataset": pl.Utf8,
     "checkpoint": pl.Utf8,  # base / honest / adv / org / copy
-    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (fingerprint.json): 0 for base and copy
+    "training_rows": pl.Int64,  # rows the checkpoint was fine-tuned on (fingerprint.json): 0 for base and copy,
+    # null for a model you bring
     "pair_id": pl.Int64,
     "kind": pl.Utf8,  # "q_m", "q_h" (the original hidden question) or "paraphrase"
     "pool": pl.Utf8,  # paraphrases: "search" or the test generator; null for q_m / q_h
@@ -104,9 +105,12 @@ def score_checkpoint(
     readout: str = "auto",
     labels: dict | None = None,
     device_time_out: str | Path | None = None,
+    trained_here: bool = True,
 ) -> pl.DataFrame:
-    """Score `checkpoint` (base / honest / adv / org) on every audited question; `labels`: its grid cell
-    (architecture, length, qh_weight; eraudit/common/grid.py), the leading columns of the output.
+    """Score `checkpoint` (base / honest / adv / org, or a model you bring: brought.py) on every audited
+    question; `labels`: its grid cell (architecture, length, qh_weight; eraudit/common/grid.py), the leading
+    columns of the output. `trained_here` False (a model you bring): how many rows it was fine-tuned on is
+    unknown, so `training_rows` is null.
 
     The questions of the counterexample search (q_m, q_h, the search pool) and of the sequential test (the
     test pools) are scored in two calls whose device time goes to `device_time_out` (runtime.py, Table 3)."""
@@ -173,7 +177,9 @@ def score_checkpoint(
     scored = scored.with_columns(
         pl.lit(dataset).alias("dataset"),
         pl.lit(checkpoint).alias("checkpoint"),
-        pl.lit(verifiers.training_rows(model.directory), dtype=pl.Int64).alias("training_rows"),
+        pl.lit(verifiers.training_rows(model.directory) if trained_here else None, dtype=pl.Int64).alias(
+            "training_rows"
+        ),
     )
     scored = with_labels(scored, labels)
     write_parquet(scored, labelled(SCORE_SCHEMA), out)

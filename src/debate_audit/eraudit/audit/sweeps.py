@@ -72,7 +72,7 @@ def audit_sweeps(
     deltas = compute_deltas(
         _read_scores(scores), kappa=s.kappa, targets=s.targets, probability_decimals=s.probability_decimals
     )
-    eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
+    eps, _ = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile, reference=s.epsilon_reference)
     common = {
         "test_pools": s.test_pools,
         "tau": s.tau,
@@ -104,11 +104,15 @@ def audit_sweeps(
             )
         )
     grid = [(float(v), "value") for v in s.sweep_epsilons]
+    reference = s.epsilon_reference
     for p in s.sweep_epsilon_percentiles:
-        if per_question_maxima(deltas).size == 0:
-            log.warning("epsilon sweep: no search-pool Delta of V_org, percentile %g left out", p)
+        if reference is None:
+            log.info("epsilon sweep: no epsilon_reference target (models you bring), percentile %g left out", p)
             continue
-        grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p))
+        if per_question_maxima(deltas, reference).size == 0:
+            log.warning("epsilon sweep: no search-pool Delta of V_%s, percentile %g left out", reference, p)
+            continue
+        grid.append(resolve_epsilon(deltas, epsilon=None, percentile=p, reference=reference))
     eps_rows = []
     for value, source in tqdm(grid, desc="epsilon sweep"):
         records, _, _ = run_audit(deltas, epsilon=value, eta=s.eta, epsilon_source=source, **common)

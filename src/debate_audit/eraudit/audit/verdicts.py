@@ -497,6 +497,9 @@ class AuditSettings:
     # tested. A statistic that needs every test pool in full sets this to False.
     stop_at_first_counterexample: bool = True
     targets: tuple[str, ...] = TARGETS
+    # The target whose per-q_h search maxima set a percentile epsilon (and the sweep's percentiles): V_org of
+    # the trained grid; for models you bring a target of the audit, or None (epsilon given as a value).
+    epsilon_reference: str | None = verifiers.ORG.name
     confidence_levels: tuple[float, ...] = ()  # sweeps only
     sweep_epsilons: tuple[float, ...] = ()
     sweep_epsilon_percentiles: tuple[float, ...] = ()
@@ -510,15 +513,21 @@ class AuditSettings:
             raise ValueError(f"audit.betting_c: {self.betting_c} must lie in (0, 1)")
         if not 0 <= self.betting_w <= 1:
             raise ValueError(f"audit.betting_w: {self.betting_w} must lie in [0, 1]")
-        unknown = sorted(set(self.targets) - set(verifiers.AUDIT_TARGETS))
-        if unknown:
-            raise ValueError(f"audit.targets: unknown verifier(s) {unknown}; known: {list(verifiers.AUDIT_TARGETS)}")
+        # Besides the workflow's own verifiers (verifiers.AUDIT_TARGETS), a target is a model you bring, under
+        # its own name (brought.py); none is V_base, against which Delta is computed.
+        if not self.targets or BASE in self.targets or len(set(self.targets)) < len(self.targets):
+            raise ValueError(f"audit.targets: {list(self.targets)} must be distinct, at least one, and not {BASE!r}")
+        if self.epsilon_percentile is not None and self.epsilon_reference not in self.targets:
+            raise ValueError(
+                f"audit.epsilon_percentile: epsilon is set from the search maxima of {self.epsilon_reference!r}, "
+                f"which is not an audited target {list(self.targets)}"
+            )
 
 
 def audit_statistics(
     *,
     scores: Sequence[str | Path],
-    split: str | Path | None,
+    split: str | Path | Sequence[str | Path] | None,
     deltas_out: str | Path,
     records_out: str | Path,
     generators_out: str | Path,
@@ -532,7 +541,9 @@ def audit_statistics(
     s = settings
     scored = _read_scores(scores)
     deltas = compute_deltas(scored, kappa=s.kappa, targets=s.targets, probability_decimals=s.probability_decimals)
-    eps, source = resolve_epsilon(deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile)
+    eps, source = resolve_epsilon(
+        deltas, epsilon=s.epsilon, percentile=s.epsilon_percentile, reference=s.epsilon_reference
+    )
     log.info(
         "epsilon = %.6g (%s), eta = %g, tau = %s, r = %g, betting c = %g, w = %g",
         eps,
@@ -555,7 +566,7 @@ def audit_statistics(
         betting_c=s.betting_c,
         betting_w=s.betting_w,
     )
-    if split is not None:
+    if split:  # none for models you bring: no verifier of this workflow trained on their pairs
         splits = pl.read_parquet(split).select("pair_id", pl.col("split").alias("_split"))
         records = records.join(splits, on="pair_id", how="left").with_columns(pl.col("_split").alias("split"))
     if "training_rows" not in scored.columns:  # scores written before the column existed: unknown

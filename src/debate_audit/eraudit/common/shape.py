@@ -37,6 +37,29 @@ def item_shapes(config: dict, stats: dict[str, dict[str, float]]) -> list[ItemSh
 
 
 @dataclass(frozen=True)
+class AuditShape:
+    """One dataset with paraphrase pools (every audit's, the trained verifiers' or models you bring)."""
+
+    dataset: str
+    question_words: float
+    pairs: float  # pairs audited (paraphrase.max_pairs)
+
+
+def audit_shapes(config: dict, stats: dict[str, dict[str, float]]) -> list[AuditShape]:
+    """The trained datasets as item_shapes sees them, then the datasets only audits of models you bring use
+    (eraudit/audit/brought.py): all their pairs up to paraphrase.max_pairs."""
+    from ..audit.brought import audit_datasets
+
+    shapes = {s.dataset: AuditShape(s.dataset, s.question_words, s.pairs) for s in item_shapes(config, stats)}
+    max_pairs = config["paraphrase"]["max_pairs"]
+    for dataset in audit_datasets(config):
+        if dataset not in shapes:
+            n = stats[dataset]["n"]
+            shapes[dataset] = AuditShape(dataset, stats[dataset]["question_words"], min(n, max_pairs or n))
+    return list(shapes.values())
+
+
+@dataclass(frozen=True)
 class TranscriptShape:
     """A debate transcript at one planned length."""
 

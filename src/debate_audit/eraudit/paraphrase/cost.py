@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from debate_audit.models.calls import RulePlan, tokens
 
-from ..common.shape import item_shapes
+from ..common.shape import audit_shapes
 from . import prompts as paraphrase_prompts
 
 
@@ -18,7 +18,8 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
         "test": 20 + tokens(len(template.single("")[-1]["content"].split())),
     }
     plans = []
-    for item in item_shapes(config, stats):
+    # every audited dataset's pools: the trained verifiers' and those of models you bring
+    for item in audit_shapes(config, stats):
         search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)
         rounds = 1 + par["search"]["max_topup_rounds"]
         search.generations += item.pairs * par["search"]["samples"] * rounds
