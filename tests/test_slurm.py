@@ -111,8 +111,10 @@ def test_model_job_memory_comes_from_the_model(tmp_path, embedded_model_dir):
     params = 134_515_008  # SmolLM2-135M
     inference = 2000 + -(-15 * params * 4 // 10**7)  # JOB_BASE_MB + ceil(1.5 x weights MB)
     # The smoke overlay trains the embedded model with LoRA: frozen weights only, as inference.
-    # the rebuttal round is off in the default config (config/rebuttal.yaml turns it on)
-    assert rules_declaring_gpu() - mem.keys() == {"cwpor_rebuttal", "cwpor_judge_rebuttal"}
+    # off in the default config: the rebuttal round (config/rebuttal.yaml), GCG (config/gcg.yaml) and the
+    # audits of models you bring (config/audit-models.yaml)
+    off = {"cwpor_rebuttal", "cwpor_judge_rebuttal", "debate_gcg", "audit_model_scores"}
+    assert rules_declaring_gpu() - mem.keys() == off
     for rule in rules_declaring_gpu() & mem.keys():
         assert mem[rule] == {inference}, (rule, mem.get(rule))
     # Full-parameter training adds gradients and two AdamW moments: 4 x the weights.
