@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from debate_audit.models.decoding import left_pad
 
+from .distributed import compute_device
 from .training_rows import IGNORE, ChoiceExample, TrainExample
 
 
@@ -146,7 +147,7 @@ def verifier_losses(
     full_attention_only), else from two. `lockstep` (a sharded model, distributed.py): every process must make
     the same passes through the model whatever its rows, so a pass a batch has nothing for runs on its first
     prompt at weight 0 (packed: one pass; unpacked: the L_lm pass and the L_fc pass)."""
-    device = next(model.parameters()).device
+    device = compute_device(model)
     if pack is None:
         pack = full_attention_only(model)
     scored = [e for e in batch if e.fc]  # rows with a q_m readout
