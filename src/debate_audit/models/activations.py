@@ -1,5 +1,5 @@
 """What a model's fine-tuning keeps on the GPU besides its weights: the shape that the memory function needs
-(models/memory.py, training_memory), read from the model's config.json as AutoModelForCausalLM builds it.
+(models/memory.py, training_memory_bytes), read from the model's config.json as AutoModelForCausalLM builds it.
 
 Parameters are counted on the meta device (no memory): the total, the largest decoder layer (what FSDP2
 gathers at a time) and the root unit (everything outside the decoder layers: embeddings, final norm, head).
@@ -30,7 +30,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ModelShape:
-    """What the memory of a fine-tune depends on, per architecture (memory.training_memory)."""
+    """What the memory of a fine-tune depends on, per architecture (memory.training_memory_bytes)."""
 
     params: int  # every parameter AutoModelForCausalLM loads
     root_params: int  # outside the decoder layers: embeddings, final norm, head (FSDP2's root unit)
@@ -213,7 +213,7 @@ class Activations:
     """Bytes of one part of the model for one row: `saved`, what its forward keeps for the backward (its
     inputs and parameters excluded); `peak`, the most it holds at once in its forward and backward together
     (saved tensors, outputs, temporaries, gradients of activations). Its parameters' gradients are dropped as
-    they land: FSDP's unsharded gradients of a unit are counted apart (memory.training_memory), so the one
+    they land: FSDP's unsharded gradients of a unit are counted apart (memory.training_memory_bytes), so the one
     weight gradient being computed at the peak, if any, counts twice (the largest: 0.1 GiB for Llama-8B, 1 GiB
     for gpt-oss-20b's experts)."""
 
@@ -247,10 +247,20 @@ def _measure(inputs: tuple, forward, params: list) -> Activations:
 @functools.cache
 def _profile(config_json: str, dtype_name: str, length: int, kept: int) -> Profile:
     import torch
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its "falling back to the torch path" notes: nothing runs here
+    try:
+        return _probe(json.loads(config_json), getattr(torch, dtype_name), length, kept)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+
+
+def _probe(config: dict, dtype: Any, length: int, kept: int) -> Profile:
+    import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    config = json.loads(config_json)
-    dtype = getattr(torch, dtype_name)
     shape = model_shape(config)
     kinds = list(dict.fromkeys(shape.layer_kinds))  # one layer of each kind, in the order they first appear
     last = max(shape.layer_kinds.index(k) for k in kinds)

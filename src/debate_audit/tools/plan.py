@@ -104,6 +104,7 @@ class FinetuneMemory:
     adapter: bool = False
     processes: int = 1  # GPUs per job (verifier.distributed.processes)
     cpu_offload: bool = False
+    linear_attention: bool = False  # layers that keep a recurrent state (Qwen3.5): kernels of the `gpu` extra
 
 
 @dataclass
@@ -265,6 +266,7 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[FinetuneM
     """Per verifier architecture: the GPU memory of its fine-tuning jobs, full-parameter or LoRA as configured
     (the job itself refuses to start on a GPU that is too small)."""
     from debate_audit.eraudit.verifier.finetune import saves_adapter
+    from debate_audit.models.activations import model_shape
 
     rows = []
     for arch in grid.base_models(config["verifier"]):
@@ -277,6 +279,8 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[FinetuneM
         saved = None
         if size is not None:  # finetune.py saves a full checkpoint in the dtype it is evaluated in (on a GPU)
             saved = 0.0 if adapter else size * 1e9 * bytes_per_param(spec, gpu=True) / 2**30
+        config_json = size_config(spec, Path(MODELS_DIR) / arch) if spec is not None else None
+        linear = config_json is not None and "linear_attention" in model_shape(config_json).layer_kinds
         rows.append(
             FinetuneMemory(
                 arch,
@@ -289,6 +293,7 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[FinetuneM
                 saved,
                 adapter,
                 **shards,
+                linear_attention=linear,
             )
         )
     return rows
@@ -617,6 +622,13 @@ def render_training(training: Sequence[FinetuneMemory]) -> str:
         "host, gradient_checkpointing and max_length bound the activations; ? : the model's config.json is "
         "not at hand before `prepare_model`."
     )
+    linear = [t.architecture for t in training if t.linear_attention]
+    if linear:
+        note += (
+            f" {', '.join(linear)}: linear-attention layers; the figure counts transformers' torch implementation "
+            "of them, and the GPU-hours above assume the `gpu` extra's kernels (flash-linear-attention, "
+            "causal-conv1d; pyproject.toml), without which transformers runs that torch path, much slower."
+        )
     return note + "\n\n" + markdown_table(header, rows).rstrip("\n")
 
 

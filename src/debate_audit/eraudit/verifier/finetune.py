@@ -36,7 +36,12 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
 from debate_audit.models.adapter import save_adapter
 from debate_audit.models.loading import ModelRef
-from debate_audit.models.memory import TrainingSetup, check_training_memory, training_memory_bytes
+from debate_audit.models.memory import (
+    GPU_RESERVE_BYTES,
+    TrainingSetup,
+    check_training_memory,
+    training_memory_bytes,
+)
 from debate_audit.models.prepare import FINGERPRINT_FILE
 from debate_audit.models.spec import resolve_device, resolve_dtype
 from debate_audit.models.weights import load_pretrained
@@ -403,15 +408,22 @@ def finetune_verifier(
     # fp32 master weights, the memory that memory.training_memory_bytes counts.
     rank, dev = start(device, shard_alone=device.startswith("cuda") and not lora)
     on_gpu = dev.startswith("cuda")
+    planned = None
     if on_gpu:
         setup = TrainingSetup.of(dataclasses.asdict(settings), processes=rank.world, with_qh=variant == "org")
         config = json.loads((Path(base.directory) / "config.json").read_text())
+        planned = training_memory_bytes(config, setup)
         check_training_memory(
-            base.name,
-            training_memory_bytes(config, setup),
-            torch.cuda.get_device_properties(torch.device(dev)).total_memory,
-            setup,
+            base.name, planned, torch.cuda.get_device_properties(torch.device(dev)).total_memory, setup
         )
+        log.info(
+            "%s: planned GPU memory a process %.1f GiB at its peak (%s; GiB: %s)",
+            base.name,
+            planned.total / 2**30,
+            planned.peak_at,
+            ", ".join(f"{k} {v / 2**30:.1f}" for k, v in planned.terms().items()),
+        )
+        torch.cuda.reset_peak_memory_stats()
     dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES, or fp32 master weights
     model = load_pretrained(base.directory, dtype=dtype)  # MXFP4 experts dequantized, every weight checked
     if lora:
@@ -430,6 +442,14 @@ def finetune_verifier(
             dataset,
             variant,
             selected,
+        )
+    if planned is not None:
+        log.info(
+            "%s/%s: GPU peak %.1f GiB allocated (planned %.1f without the reserve)",
+            dataset,
+            variant,
+            torch.cuda.max_memory_allocated() / 2**30,
+            (planned.total - GPU_RESERVE_BYTES) / 2**30,
         )
     # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to it
     # anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
