@@ -181,15 +181,17 @@ def smoke(device: str, shape: str, model_dir: str, **_: Any) -> dict:
 
 
 def _llama_layers_that_fit(shape: dict, setup: Any, capacity: float) -> int:
-    """The most decoder layers of `shape` whose planned fine-tune fits `capacity` bytes."""
+    """The most decoder layers of `shape` whose planned fine-tune fits `capacity` bytes: the figure grows by
+    the same amount a layer (its shards, its kept activations), so two layer counts give the rest."""
     from debate_audit.models.memory import training_memory_bytes
 
-    layers = 1
-    while layers < shape["num_hidden_layers"]:
-        config = {"model_type": "llama", **shape, "num_hidden_layers": layers + 1}
-        if training_memory_bytes(config, setup).total > capacity:
-            break
-        layers += 1
+    def planned(layers: int) -> float:
+        return training_memory_bytes({"model_type": "llama", **shape, "num_hidden_layers": layers}, setup).total
+
+    one, two = planned(1), planned(2)
+    layers = max(1, min(shape["num_hidden_layers"], int((capacity - one) // (two - one)) + 1))
+    while layers > 1 and planned(layers) > capacity:
+        layers -= 1
     return layers
 
 
@@ -273,7 +275,7 @@ def gpt_oss(device: str, shape: str, model_dir: str, **_: Any) -> dict:
         vocab = _tokenizer_dir(model_dir, directory)
         widths = GPT_OSS_20B if shape == "real" else {}
         config = tiny_gpt_oss_config(vocab_size=vocab, num_hidden_layers=2, **widths)
-        write_mxfp4_gpt_oss(directory, config)
+        write_mxfp4_gpt_oss(directory, config, device=device)
         write_fingerprint(directory, name="device-check-gpt-oss")
         started = time.time()
         try:  # transformers' own load, as before this project's loader (no fix applied)
@@ -311,7 +313,7 @@ def qwen3_5(device: str, shape: str, **_: Any) -> dict:
 
     widths = QWEN3_5_9B if shape == "real" else {}
     with tempfile.TemporaryDirectory(prefix="device-check-qwen-") as tmp:
-        expected = write_qwen3_5_composite(tmp, tiny_qwen3_5_config(**widths))
+        expected = write_qwen3_5_composite(tmp, tiny_qwen3_5_config(**widths), device=device)
         started = time.time()
         model = load_pretrained(tmp, dtype=torch.bfloat16)
         load_s = time.time() - started

@@ -37,22 +37,31 @@ GPT_OSS_QUANTIZATION = {
 def mxfp4_encode(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(blocks, scales, decoded) of an expert weight in transformers' layout (experts, in, out): blocks
     (experts, out, in / 32, 16) uint8, scales (experts, out, in / 32) uint8 as the hub stores them, and the
-    fp32 values they decode to (each block's nearest E2M1 codes times a power of two)."""
-    rows = weight.detach().float().transpose(1, 2)  # the hub stores (experts, out, in)
-    experts, out, inner = rows.shape
-    if inner % MXFP4_BLOCK:
-        raise ValueError(f"MXFP4 blocks of {MXFP4_BLOCK}: input width {inner} is not a multiple")
-    blocks = rows.reshape(experts, out, inner // MXFP4_BLOCK, MXFP4_BLOCK)
-    # the smallest exponent whose scaled block fits E2M1's largest magnitude, 6
-    top = blocks.abs().amax(-1).clamp(min=2.0**-126)
-    exponent = torch.ceil(torch.log2(top / 6.0)).clamp(-127, 127)
-    scaled = blocks / torch.exp2(exponent)[..., None]
-    values = torch.tensor(FP4_VALUES)
-    codes = (scaled[..., None] - values).abs().argmin(-1).to(torch.uint8)  # the first of +0 / -0: +0
-    decoded = values[codes.long()] * torch.exp2(exponent)[..., None]
-    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)  # the even element in the low nibble
-    decoded = decoded.reshape(experts, out, inner).transpose(1, 2).contiguous()
-    return packed.contiguous(), (exponent + 127).to(torch.uint8), decoded
+    fp32 values they decode to (each block's nearest E2M1 codes times a power of two). Expert by expert, in
+    O(size) memory: gpt-oss-20b's widths are 530M values a tensor."""
+    blocks, scales, decoded = [], [], []
+    for expert in weight.detach():
+        rows = expert.float().t()  # the hub stores (out, in)
+        out, inner = rows.shape
+        if inner % MXFP4_BLOCK:
+            raise ValueError(f"MXFP4 blocks of {MXFP4_BLOCK}: input width {inner} is not a multiple")
+        values = rows.reshape(out, inner // MXFP4_BLOCK, MXFP4_BLOCK)
+        # the smallest exponent whose scaled block fits E2M1's largest magnitude, 6
+        top = values.abs().amax(-1).clamp(min=2.0**-126)
+        exponent = torch.ceil(torch.log2(top / 6.0)).clamp(-127, 127)
+        scaled = values / torch.exp2(exponent)[..., None]
+        # the nearest of E2M1's magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6): the midpoints between them
+        magnitudes = torch.tensor(FP4_VALUES[:8], device=scaled.device)
+        midpoints = (magnitudes[1:] + magnitudes[:-1]) / 2
+        codes = torch.bucketize(scaled.abs().contiguous(), midpoints).to(torch.uint8)
+        codes = torch.where((scaled < 0) & (codes > 0), codes + 8, codes)  # the sign bit; zero stays +0
+        blocks.append((codes[..., 0::2] | (codes[..., 1::2] << 4)).contiguous())  # the even element low
+        scales.append((exponent + 127).to(torch.uint8))
+        signs = torch.where(codes >= 8, -1.0, 1.0)
+        decoded.append(
+            (signs * magnitudes[(codes % 8).long()] * torch.exp2(exponent)[..., None]).reshape(out, inner).t()
+        )
+    return torch.stack(blocks), torch.stack(scales), torch.stack(decoded).contiguous()
 
 
 def tiny_gpt_oss_config(**shape: Any):
@@ -77,30 +86,32 @@ def tiny_gpt_oss_config(**shape: Any):
     return GptOssConfig(**{**fields, **shape})
 
 
-def write_mxfp4_gpt_oss(out_dir: str | Path, config: Any, *, seed: int = 0) -> dict[str, torch.Tensor]:
+def write_mxfp4_gpt_oss(
+    out_dir: str | Path, config: Any, *, seed: int = 0, device: str = "cpu"
+) -> dict[str, torch.Tensor]:
     """A gpt-oss checkpoint of `config` with random weights, its experts in MXFP4 as on the hub; returns every
-    weight as a correct loader holds it (experts decoded, the rest as stored, bf16)."""
+    weight as a correct loader holds it (experts decoded, the rest as stored, bf16), on the CPU. `device`: where
+    the weights are drawn and encoded (a GPU: seconds at gpt-oss-20b's widths)."""
     from safetensors.torch import save_file
     from transformers import GptOssForCausalLM
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    with torch.device("cpu"):
+    with torch.device(device):
         model = GptOssForCausalLM(config).to(torch.bfloat16)
-    # random init keeps the router's and biases' scale small; spread the expert weights over several binades
     stored: dict[str, torch.Tensor] = {}
     expected: dict[str, torch.Tensor] = {}
     for name, tensor in model.state_dict().items():
         is_expert = name.endswith(("mlp.experts.gate_up_proj", "mlp.experts.down_proj"))
         if is_expert:
             blocks, scales, decoded = mxfp4_encode(tensor.float() * 3.0)
-            stored[f"{name}_blocks"] = blocks
-            stored[f"{name}_scales"] = scales
-            expected[name] = decoded
+            stored[f"{name}_blocks"] = blocks.cpu()
+            stored[f"{name}_scales"] = scales.cpu()
+            expected[name] = decoded.cpu()
         else:
-            stored[name] = tensor.contiguous()
-            expected[name] = tensor.float()
+            stored[name] = tensor.contiguous().cpu()
+            expected[name] = tensor.float().cpu()
     save_file(stored, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     fields = config.to_dict()
     fields["quantization_config"] = GPT_OSS_QUANTIZATION
@@ -141,7 +152,9 @@ def tiny_qwen3_5_config(**text: Any):
     return Qwen3_5Config(text_config={**text_fields, **text}, vision_config=vision, tie_word_embeddings=False)
 
 
-def write_qwen3_5_composite(out_dir: str | Path, config: Any, *, seed: int = 0) -> dict[str, torch.Tensor]:
+def write_qwen3_5_composite(
+    out_dir: str | Path, config: Any, *, seed: int = 0, device: str = "cpu"
+) -> dict[str, torch.Tensor]:
     """A Qwen3_5ForConditionalGeneration checkpoint of `config` with random bf16 weights and an MTP head
     (`mtp.*`, which the hub checkpoint stores and no transformers class reads); returns the language model's
     weights under the names Qwen3_5ForCausalLM gives them (`model.language_model.X` -> `model.X`)."""
@@ -150,8 +163,10 @@ def write_qwen3_5_composite(out_dir: str | Path, config: Any, *, seed: int = 0) 
 
     out_dir = Path(out_dir)
     torch.manual_seed(seed)
-    model = Qwen3_5ForConditionalGeneration(config).to(torch.bfloat16)
+    with torch.device(device):
+        model = Qwen3_5ForConditionalGeneration(config).to(torch.bfloat16)
     model.save_pretrained(out_dir, safe_serialization=True)
+    del model
     files = sorted(out_dir.glob("*.safetensors"))
     if len(files) != 1:
         raise RuntimeError(f"{out_dir}: expected one safetensors file, found {[f.name for f in files]}")
