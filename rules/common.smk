@@ -10,7 +10,7 @@ from debate_audit.eraudit.audit.brought import (
 )
 from debate_audit.eraudit.common import grid
 from debate_audit.models.loading import ModelRef
-from debate_audit.models.memory import host_mem_mb
+from debate_audit.models.memory import finetune_host_mb, host_mem_mb
 from debate_audit.models.pins import unpinned_warnings
 from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.models.spec import ModelSpec
@@ -306,12 +306,15 @@ def model_mem_mb(*names, training=False, scores=True):
 
 
 def finetune_mem_mb(wc):
-    """mem_mb of one verifier_finetune job: full-parameter training holds gradients and two AdamW
-    moments beside the weights; LoRA only the frozen weights and a few MB of adapters (on a GPU the
-    host merely loads them): what inference asks (GPT-20B in bf16: ~65, not ~169 GB)."""
-    lora = grid.uses_lora(config["verifier"], wc.architecture)
-    # every process loads the whole model on the host before sharding it
-    return finetune_processes(wc) * model_mem_mb(wc.architecture, training=not lora)
+    """mem_mb of one verifier_finetune job: memory.finetune_host_mb, from what its processes hold (on a GPU
+    the fp32 model each loads before sharding it, the offloaded shards and optimizer, the gathered weights it
+    saves; LoRA only the bf16 base)."""
+    return finetune_host_mb(
+        model_spec(wc.architecture),
+        model_dir(wc.architecture),
+        lora=grid.uses_lora(config["verifier"], wc.architecture),
+        **grid.distributed_settings(config["verifier"], wc.architecture),
+    )
 
 
 def library_code(script):

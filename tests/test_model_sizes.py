@@ -42,7 +42,14 @@ import json
 
 import pytest
 
-from debate_audit.models.size import loaded_params, params_b, params_from_config, prepared_params, safetensors_params
+from debate_audit.models.size import (
+    KNOWN_CONFIGS,
+    loaded_params,
+    params_b,
+    params_from_config,
+    prepared_params,
+    safetensors_params,
+)
 from debate_audit.models.spec import ModelSpec
 
 FULL = "full_attention"
@@ -53,18 +60,7 @@ ARCHS: dict[str, dict] = {
         "id": "meta-llama/Llama-3.1-8B-Instruct",
         # huggingface.co/NaniDAO/Meta-Llama-3.1-8B-Instruct-ablated, config.json (its _name_or_path:
         # meta-llama/Meta-Llama-3.1-8B-Instruct); the same in huggingface.co/vtriple/Llama-3.1-8B-yara config.json
-        "config": {
-            "model_type": "llama",
-            "hidden_size": 4096,
-            "intermediate_size": 14336,
-            "num_hidden_layers": 32,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 8,
-            "vocab_size": 128256,
-            "tie_word_embeddings": False,
-            "attention_bias": False,
-            "mlp_bias": False,
-        },
+        "config": KNOWN_CONFIGS["meta-llama/Llama-3.1-8B-Instruct"],
         "card": "8B",  # Llama 3.1 card; the hub's "Model size" shows 8.03B
         "hub_total": 8_030_261_248,
     },
@@ -73,21 +69,7 @@ ARCHS: dict[str, dict] = {
         # github.com/jihengzhang/jihz-gpt-oss-20b, gpt-oss-20b/config.json (the hub config less its
         # quantization_config, which the count ignores: MXFP4 {"quant_method": "mxfp4"}); the same fields in
         # github.com/EchoCog/gpt-oss-20b, config.json
-        "config": {
-            "model_type": "gpt_oss",
-            "hidden_size": 2880,
-            "intermediate_size": 2880,
-            "num_hidden_layers": 24,
-            "num_attention_heads": 64,
-            "num_key_value_heads": 8,
-            "head_dim": 64,
-            "num_local_experts": 32,
-            "num_experts_per_tok": 4,
-            "vocab_size": 201088,
-            "tie_word_embeddings": False,
-            "attention_bias": True,
-            "quantization_config": {"quant_method": "mxfp4"},
-        },
+        "config": KNOWN_CONFIGS["openai/gpt-oss-20b"],
         # gpt-oss model card (arXiv 2508.10925): "gpt-oss-20b: 20.9B total parameters (3.6B active)"; the
         # hub card rounds it to 21B
         "card": "20.9B",
@@ -101,41 +83,7 @@ ARCHS: dict[str, dict] = {
         # head_dim 256, 3 linear : 1 full, linear conv 4, key heads 16 x 128, value heads 32), and
         # huggingface.co/Qian2501/Qwen3.5-9B-text (32 layers, 24 linear + 8 full). vision_config: the same fixture
         # (depth 27, 1152 wide; docs.vultr.com's Qwen3.5 9B page: "27-layer vision encoder with 1,152 hidden size").
-        "config": {
-            "model_type": "qwen3_5",
-            "tie_word_embeddings": False,
-            "text_config": {
-                "model_type": "qwen3_5_text",
-                "hidden_size": 4096,
-                "intermediate_size": 12288,
-                "num_hidden_layers": 32,
-                "num_attention_heads": 16,
-                "num_key_value_heads": 4,
-                "head_dim": 256,
-                "vocab_size": 248320,
-                "attn_output_gate": True,
-                "attention_bias": False,
-                "layer_types": (["linear_attention"] * 3 + [FULL]) * 8,
-                "linear_conv_kernel_dim": 4,
-                "linear_key_head_dim": 128,
-                "linear_num_key_heads": 16,
-                "linear_num_value_heads": 32,
-                "linear_value_head_dim": 128,
-                "tie_word_embeddings": False,
-            },
-            "vision_config": {
-                "depth": 27,
-                "hidden_size": 1152,
-                "intermediate_size": 4304,
-                "num_heads": 16,
-                "in_channels": 3,
-                "num_position_embeddings": 2304,
-                "out_hidden_size": 4096,
-                "patch_size": 16,
-                "spatial_merge_size": 2,
-                "temporal_patch_size": 2,
-            },
-        },
+        "config": KNOWN_CONFIGS["Qwen/Qwen3.5-9B"],
         "card": "9B",  # "9B dense" (notes file's card column), the card's language model (see the docstring)
         "hub_total": 9_653_104_368,
     },

@@ -82,3 +82,36 @@ def test_two_models_add_up(tmp_path):
 
 def test_no_model_is_the_base_alone():
     assert host_mem_mb([]) == JOB_BASE_MB
+
+
+def test_a_gpu_fine_tune_asks_what_its_processes_hold_and_no_engine():
+    from debate_audit.models.memory import finetune_host_mb
+
+    gpt = ModelSpec.from_config(
+        "gpt-oss-20b",
+        {
+            "source": "hf",
+            "id": "openai/gpt-oss-20b",
+            "dtype": "bfloat16",
+            "device": "cuda",
+            "generation_backend": "vllm",
+        },
+    )
+    params = 20.91e9  # size.KNOWN_PARAMS_B before the download
+    # 4 processes each load the fp32 model (4 B a parameter) while their offloaded shards appear (4 B over all);
+    # then the shards, gradients and moments (16 B) and the main process's gathered fp32 weights to save (4 B)
+    offloaded = finetune_host_mb(gpt, None, lora=False, processes=4, cpu_offload=True)
+    assert offloaded == 4 * JOB_BASE_MB + math.ceil(20 * params / 1e6)
+    # the shards on the GPUs: the loading holds the most, 4 x 4 B; no vLLM engine in a fine-tune
+    on_gpus = finetune_host_mb(gpt, None, lora=False, processes=4, cpu_offload=False)
+    assert on_gpus == 4 * JOB_BASE_MB + math.ceil(16 * params / 1e6)
+    assert on_gpus < 4 * host_mem_mb([(gpt, None)], training=True)  # what the job asked before: 4 x (4 x bf16 + engine)
+    # LoRA: the bf16 base, loaded then moved to the GPU
+    assert finetune_host_mb(gpt, None, lora=True, processes=1, cpu_offload=False) == JOB_BASE_MB + math.ceil(
+        INFERENCE_HEADROOM * 2 * params / 1e6
+    )
+    # on a CPU, as before: each process the training headroom over its weights
+    cpu = ModelSpec.from_config("c", {"source": "hf", "id": "openai/gpt-oss-20b", "dtype": "float32"})
+    assert finetune_host_mb(cpu, None, lora=False, processes=2, cpu_offload=False) == 2 * host_mem_mb(
+        [(cpu, None)], training=True
+    )

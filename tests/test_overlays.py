@@ -418,7 +418,9 @@ def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     config = merged("config/paper.yaml", project)
     debater_tp = config["models"][config["debate"]["debater"]]["vllm"]["tensor_parallel_size"]
-    processes = config["verifier"]["distributed"]["processes"]
+    from debate_audit.eraudit.common.grid import distributed_settings
+
+    processes = {a: distributed_settings(config["verifier"], a)["processes"] for a in config["verifier"]["base_models"]}
     jobs = planned_resources(result.stdout + result.stderr)
     gpus: dict[tuple[str, str], set[int]] = {}
     for rule, output, resources in jobs:
@@ -426,8 +428,8 @@ def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project)
         gpus.setdefault(key, set()).add(int(resources.get("gpu", 0)))
     assert debater_tp == 4 and gpus[("debate_generate", "")] == {debater_tp}
     for architecture in config["verifier"]["base_models"]:
-        assert gpus[("verifier_finetune", architecture)] == {processes.get(architecture, 1)}, architecture
-    assert {processes.get(a, 1) for a in config["verifier"]["base_models"]} == {1, 4}
+        assert gpus[("verifier_finetune", architecture)] == {processes[architecture]}, architecture
+    assert set(processes.values()) == {4}  # all three in full over 4 GPUs, as the release
     assert gpus[("verifier_evaluate", "")] == {1} and gpus[("audit_scores", "")] == {1}
     # the GCG suffix search backpropagates through the selector in-process: one GPU per job, one job per dataset
     assert gpus[("debate_gcg", "")] == {1}

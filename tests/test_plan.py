@@ -143,25 +143,40 @@ def test_a_quantized_checkpoint_counts_parameters_not_packed_bytes(tmp_path):
     assert prepared_params(tmp_path) == pytest.approx(params_from_config(config) * 1e9)
 
 
-def test_plan_says_which_architectures_fit_their_gpus_for_fine_tuning(config):
+def test_plan_prints_each_architectures_fine_tuning_memory_term_by_term(config):
+    from debate_audit.models.memory import TrainingSetup, training_memory_bytes
+    from debate_audit.models.size import KNOWN_CONFIGS
+
+    text = render(build_plan(config, {"verifier_finetune": 18}, None))
+    rows = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in text.splitlines() if line.startswith("| ")
+    }
+    assert rows["GiB per GPU"] == ["gpt-oss-20b", "qwen3.5-9b", "llama-3.1-8b-instruct |"]
+    # the paper overlay: all three in full over 4 GPUs, GPT-20B's shards on the host
+    assert rows["training"][0] == "full-parameter, FSDP2 over 4 GPUs, shards on the host"
+    assert rows["training"][2].startswith("full-parameter, FSDP2 over 4 GPUs |")
+    setup = TrainingSetup.of({**config["verifier"], "processes": 4, "lora": False})
+    llama = training_memory_bytes(KNOWN_CONFIGS["meta-llama/Llama-3.1-8B-Instruct"], setup)
+    shards = next(v for k, v in rows.items() if k.startswith("fp32 shards"))
+    assert shards == ["0.0", f"{33.36:.1f}", f"{llama.shards / 2**30:.1f} |"]
+    peak = rows["**peak** (at)"]
+    assert peak[2] == f"**{llama.total / 2**30:.1f}** (a layer's backward) |"
+    assert rows["fits an H100 80 GB"] == ["yes", "yes", "yes |"]
+    assert rows["host GiB per process: offloaded shards"][0] == f"{16 * 20.914757184e9 / 4 / 2**30:.0f}"
+    # saved: full checkpoints in the bf16 they are evaluated in (8.03e9 x 2 B = 15 GiB)
+    assert rows["disk GiB per checkpoint"] == ["39", "17", "15 |"]
+    # 18 jobs over 3 architectures: 6 checkpoints each of GPT-20B (39), Qwen-9B (16.7) and Llama-8B (15 GiB)
+    assert "18 verifier_finetune jobs, about 423 GiB on disk" in text
+    # alone on one GPU, Llama-8B does not fit an H100; GPT-20B as LoRA keeps its bf16 base
+    config["verifier"]["distributed"] = {"processes": 1, "cpu_offload": False}
     config["verifier"]["lora"]["enabled"] = ["gpt-oss-20b"]
     text = render(build_plan(config, {"verifier_finetune": 18}, None))
-    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    # 16 bytes per parameter (fp32 weights, gradients, AdamW moments) over the paper overlay's 4 GPUs;
-    # LoRA keeps the bf16 base only, in one process
-    # saved: full checkpoints in the bf16 they are evaluated in (8.03e9 x 2 B = 15 GiB), LoRA as the adapter
-    assert rows["llama-3.1-8b-instruct"].endswith(
-        "| full-parameter AdamW (fp32), FSDP2 shards | 4 | 30 | yes | yes | 15 |"
-    )
-    assert rows["gpt-oss-20b"].endswith("| LoRA (bf16 base) | 1 | 39 | yes | yes | <0.1 (adapter) |")
-    config["verifier"]["distributed"]["processes"] = 1
-    text = render(build_plan(config, {"verifier_finetune": 18}, None))
-    assert "| full-parameter AdamW (fp32) | 1 | 120 | **no** | yes | 15 |" in text
-    # 18 jobs over 3 architectures: 6 checkpoints each of Llama-8B (15 GiB) and Qwen-9B (16.7 GiB: 8.95B loaded)
-    assert "18 verifier_finetune jobs, about 190 GiB on disk" in text
-    config["verifier"]["lora"]["save"] = "merged"
-    text = render(build_plan(config, {"verifier_finetune": 18}, None))
-    assert "| LoRA (bf16 base) | 1 | 39 | yes | yes | 39 |" in text
+    rows = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in text.splitlines() if line.startswith("| ")
+    }
+    assert rows["training"][0] == "LoRA on a bf16 base, 1 GPU"
+    assert rows["fits an H100 80 GB"] == ["yes", "**no**", "**no** |"]
+    assert rows["disk GiB per checkpoint"][0] == "<0.1 (adapter)"
 
 
 def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_names_the_source(config):
@@ -189,11 +204,14 @@ def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
     )
     rows = {(r["rule"], r["model"]): r for r in plan["rules"]}
     # the job's own memory check and this figure are one function (models/memory.py, training_memory_bytes)
-    from debate_audit.models.memory import training_memory_bytes
+    from debate_audit.models.memory import TrainingSetup, training_memory_bytes
+    from debate_audit.models.size import KNOWN_CONFIGS
 
     llama = rows[("verifier_finetune", "llama-3.1-8b-instruct")]
-    assert llama["gpus"] == 4 and llama["gpu_gib"] == pytest.approx(training_memory_bytes(8.03e9, False, 4) / 2**30)
-    assert rows[("verifier_finetune", "gpt-oss-20b")]["gpus"] == 1  # LoRA, one process
+    setup = TrainingSetup.of({**config["verifier"], "processes": 4, "lora": False})
+    planned = training_memory_bytes(KNOWN_CONFIGS["meta-llama/Llama-3.1-8B-Instruct"], setup)
+    assert llama["gpus"] == 4 and llama["gpu_gib"] == pytest.approx(planned.total / 2**30)
+    assert rows[("verifier_finetune", "gpt-oss-20b")]["gpus"] == 4  # full-parameter, as the paper
     # the debater's vLLM engine over its tensor_parallel_size: Gemma-4-31B's bf16 weights over 4 GPUs
     gemma = next(r for (rule, model), r in rows.items() if rule == "debate_generate")
     assert gemma["gpus"] == config["models"][gemma["model"]]["vllm"]["tensor_parallel_size"] == 4

@@ -51,9 +51,8 @@ def adapter_base(directory: str | Path) -> Path:
 
 def load_merged(directory: str | Path, base_dir: str | Path, **kwargs: Any) -> Any:
     """Base model `base_dir` (`adapter_base(directory)`) with adapter `directory` merged into its weights:
-    a plain transformers model."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    a plain transformers model. Every weight of both is accounted for (weights.py); `kwargs` go to the base's
+    load_pretrained (dtype, attn_implementation)."""
+    from .weights import load_adapter, load_pretrained
 
-    base = AutoModelForCausalLM.from_pretrained(base_dir, **kwargs)
-    return PeftModel.from_pretrained(base, directory).merge_and_unload()
+    return load_adapter(load_pretrained(base_dir, **kwargs), directory).merge_and_unload()

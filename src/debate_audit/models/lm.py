@@ -38,6 +38,7 @@ from .params import (  # noqa: F401 - re-exported
 from .prefix_store import PrefixStore
 from .prepare import read_fingerprint
 from .spec import resolve_device, resolve_dtype
+from .weights import load_pretrained, weights_form
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,10 @@ class LanguageModel:
         self.unanswered = 0
         self.row_padding = None
         # The numerics version keeps results of older scoring code apart (decoding.NUMERICS_VERSION).
-        self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}"
+        # An MXFP4 checkpoint's experts are dequantized while loading (weights.py): its numbers are not the
+        # packed kernel's, so they are kept apart from any computed by it.
+        form = weights_form(base_dir or self.model_dir)
+        self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}" + (f"-{form}" if form else "")
         self.cache = CallCache(cache, namespace=self.cache_namespace)
         self._cache_path = cache
         self._backend_cache: CallCache | None = None  # the generation backend's results (its own namespace)
@@ -161,8 +165,6 @@ class LanguageModel:
         return self._model
 
     def _load_weights(self, model: Any) -> None:
-        from transformers import AutoModelForCausalLM
-
         if self.generation_backend is not None and self.scoring_backend is None:
             # An engine this job started holds the GPU (and memory) the weights need; in-process scoring
             # follows the generations (the judge), and a later generate call starts the engine again.
@@ -173,15 +175,11 @@ class LanguageModel:
         attn = register_attention() if self.batch_invariant else None
         if model is None:
             # attn None: SDPA where the class has it, else eager (gpt_oss has no SDPA kernel).
-            kwargs = {
-                "dtype": self.torch_dtype,
-                "use_safetensors": True,
-                **({"attn_implementation": attn} if attn else {}),
-            }
+            kwargs = {"dtype": self.torch_dtype, **({"attn_implementation": attn} if attn else {})}
             if base_dir is not None:
                 model = load_merged(self.model_dir, base_dir, **kwargs)
             else:
-                model = AutoModelForCausalLM.from_pretrained(self.model_dir, **kwargs)
+                model = load_pretrained(self.model_dir, **kwargs)
         elif (
             attn
             and getattr(model.config, "_attn_implementation", attn) != attn

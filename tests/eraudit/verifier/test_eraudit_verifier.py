@@ -288,31 +288,64 @@ def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
     assert changed and all(name.endswith(("q_proj.weight", "v_proj.weight")) for name in changed)
 
 
+LLAMA_8B, GPT_20B = "meta-llama/Llama-3.1-8B-Instruct", "openai/gpt-oss-20b"
+PAPER = dict(gradient_checkpointing=True, max_length=8192, max_target_tokens=384, batch_size=1, grad_accum=8)
+
+
 @pytest.mark.parametrize(
-    ("params", "lora", "processes", "offload", "gib", "fits"),
+    ("model", "setup", "gib", "fits"),
     [
-        (8.03e9, False, 1, False, 139.0, True),  # Llama-8B full-parameter on an H200: 119.7 GiB
-        (8.03e9, False, 1, False, 79.6, False),  # ... not on an 80 GB H100
-        (8.03e9, False, 4, False, 79.6, True),  # ... over 4 H100s: 29.9 GiB each (the paper overlay)
-        (20.91e9, False, 1, False, 139.0, False),  # GPT-20B full-parameter: 311.6 GiB, no single GPU
-        (20.91e9, False, 4, False, 79.6, True),  # ... 77.9 GiB a GPU over 4
-        (20.91e9, False, 2, True, 79.6, True),  # ... 38.9 GiB a GPU over 2 with the shards on the host
-        (20.91e9, True, 1, False, 79.6, True),  # GPT-20B LoRA, bf16 base: 77.9 GiB
+        (LLAMA_8B, {"processes": 1}, 139.0, True),  # Llama-8B alone on an H200: 135 GiB (120 of shards)
+        (LLAMA_8B, {"processes": 1}, 79.6, False),  # ... not on an 80 GB H100
+        (LLAMA_8B, {"processes": 4}, 79.6, True),  # ... over 4 H100s: 45 GiB each (the paper overlay)
+        (LLAMA_8B, {"processes": 4, "gradient_checkpointing": False}, 139.0, False),  # 105 GiB of activations
+        (GPT_20B, {"processes": 4}, 79.6, False),  # GPT-20B over 4: 78 GiB of shards alone, 122 GiB
+        (GPT_20B, {"processes": 4, "cpu_offload": True}, 79.6, True),  # ... shards on the host: 44 GiB
+        (GPT_20B, {"lora": True}, 79.6, True),  # GPT-20B LoRA, bf16 base: 70 GiB
     ],
 )
-def test_training_memory_check_before_loading(params, lora, processes, offload, gib, fits):
-    from debate_audit.models.memory import check_training_memory, training_memory_bytes
+def test_training_memory_check_before_loading(model, setup, gib, fits):
+    from debate_audit.models.memory import TrainingSetup, check_training_memory, training_memory_bytes
+    from debate_audit.models.size import KNOWN_CONFIGS
 
-    per_param = 2 if lora else (4 if offload else 16) / processes
-    assert training_memory_bytes(params, lora, processes, offload) == pytest.approx(params * per_param)
+    setup = TrainingSetup(**{**PAPER, **setup})
+    memory = training_memory_bytes(KNOWN_CONFIGS[model], setup)
     if fits:
-        check_training_memory("m", params, lora, int(gib * 2**30), processes=processes, cpu_offload=offload)
+        check_training_memory("m", memory, int(gib * 2**30), setup)
         return
     with pytest.raises(MemoryError) as error:
-        check_training_memory("gpt-x", params, lora, int(gib * 2**30), processes=processes, cpu_offload=offload)
+        check_training_memory("gpt-x", memory, int(gib * 2**30), setup)
     message = str(error.value)
-    assert f"{params * 16 / 2**30:.0f} GiB" in message and f"{gib:.0f} GiB" in message
-    assert "verifier.distributed.processes for 'gpt-x'" in message
+    assert f"{memory.total / 2**30:.0f} GiB a GPU" in message and f"{gib:.0f} GiB" in message
+    assert f"shards {memory.shards / 2**30:.1f}" in message and "activations" in message
+    assert "verifier.distributed.processes for 'gpt-x'" in message and "cpu_offload" in message
+
+
+def test_the_memory_terms_follow_processes_offload_and_checkpointing():
+    from debate_audit.models.activations import model_shape
+    from debate_audit.models.memory import TrainingSetup, training_memory_bytes
+    from debate_audit.models.size import KNOWN_CONFIGS
+
+    config = KNOWN_CONFIGS[GPT_20B]
+    shape = model_shape(config)
+    assert shape.params == 20_914_757_184 and not shape.full_attention_only and shape.eager_attention
+
+    def memory(**setup):
+        return training_memory_bytes(config, TrainingSetup(**{**PAPER, "max_length": 2048, **setup}))
+
+    one, four = memory(processes=1), memory(processes=4)
+    # 16 bytes a parameter (fp32 weights, gradients, two moments) sharded; the gathered units are not
+    assert one.shards == pytest.approx(16 * shape.params) and four.shards == pytest.approx(one.shards / 4)
+    assert (one.root, one.layers, one.activations) == (four.root, four.layers, four.activations)
+    assert four.layers == 2 * 2 * shape.layer_params  # two layers gathered in bf16
+    # a process's one micro-batch a step (8 over 8 processes): its gradients appear during the backward
+    assert memory(processes=8).shards == pytest.approx(12 * shape.params / 8)
+    offloaded = memory(processes=4, cpu_offload=True)
+    assert offloaded.shards == 0 and offloaded.host == pytest.approx(four.shards)
+    assert offloaded.total == pytest.approx(four.total - four.shards)
+    # checkpointing keeps each layer's input instead of its activations; eager attention's scores grow as s^2
+    assert memory(processes=4, gradient_checkpointing=False).activations > 10 * four.activations
+    assert memory(processes=4, max_length=4096).at_layer > 3 * four.at_layer
 
 
 def test_lora_per_architecture():

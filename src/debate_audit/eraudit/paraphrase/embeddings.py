@@ -33,9 +33,11 @@ class SentenceEmbedder:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
+        from debate_audit.models.weights import load_pretrained
+
         self.model_dir = Path(model_dir) if model_dir else package_model_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self.model = AutoModel.from_pretrained(self.model_dir, use_safetensors=True, dtype=torch.float32)
+        self.model = load_pretrained(self.model_dir, dtype=torch.float32, model_class=AutoModel)
         self.model.to(device).eval()
         self.device = device
         self.batch_size = batch_size

@@ -1,11 +1,14 @@
-"""Fine-tuning one verifier over several processes: torch's FSDP2 (`fully_shard`) shards the weights, their
-gradients and AdamW's moments over the processes, one per GPU (NCCL) or, on a CPU, one per core (gloo).
+"""Fine-tuning one verifier with torch's FSDP2 (`fully_shard`): the weights, their gradients and AdamW's moments
+sharded over the job's processes, one per GPU (NCCL) or, on a CPU, one per core (gloo).
 
-An 8-9B verifier trained with full-parameter AdamW holds 16 bytes per parameter (models/memory.py,
-FULL_TRAINING_BYTES): ~128 GB for Llama-3.1-8B, more than one 80 GB GPU. Over N processes each holds 1/N of
-that, plus the one decoder layer FSDP gathers at a time. `cpu_offload` keeps the shards and the optimizer
-step on the host instead (the release's DeepSpeed ZeRO-3 offloads the optimizer to the CPU), leaving the GPU
-only the gathered layers and the activations.
+On a GPU every full-parameter fine-tune runs this way, one process included: fp32 master weights in the shards,
+each decoder layer gathered in bf16 only while it computes, gradients reduced in fp32 (FSDP2's
+MixedPrecisionPolicy: bf16 parameters, fp32 reduction; no outer autocast, whose bf16 copies of the weights
+would sit beside the fp32 ones). An 8-9B verifier holds 16 bytes per parameter in its shards (models/memory.py):
+~128 GB for Llama-3.1-8B, more than one 80 GB GPU; over N processes each holds 1/N of that, plus what the
+memory function counts (the root unit, the gathered layers, the activations). `cpu_offload` keeps the shards
+and the optimizer step on the host instead (the release's DeepSpeed ZeRO-3 offloads the optimizer to the CPU),
+leaving the GPU the gathered layers and the activations. On a CPU the weights compute in fp32 as stored.
 
 The job is started by `torch.distributed.run` (torchrun), which the rule's own process calls (`launch`): the
 workers run `python -m debate_audit.eraudit.verifier.finetune_worker ARGS.json`, the same `finetune_verifier` as a
@@ -53,20 +56,35 @@ def in_worker() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def start(device: str) -> tuple[Rank, str]:
-    """Join the job's process group (NCCL on GPUs, gloo on the CPU); returns this process's rank and its
-    device (`cuda:<local rank>` on GPUs: torchrun's LOCAL_RANK among the GPUs the job was given)."""
+def backend(device: str) -> str:
+    """The process group's backends: on GPUs NCCL for CUDA tensors and gloo for the CPU tensors a job also
+    reduces (the loss terms of `sum_over_ranks`; with `cpu_offload`, the gradient norm of the host shards)."""
+    return "cuda:nccl,cpu:gloo" if device.startswith("cuda") else "gloo"
+
+
+def start(device: str, *, shard_alone: bool = False) -> tuple[Rank, str]:
+    """Join the job's process group; returns this process's rank and its device (`cuda:<local rank>` on GPUs:
+    torchrun's LOCAL_RANK among the GPUs the job was given). A one-process job joins none, unless
+    `shard_alone` (a full-parameter fine-tune on a GPU, which FSDP2 shards over a group of one)."""
     import torch.distributed as dist
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    if world == 1 and not shard_alone:
         return Rank(), device
-    if device.startswith("cuda"):
+    if device.startswith("cuda") and world > 1:
         local = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
+    elif device.startswith("cuda"):
+        index = torch.device(device).index
+        index = torch.cuda.current_device() if index is None else index
+        torch.cuda.set_device(index)
+        device = f"cuda:{index}"
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+        if world == 1:  # no torchrun: a group of one in this process
+            dist.init_process_group(backend(device), store=dist.HashStore(), rank=0, world_size=1)
+        else:
+            dist.init_process_group(backend(device))
     return Rank(dist.get_rank(), dist.get_world_size()), device
 
 
@@ -77,21 +95,47 @@ def stop() -> None:
         dist.destroy_process_group()
 
 
-def shard(model, *, cpu_offload: bool = False):
-    """FSDP2 over the job's processes: each decoder layer its own unit (gathered only while it computes),
-    then the rest (embeddings, final norm, head). The layer classes are the model's own `_no_split_modules`.
-    """
-    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
-
+def decoder_layers(model) -> list:
+    """The model's decoder layers: the modules of its own `_no_split_modules` classes."""
     names = set(getattr(model, "_no_split_modules", None) or [])
-    layers = [m for m in model.modules() if type(m).__name__ in names]
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def shard(model, *, cpu_offload: bool = False, compute_dtype: torch.dtype | None = None):
+    """FSDP2 over the job's processes: each decoder layer its own unit (gathered only while it computes),
+    then the root unit, the rest (embeddings, final norm, head), which stays gathered from its forward to its
+    backward. `compute_dtype` (bf16 on a GPU): the dtype the gathered weights compute in, gradients reduced
+    in fp32 into the fp32 shards; None: as stored."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+    layers = decoder_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__}: no decoder layer class (_no_split_modules) to shard by")
     policy = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    precision = MixedPrecisionPolicy(
+        param_dtype=compute_dtype, reduce_dtype=torch.float32 if compute_dtype is not None else None
+    )
     for layer in layers:
-        fully_shard(layer, offload_policy=policy)
-    fully_shard(model, offload_policy=policy)
+        fully_shard(layer, offload_policy=policy, mp_policy=precision)
+    fully_shard(model, offload_policy=policy, mp_policy=precision)
     return model
+
+
+def is_sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def compute_device(model) -> torch.device:
+    """Where `model` computes: its parameters' device, or, sharded, the device of its process group's mesh
+    (with cpu_offload the shards sit on the host while every layer computes on the GPU)."""
+    from torch.distributed.tensor import DTensor
+
+    param = next(model.parameters())
+    if isinstance(param, DTensor) and param.device_mesh.device_type == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return param.device
 
 
 def step_share(micro: Sequence[Any], rank: Rank) -> list[tuple[Any, int]]:
@@ -127,11 +171,12 @@ def sum_over_ranks(values: Mapping[str, float], rank: Rank) -> dict[str, float]:
     return {name: float(total) for name, total, seen in zip(names, totals, present) if seen > 0}
 
 
-def full_state_dict(model) -> dict[str, torch.Tensor]:
+def full_state_dict(model, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """Every weight of the sharded model, whole and on the CPU, on the main rank (the others get an empty
-    dict): what `save_pretrained(state_dict=...)` writes. A tied weight (SmolLM2's head is its embedding)
-    comes once, under its first name, as the one-process checkpoint has it: the gathered copies no longer
-    share storage, so save_pretrained would write both."""
+    dict), in `dtype` (None: as stored): what `save_pretrained(state_dict=...)` writes. Each weight is cast as
+    it arrives, so the host holds the gathered fp32 model at most once. A tied weight (SmolLM2's head is its
+    embedding) comes once, under its first name, as the one-process checkpoint has it: the gathered copies no
+    longer share storage, so save_pretrained would write both."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -140,7 +185,11 @@ def full_state_dict(model) -> dict[str, torch.Tensor]:
     for name, param in model.named_parameters(remove_duplicate=False):
         if first.setdefault(id(param), name) != name:
             tied.add(name)
-    return {name: tensor for name, tensor in state.items() if name not in tied}
+    for name in list(state):
+        tensor = state.pop(name)
+        if name not in tied:
+            state[name] = tensor if dtype is None else tensor.to(dtype)
+    return state
 
 
 def _free_port() -> int:

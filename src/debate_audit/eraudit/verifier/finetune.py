@@ -36,10 +36,15 @@ from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
 from debate_audit.models.adapter import save_adapter
 from debate_audit.models.loading import ModelRef
-from debate_audit.models.memory import check_training_memory
+from debate_audit.models.memory import (
+    GPU_RESERVE_BYTES,
+    TrainingSetup,
+    check_training_memory,
+    training_memory_bytes,
+)
 from debate_audit.models.prepare import FINGERPRINT_FILE
-from debate_audit.models.size import prepared_params
 from debate_audit.models.spec import resolve_device, resolve_dtype
+from debate_audit.models.weights import load_pretrained
 from debate_audit.runtime.provenance import current_provenance, record_model
 
 from ..common.grid import labelled, unlabelled, with_labels
@@ -49,7 +54,19 @@ from ..common.verifiers import (
     VARIANTS,  # variant -> transcript mode
 )
 from ..debate.debates import options_for, transcript_view
-from .distributed import Rank, full_state_dict, in_worker, launch, shard, start, step_share, stop, sum_over_ranks
+from .distributed import (
+    Rank,
+    compute_device,
+    full_state_dict,
+    in_worker,
+    is_sharded,
+    launch,
+    shard,
+    start,
+    step_share,
+    stop,
+    sum_over_ranks,
+)
 from .losses import unpackable, verifier_losses
 from .training_rows import (
     LM_TARGETS,
@@ -188,9 +205,13 @@ def train(
     if settings.max_steps is not None:
         total = min(total, settings.max_steps)
     rng = random.Random(f"finetune:{settings.seed}")
-    device = next(model.parameters()).device
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    device = compute_device(model)
+    # A sharded model computes in its MixedPrecisionPolicy's dtype (distributed.shard); a LoRA model on a GPU
+    # (a bf16 base, fp32 adapters) under bf16 autocast; on a CPU everything in fp32.
+    autocast = torch.autocast(
+        "cuda" if device.type == "cuda" else "cpu",
+        dtype=torch.bfloat16,
+        enabled=device.type == "cuda" and not is_sharded(model),
     )
     why = unpackable(model)
     if rank.main:
@@ -313,7 +334,7 @@ def finetune_verifier(
     fingerprint.json last). Training needs the trainable transformers model, not `open_model`'s.
     `adjudications`: the Parquet of adjudication.py for these transcripts (lm_target adjudication only);
     `labels`: the grid cell (architecture, length, qh_weight) of the checkpoint."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
@@ -394,27 +415,35 @@ def finetune_verifier(
         settings.warmup_steps,
         settings.lr_schedule,
     )
-    rank, dev = start(resolve_device(base.device, base.name))
-    on_gpu = dev.startswith("cuda")
     lora = bool(settings.lora.get("enabled"))
+    device = resolve_device(base.device, base.name)
+    # On a GPU a full-parameter fine-tune is always sharded (FSDP2, a group of one included): bf16 compute on
+    # fp32 master weights, the memory that memory.training_memory_bytes counts.
+    rank, dev = start(device, shard_alone=device.startswith("cuda") and not lora)
+    on_gpu = dev.startswith("cuda")
+    planned = None
     if on_gpu:
-        params = prepared_params(base.directory)
-        if params is not None:
-            check_training_memory(
-                base.name,
-                params,
-                lora,
-                torch.cuda.get_device_properties(torch.device(dev)).total_memory,
-                processes=rank.world,
-                cpu_offload=settings.cpu_offload,
-            )
-    dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES
-    model = AutoModelForCausalLM.from_pretrained(base.directory, dtype=dtype, use_safetensors=True)
+        setup = TrainingSetup.of(dataclasses.asdict(settings), processes=rank.world, with_qh=variant == "org")
+        config = json.loads((Path(base.directory) / "config.json").read_text())
+        planned = training_memory_bytes(config, setup)
+        check_training_memory(
+            base.name, planned, torch.cuda.get_device_properties(torch.device(dev)).total_memory, setup
+        )
+        log.info(
+            "%s: planned GPU memory a process %.1f GiB at its peak (%s; GiB: %s)",
+            base.name,
+            planned.total / 2**30,
+            planned.peak_at,
+            ", ".join(f"{k} {v / 2**30:.1f}" for k, v in planned.terms().items()),
+        )
+        torch.cuda.reset_peak_memory_stats()
+    dtype = torch.bfloat16 if lora and on_gpu else torch.float32  # FROZEN_BYTES, or fp32 master weights
+    model = load_pretrained(base.directory, dtype=dtype)  # MXFP4 experts dequantized, every weight checked
     if lora:
         model = _apply_lora(model.to(dev), settings.lora)
-    elif rank.world > 1:
+    elif on_gpu or rank.world > 1:
         # from the host, one decoder layer at a time: no GPU ever holds the whole model
-        model = shard(model, cpu_offload=settings.cpu_offload)
+        model = shard(model, cpu_offload=settings.cpu_offload, compute_dtype=torch.bfloat16 if on_gpu else None)
     else:
         model = model.to(dev)
     curve: list[dict] = []
@@ -427,12 +456,20 @@ def finetune_verifier(
             variant,
             selected,
         )
+    if planned is not None:
+        log.info(
+            "%s/%s: GPU peak %.1f GiB allocated (planned %.1f without the reserve)",
+            dataset,
+            variant,
+            torch.cuda.max_memory_allocated() / 2**30,
+            (planned.total - GPU_RESERVE_BYTES) / 2**30,
+        )
     # Saved in the dtype the verifier is evaluated in (its base's spec on this device): loading rounds to it
     # anyway, so bf16 on a GPU loses nothing the audit sees and halves the checkpoint (8B: 30 -> 15 GiB).
     saved_dtype = resolve_dtype(base.dtype, dev)
     state_dict = None
-    if rank.world > 1:
-        state_dict = {name: tensor.to(saved_dtype) for name, tensor in full_state_dict(model).items()}
+    if is_sharded(model):
+        state_dict = full_state_dict(model, saved_dtype)
         if not rank.main:
             stop()
             return {}

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from debate_audit.models.decoding import left_pad
 
+from .distributed import compute_device
 from .training_rows import IGNORE, ChoiceExample, TrainExample
 
 
@@ -162,7 +163,7 @@ def verifier_losses(
     the same passes through the model whatever its rows, so a pass a batch has nothing for runs on its first
     prompt at weight 0 (packed: one pass; unpacked: the L_lm pass and the L_fc pass). `pack=True` on a model
     that `unpackable` names is refused: its losses would not be the two passes' losses."""
-    device = next(model.parameters()).device
+    device = compute_device(model)
     if pack is None:
         pack = full_attention_only(model)
     elif pack and (why := unpackable(model)) is not None:
