@@ -305,8 +305,10 @@ def finetune_adjudications(wc):
 
 
 def finetune_settings(wc):
-    """The FinetuneSettings of one checkpoint: only V_org carries its L_qh weight and its own epochs and
-    learning rate (verifier.org_training), so changing them retrains V_org alone."""
+    """The FinetuneSettings of one checkpoint that define its weights (a tracked param): only V_org carries its
+    L_qh weight and its own epochs and learning rate (verifier.org_training), so changing them retrains V_org
+    alone. How many processes share the work and where the optimizer state lives (verifier.distributed) are
+    `finetune_distributed`'s."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
     return (
@@ -316,8 +318,16 @@ def finetune_settings(wc):
             "loss_weights": weights,
             "lora": grid.lora_settings(config["verifier"], wc.architecture),
         }
-        | grid.distributed_settings(config["verifier"], wc.architecture)
     )
+
+
+def finetune_distributed(wc, resources):
+    """The rest of one checkpoint's FinetuneSettings: processes (GPUs) and CPU offload (verifier.distributed).
+    Speed and memory settings, like a model's batch size: N processes train the one-process curve and
+    weights up to the order of float additions (eraudit/verifier/distributed.py), so they reach the script
+    untracked (a params function taking `resources`, as model_ref) and changing the GPU count reruns nothing.
+    """
+    return grid.distributed_settings(config["verifier"], wc.architecture)
 
 
 def finetune_processes(wc):

@@ -86,6 +86,7 @@ rule verifier_finetune:
             wc.architecture
         ),
         settings=finetune_settings,
+        distributed=finetune_distributed,
         training_items_version=training_items_id(LM_TARGET),
         readout=config["verifier"]["readout"],
         readout_version=readout_id(config["verifier"]["readout"]),
