@@ -1,5 +1,6 @@
 """What the audit costs in model calls (`make plan`, tools/plan.py): the readouts of q_m, q_h and every
-paraphrase by V_base and each audited target (audit_scores); the statistics call no model."""
+paraphrase by V_base and each audited target (audit_scores, one row per job: architecture x dataset x
+checkpoint); the statistics call no model."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     plans = []
     for item in item_shapes(config, stats):
         for arch in grid.base_models(config["verifier"]):
-            scores = RulePlan("audit_scores", model=arch)
-            scored = {
+            scored = dict.fromkeys(
                 cp.path_id
                 for setting in cells.settings(arch, item.dataset, aud["targets"])
                 for cp in setting.checkpoints(aud["targets"])
-            }
-            scores.scorings += len(scored) * item.pairs * per_pair * 2
-            scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
-            plans.append(scores)
+            )
+            for checkpoint in scored:  # one job each
+                cell = {"architecture": arch, "dataset": item.dataset, "verifier": checkpoint}
+                scores = RulePlan("audit_scores", model=arch, cell=cell)
+                scores.scorings += item.pairs * per_pair * 2
+                scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
+                plans.append(scores)
     return plans
