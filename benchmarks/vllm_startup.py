@@ -65,7 +65,7 @@ def main() -> None:
         apart, together = k * (start + generation), start + k * generation
         print(
             f"{k} word limits: one job each {apart:.0f} s, one job per model {together:.0f} s "
-            f"({apart / together:.2f}x; start-up {k * start / apart:.0%} of the first)"
+            f"({apart / together:.2f}x; start-ups are {k * start / apart:.0%} of one job each)"
         )
 
 
