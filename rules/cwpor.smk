@@ -57,9 +57,8 @@ CWPOR_DEBATE_WORDS = sorted(
 )
 
 # One job per model and word limit, or one per model for all its word limits (cwpor.job_split, cwpor/jobs.py:
-# auto gathers them where a CW-POR model starts a vLLM engine, which then starts once per model). The files
-# are the same either way; a gathered job's inputs and outputs are lists over the word limits, its log and
-# benchmark record one per job.
+# the model is loaded, or its vLLM engine started, once). The files are the same either way; a gathered job's
+# inputs and outputs are lists over the word limits, its log and benchmark record one per job.
 CWPOR_PER_MODEL = job_split(config) == "model"
 if CWPOR_PER_MODEL:
     DEBATE_JOB, JUDGE_JOB = "{model}", "{model}_judge-{judge}"

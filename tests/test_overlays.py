@@ -83,8 +83,8 @@ def cwpor(
 ) -> dict[str, int]:
     """CW-POR jobs: responses once per model and word limit (plus the length control's `halves` extra word
     limits v // 2), every judge of a model reading them; each rebuttal protocol's debates once per model and
-    word limit, judged by every judge. `per_model` (cwpor.job_split, auto where vLLM generates): a model's word
-    limits debated in one job, judged in one job per judge (and protocol)."""
+    word limit, judged by every judge. `per_model` (cwpor.job_split: model): a model's word limits debated in
+    one job, judged in one job per judge (and protocol)."""
     limits = 1 if per_model else verbosities
     jobs = {
         **CWPOR_FIXED,
@@ -122,7 +122,7 @@ RELEASE_ABLATIONS = {
 
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
-    # 5 CW-POR models x 10 verbosities, one debate and one judge job per model (vLLM generates: cwpor.job_split);
+    # 5 CW-POR models x 10 verbosities, one debate and one judge job per model (cwpor.job_split: model);
     # 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
     # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
     # architectures GPT-20B (also the selector and the one adjudication teacher), Qwen-9B and Llama-8B. The
@@ -196,7 +196,7 @@ EXPECTED = {
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {
         "prepare_model": 10,
-        **cwpor(5, 10),
+        **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, adjudicators=1),
         "browse": 1,

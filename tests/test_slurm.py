@@ -199,7 +199,7 @@ def test_cpu_profile_asks_for_each_model_job_s_threads(paper_submissions):
             assert "--gpus" not in command and f"--cpus-per-task={job.threads}" in command.split(), command
 
 
-def test_cw_por_gathers_each_model_s_word_limits_where_vllm_generates(paper_submissions):
+def test_the_paper_overlay_gathers_each_cw_por_model_s_word_limits_into_one_job(paper_submissions):
     jobs = [job for job in paper_submissions["slurm"] if job.name in ("cwpor_debate", "cwpor_judge")]
     # 5 models; each judged by its own model and the 5 cross-judges of config/paper-cross-judge.yaml
     assert sum(job.name == "cwpor_debate" for job in jobs) == 5
