@@ -623,7 +623,7 @@ def render_job_sizes(plan: Plan, sized: Sequence[RulePlan]) -> str:
             f"{settings.cpus_per_gpu} per GPU of in-process work ({settings.offload_cpus_per_gpu} per fine-tuning "
             f"process with cpu_offload). Time limit: the job's estimate on H100s (its calls at the throughput above, "
             f"shared by its GPUs, plus loading its model and starting its engine) x {settings.runtime_margin:g}, at "
-            f"least {settings.min_runtime} min{cap}; each retry (the profile's `retries`) asks that many times more. "
+            f"least {settings.min_runtime} min{cap}; the n-th attempt asks n times that (the profile's `retries`). "
             "Estimated from the configured dataset files, else the nominal sizes, as the jobs estimate it.",
         ]
     )
