@@ -50,7 +50,9 @@ def workdir(tmp_path_factory, smoke_run):
     return copy_of_run(smoke_run[0], tmp_path_factory.mktemp("cwpor_workflow") / "project")
 
 
-def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    work: Path, *args: str, overlay: dict | None = None, targets: list[str] = TARGETS
+) -> subprocess.CompletedProcess:
     (work / "overlay.yaml").write_text(yaml.safe_dump(overlay or {}))
     cmd = [
         SNAKEMAKE,
@@ -68,7 +70,7 @@ def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess
         *CWPOR_RULES,
         *args,
         "--",
-        *TARGETS,
+        *targets,
     ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
@@ -185,15 +187,15 @@ def test_one_job_per_model_writes_each_word_limit_s_files_as_one_job_per_word_li
         for kind in ("responses", "judge-smollm2-135m/judgments")
     ]
     apart = {"cwpor": {"verbosity": [20, 12], "job_split": "word_limit"}}
-    first = snakemake(work, overlay=apart)
+    first = snakemake(work, overlay=apart, targets=files)
     assert first.returncode == 0, first.stderr[-3000:]
     assert planned_rules(first) >= {"cwpor_debate", "cwpor_judge"}  # v = 12 is new
     expected = {f: pl.read_parquet(work / f) for f in files}
     together = {"cwpor": {"verbosity": [20, 12], "job_split": "model"}, "cache": "results/cache/per_model"}
-    plan = snakemake(work, "--dry-run", "--quiet", "rules", overlay=together)
+    plan = snakemake(work, "--dry-run", "--quiet", "rules", overlay=together, targets=files)
     counts = {line.split()[0]: int(line.split()[1]) for line in plan.stdout.splitlines() if line.startswith("cwpor_")}
     assert counts["cwpor_debate"] == counts["cwpor_judge"] == 1, plan.stdout
-    second = snakemake(work, overlay=together)
+    second = snakemake(work, overlay=together, targets=files)
     assert second.returncode == 0, second.stderr[-3000:]
     for f in files:
         assert pl.read_parquet(work / f).equals(expected[f]), f
