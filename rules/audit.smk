@@ -63,7 +63,8 @@ rule audit_scores:
     resources:
         gpu=1,
         mem_mb=lambda wc: model_mem_mb(wc.architecture),
-        runtime=120,
+        runtime=job_runtime("audit_scores"),
+        cpus_per_task=lambda wc: model_cpus(wc.architecture, generates=False),
     params:
         model=lambda wc, input: model_ref(
             wc.architecture, str(Path(input.model).parent)

@@ -30,7 +30,8 @@ rule audit_model_scores:
         # a model behind an endpoint scores there: no GPU of this job's
         gpu=lambda wc: 0 if model_spec(wc.model).source == "openai" else 1,
         mem_mb=lambda wc: model_mem_mb(wc.model),
-        runtime=120,
+        runtime=job_runtime("audit_model_scores"),
+        cpus_per_task=lambda wc: model_cpus(wc.model, generates=False),
     params:
         model=lambda wc, resources: model_ref(wc.model),
         numbers=lambda wc: model_numbers(wc.model),

@@ -1,3 +1,4 @@
+import functools
 import re
 from pathlib import Path
 
@@ -16,6 +17,13 @@ from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.models.spec import ModelSpec
 from debate_audit.runtime.provenance import code_fingerprint
 from debate_audit.runtime.runs import run_root
+from debate_audit.runtime.sizing import (
+    ClusterSettings,
+    JobTimes,
+    job_cpus,
+    job_minutes,
+    model_job_cpus,
+)
 from debate_audit.tools.config_check import (
     check_output_paths,
     dataset_source,
@@ -293,6 +301,44 @@ def honest_candidates(wc):
     return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_honest.parquet"
 
 
+# ---------------------------------------------- cores and time limits of model-bound jobs (runtime/sizing.py)
+# What a scheduler is asked for besides GPUs and memory (config `cluster`): `cpus_per_task`, which the SLURM
+# plugin sends as --cpus-per-task and the local scheduler ignores (the rules' `threads` stay 1: one core, one
+# OMP thread per model job on a CPU), and `runtime`, make plan's estimate of the job x margin x attempt.
+CLUSTER = ClusterSettings.from_config(config)
+
+
+@functools.cache
+def job_times():
+    """make plan's per-job estimates for this configuration (built on first use, when the DAG is)."""
+    return JobTimes.from_config(config, {name: model_dir(name) for name in MODEL_SPECS})
+
+
+def job_runtime(rule):
+    """runtime (minutes) of a job of `rule`: its estimate x cluster.runtime.margin, at least min_minutes, x
+    Snakemake's attempt (a job killed at its limit is retried with twice the time)."""
+    return lambda wc, attempt: job_minutes(
+        CLUSTER, job_times().hours(rule, dict(wc.items())), attempt
+    )
+
+
+def model_cpus(*names, scores=True, generates=True):
+    """cpus_per_task of a job using the models `names`: 3 + N where it generates through a vLLM engine over N
+    GPUs, cluster.cpus.per_gpu where it computes in-process (it scores, or a model generates in-process).
+    """
+    specs = [model_spec(n) for n in dict.fromkeys(names)]
+    return model_job_cpus(CLUSTER, specs, scores=scores, generates=generates)
+
+
+def finetune_cpus(wc):
+    """cpus_per_task of one verifier_finetune job: cluster.cpus.per_gpu for each of its processes
+    (offload_per_gpu where the optimizer steps on the host)."""
+    shards = grid.distributed_settings(config["verifier"], wc.architecture)
+    return job_cpus(
+        CLUSTER, compute_gpus=shards["processes"], offload=shards["cpu_offload"]
+    )
+
+
 # ---------------------------------------------- memory of model-bound jobs (models/memory.py)
 def model_mem_mb(*names, training=False, scores=True):
     """mem_mb of a job using the models `names` (repeats count once): memory.host_mem_mb of their specs and
@@ -363,8 +409,10 @@ def finetune_adjudications(wc):
 
 
 def finetune_settings(wc):
-    """The FinetuneSettings of one checkpoint: only V_org carries its L_qh weight and its own epochs and
-    learning rate (verifier.org_training), so changing them retrains V_org alone."""
+    """The FinetuneSettings of one checkpoint that define its weights (a tracked param): only V_org carries its
+    L_qh weight and its own epochs and learning rate (verifier.org_training), so changing them retrains V_org
+    alone. How many processes share the work and where the optimizer state lives (verifier.distributed) are
+    `finetune_distributed`'s."""
     cp = grid.Checkpoint.of(wc.length, wc.variant)
     weights = dict(config["verifier"]["loss_weights"], qh=cp.qh_weight or 0.0)
     return (
@@ -374,8 +422,16 @@ def finetune_settings(wc):
             "loss_weights": weights,
             "lora": grid.lora_settings(config["verifier"], wc.architecture),
         }
-        | grid.distributed_settings(config["verifier"], wc.architecture)
     )
+
+
+def finetune_distributed(wc, resources):
+    """The rest of one checkpoint's FinetuneSettings: processes (GPUs) and CPU offload (verifier.distributed).
+    Speed and memory settings, like a model's batch size: N processes train the one-process curve and
+    weights up to the order of float additions (eraudit/verifier/distributed.py), so they reach the script
+    untracked (a params function taking `resources`, as model_ref) and changing the GPU count reruns nothing.
+    """
+    return grid.distributed_settings(config["verifier"], wc.architecture)
 
 
 def finetune_processes(wc):
@@ -513,22 +569,40 @@ def cwpor_benchmarks():
         for v in CWPOR["verbosity"]
     ]
     pairs = dict(zip(("model", "judge", "verbosity"), map(list, zip(*cells))))
-    return [
-        *expand(
-            rules.cwpor_debate.benchmark,
-            model=CWPOR["models"],
-            verbosity=sorted(words | set(CWPOR["verbosity"])),
-        ),
-        *expand(rules.cwpor_judge.benchmark, zip, **pairs),
-        *expand(rules.cwpor_rebuttal.benchmark, **REBUTTAL_CELLS),
-        *[
-            path
-            for p in REBUTTAL_PROTOCOLS
-            for path in expand(
-                rules.cwpor_judge_rebuttal.benchmark, zip, protocol=p, **pairs
-            )
-        ],
-    ]
+    # a job gathering a model's word limits (cwpor.job_split) has one record: its pattern has no {verbosity}
+    return list(
+        dict.fromkeys(
+            [
+                *expand(
+                    rules.cwpor_debate.benchmark,
+                    model=CWPOR["models"],
+                    verbosity=sorted(words | set(CWPOR["verbosity"])),
+                ),
+                *expand(rules.cwpor_judge.benchmark, zip, **pairs),
+                *expand(rules.cwpor_rebuttal.benchmark, **REBUTTAL_CELLS),
+                *[
+                    path
+                    for p in REBUTTAL_PROTOCOLS
+                    for path in expand(
+                        rules.cwpor_judge_rebuttal.benchmark, zip, protocol=p, **pairs
+                    )
+                ],
+            ]
+        )
+    )
+
+
+def debate_budgets(wc):
+    """max_new_tokens of a cwpor_debate job: its word limit's, or, gathered per model, each word limit's."""
+
+    def budget(words):
+        return max_new_tokens_for(
+            words, CWPOR["tokens_per_word"], CWPOR["extra_tokens"]
+        )
+
+    if CWPOR_PER_MODEL:
+        return {v: budget(v) for v in CWPOR_DEBATE_WORDS}
+    return budget(int(wc.verbosity))
 
 
 def round1_responses(wc):

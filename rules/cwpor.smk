@@ -7,6 +7,7 @@
 # Prompt templates are versioned in debate_audit.cwpor.prompts; each rule carries only the id of the
 # template it uses, so a judge-template change reruns the judge and what follows, not the debates.
 from debate_audit.cwpor.calibration import SIGNAL_NAMES as CALIBRATION_SIGNALS
+from debate_audit.cwpor.jobs import job_split
 from debate_audit.cwpor.prompts import max_new_tokens_for
 from debate_audit.cwpor.rebuttal import PROTOCOLS as REBUTTAL_PROTOCOL_NAMES
 from debate_audit.cwpor.rebuttal import protocol as rebuttal_protocol
@@ -45,6 +46,53 @@ REBUTTAL_JUDGMENTS = [
     for p in REBUTTAL_PROTOCOLS
     for v in CWPOR["verbosity"]
 ]
+# Every word limit single-turn responses are written at: the configured ones and the length control's v // 2.
+CWPOR_DEBATE_WORDS = sorted(
+    {
+        rebuttal_protocol(p).turn_words(v)
+        for p in REBUTTAL_PROTOCOLS
+        for v in CWPOR["verbosity"]
+    }
+    | set(CWPOR["verbosity"])
+)
+
+# One job per model and word limit, or one per model for all its word limits (cwpor.job_split, cwpor/jobs.py:
+# the model is loaded, or its vLLM engine started, once). The files are the same either way; a gathered job's
+# inputs and outputs are lists over the word limits, its log and benchmark record one per job.
+CWPOR_PER_MODEL = job_split(config) == "model"
+if CWPOR_PER_MODEL:
+    DEBATE_JOB, JUDGE_JOB = "{model}", "{model}_judge-{judge}"
+    REBUTTAL_JUDGE_JOB = "{model}_judge-{judge}_rebuttal-{protocol}"
+    DEBATE_RESPONSES = [
+        f"{CWPOR_OUT}/{{model}}/responses_v{v}.parquet" for v in CWPOR_DEBATE_WORDS
+    ]
+    JUDGED_RESPONSES = [
+        f"{CWPOR_OUT}/{{model}}/responses_v{v}.parquet" for v in CWPOR["verbosity"]
+    ]
+    JUDGMENTS = [
+        f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/judgments_v{v}.parquet"
+        for v in CWPOR["verbosity"]
+    ]
+    JUDGED_REBUTTALS = [
+        f"{CWPOR_OUT}/{{model}}/rebuttal-{{protocol}}/responses_v{v}.parquet"
+        for v in CWPOR["verbosity"]
+    ]
+    REBUTTAL_JUDGMENTS_OUT = [
+        f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/rebuttal-{{protocol}}/judgments_v{v}.parquet"
+        for v in CWPOR["verbosity"]
+    ]
+else:
+    DEBATE_JOB, JUDGE_JOB = "{model}_v{verbosity}", "{model}_judge-{judge}_v{verbosity}"
+    REBUTTAL_JUDGE_JOB = "{model}_judge-{judge}_rebuttal-{protocol}_v{verbosity}"
+    DEBATE_RESPONSES = f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet"
+    JUDGED_RESPONSES = DEBATE_RESPONSES
+    JUDGMENTS = (
+        f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/judgments_v{{verbosity}}.parquet"
+    )
+    JUDGED_REBUTTALS = (
+        f"{CWPOR_OUT}/{{model}}/rebuttal-{{protocol}}/responses_v{{verbosity}}.parquet"
+    )
+    REBUTTAL_JUDGMENTS_OUT = f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/rebuttal-{{protocol}}/judgments_v{{verbosity}}.parquet"
 
 
 wildcard_constraints:
@@ -76,11 +124,11 @@ rule cwpor_debate:
             role_model(CWPOR, wc.model, "persuasive")
         ),
     output:
-        responses=f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
+        responses=DEBATE_RESPONSES,
     log:
-        f"{LOGS}/cwpor/debate/{{model}}_v{{verbosity}}.log",
+        f"{LOGS}/cwpor/debate/{DEBATE_JOB}.log",
     benchmark:
-        f"{BENCHMARKS}/cwpor/debate/{{model}}_v{{verbosity}}.tsv"
+        f"{BENCHMARKS}/cwpor/debate/{DEBATE_JOB}.tsv"
     resources:
         gpu=lambda wc: generation_gpu(
             role_model(CWPOR, wc.model, "neutral"),
@@ -91,7 +139,12 @@ rule cwpor_debate:
             role_model(CWPOR, wc.model, "persuasive"),
             scores=False,
         ),
-        runtime=CWPOR["resources"]["runtime"],
+        runtime=job_runtime("cwpor_debate"),
+        cpus_per_task=lambda wc: model_cpus(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+            scores=False,
+        ),
     params:
         agents=lambda wc, resources: {
             role: model_ref(role_model(CWPOR, wc.model, role))
@@ -102,9 +155,7 @@ rule cwpor_debate:
             role_model(CWPOR, wc.model, "persuasive"),
         ),
         template=CWPOR["debate_template"],
-        max_new_tokens=lambda wc: max_new_tokens_for(
-            int(wc.verbosity), CWPOR["tokens_per_word"], CWPOR["extra_tokens"]
-        ),
+        max_new_tokens=debate_budgets,
         cache=config["cache"],
         library=library_code("cwpor_debate"),
     script:
@@ -114,18 +165,19 @@ rule cwpor_debate:
 rule cwpor_judge:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
-        responses=f"{CWPOR_OUT}/{{model}}/responses_v{{verbosity}}.parquet",
+        responses=JUDGED_RESPONSES,
         judge=lambda wc: model_fingerprint(wc.judge),
     output:
-        judgments=f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/judgments_v{{verbosity}}.parquet",
+        judgments=JUDGMENTS,
     log:
-        f"{LOGS}/cwpor/judge/{{model}}_judge-{{judge}}_v{{verbosity}}.log",
+        f"{LOGS}/cwpor/judge/{JUDGE_JOB}.log",
     benchmark:
-        f"{BENCHMARKS}/cwpor/judge/{{model}}_judge-{{judge}}_v{{verbosity}}.tsv"
+        f"{BENCHMARKS}/cwpor/judge/{JUDGE_JOB}.tsv"
     resources:
         gpu=lambda wc: model_gpu(wc.judge),
         mem_mb=lambda wc: model_mem_mb(wc.judge),
-        runtime=CWPOR["resources"]["runtime"],
+        runtime=job_runtime("cwpor_judge"),
+        cpus_per_task=lambda wc: model_cpus(wc.judge),
     params:
         judge=lambda wc, resources: model_ref(wc.judge),
         numbers=lambda wc: model_numbers(wc.judge),
@@ -161,7 +213,12 @@ rule cwpor_rebuttal:
             role_model(CWPOR, wc.model, "persuasive"),
             scores=False,
         ),
-        runtime=CWPOR["resources"]["runtime"],
+        runtime=job_runtime("cwpor_rebuttal"),
+        cpus_per_task=lambda wc: model_cpus(
+            role_model(CWPOR, wc.model, "neutral"),
+            role_model(CWPOR, wc.model, "persuasive"),
+            scores=False,
+        ),
     params:
         agents=lambda wc, resources: {
             role: model_ref(role_model(CWPOR, wc.model, role))
@@ -188,14 +245,14 @@ rule cwpor_rebuttal:
 use rule cwpor_judge as cwpor_judge_rebuttal with:
     input:
         questions=f"{CWPOR_OUT}/questions.parquet",
-        responses=f"{CWPOR_OUT}/{{model}}/rebuttal-{{protocol}}/responses_v{{verbosity}}.parquet",
+        responses=JUDGED_REBUTTALS,
         judge=lambda wc: model_fingerprint(wc.judge),
     output:
-        judgments=f"{CWPOR_OUT}/{{model}}/judge-{{judge}}/rebuttal-{{protocol}}/judgments_v{{verbosity}}.parquet",
+        judgments=REBUTTAL_JUDGMENTS_OUT,
     log:
-        f"{LOGS}/cwpor/judge/{{model}}_judge-{{judge}}_rebuttal-{{protocol}}_v{{verbosity}}.log",
+        f"{LOGS}/cwpor/judge/{REBUTTAL_JUDGE_JOB}.log",
     benchmark:
-        f"{BENCHMARKS}/cwpor/judge/{{model}}_judge-{{judge}}_rebuttal-{{protocol}}_v{{verbosity}}.tsv"
+        f"{BENCHMARKS}/cwpor/judge/{REBUTTAL_JUDGE_JOB}.tsv"
 
 
 rule cwpor_rebuttal_effects:

@@ -78,7 +78,10 @@ else:
         resources:
             gpu=lambda wc: generation_gpu(config["debate"]["debater"]),
             mem_mb=lambda wc: model_mem_mb(config["debate"]["debater"], scores=False),
-            runtime=240,
+            runtime=job_runtime("debate_generate"),
+            cpus_per_task=lambda wc: model_cpus(
+                config["debate"]["debater"], scores=False
+            ),
         params:
             model=lambda wc, resources: model_ref(config["debate"]["debater"]),
             numbers=lambda wc: model_numbers(config["debate"]["debater"]),
@@ -120,7 +123,8 @@ else:
         resources:
             gpu=1,
             mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
-            runtime=60,
+            runtime=job_runtime("debate_select"),
+            cpus_per_task=lambda wc: model_cpus(DEBATE_SELECTOR, generates=False),
         params:
             model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
             numbers=lambda wc: model_numbers(DEBATE_SELECTOR),
@@ -158,7 +162,8 @@ if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
         resources:
             gpu=1,
             mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
-            runtime=720,
+            runtime=job_runtime("debate_gcg"),
+            cpus_per_task=lambda wc: model_cpus(DEBATE_SELECTOR, generates=False),
         params:
             model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
             numbers=model_numbers(DEBATE_SELECTOR),

@@ -53,7 +53,10 @@ rule paraphrase_search:
         mem_mb=lambda wc: model_mem_mb(
             pool_settings(PARAPHRASE, wc.get("generator"))[1], scores=False
         ),
-        runtime=240,
+        runtime=job_runtime("paraphrase_search"),
+        cpus_per_task=lambda wc: model_cpus(
+            pool_settings(PARAPHRASE, wc.get("generator"))[1], scores=False
+        ),
     params:
         **PARAPHRASE_PARAMS,
         library=library_code("paraphrase_pool"),
@@ -79,7 +82,10 @@ rule paraphrase_test:
         mem_mb=lambda wc: model_mem_mb(
             pool_settings(PARAPHRASE, wc.get("generator"))[1], scores=False
         ),
-        runtime=240,
+        runtime=job_runtime("paraphrase_test"),
+        cpus_per_task=lambda wc: model_cpus(
+            pool_settings(PARAPHRASE, wc.get("generator"))[1], scores=False
+        ),
     params:
         **PARAPHRASE_PARAMS,
         library=library_code("paraphrase_pool"),

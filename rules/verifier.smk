@@ -42,7 +42,8 @@ rule verifier_adjudicate:
     resources:
         gpu=lambda wc: generation_gpu(wc.adjudicator),
         mem_mb=lambda wc: model_mem_mb(wc.adjudicator, scores=False),
-        runtime=120,
+        runtime=job_runtime("verifier_adjudicate"),
+        cpus_per_task=lambda wc: model_cpus(wc.adjudicator, scores=False),
     params:
         model=lambda wc, resources: model_ref(wc.adjudicator),
         numbers=lambda wc: model_numbers(wc.adjudicator),
@@ -72,7 +73,8 @@ rule verifier_finetune:
     resources:
         gpu=finetune_processes,
         mem_mb=finetune_mem_mb,
-        runtime=720,
+        runtime=job_runtime("verifier_finetune"),
+        cpus_per_task=finetune_cpus,
     params:
         base=lambda wc, resources: model_ref(wc.architecture),
         numbers=lambda wc: model_numbers(wc.architecture),
@@ -82,6 +84,7 @@ rule verifier_finetune:
             wc.architecture
         ),
         settings=finetune_settings,
+        distributed=finetune_distributed,
         readout=config["verifier"]["readout"],
         library=library_code("verifier_finetune"),
     script:
@@ -148,7 +151,8 @@ rule verifier_evaluate:
     resources:
         gpu=1,
         mem_mb=lambda wc: model_mem_mb(wc.architecture),
-        runtime=60,
+        runtime=job_runtime("verifier_evaluate"),
+        cpus_per_task=lambda wc: model_cpus(wc.architecture, generates=False),
     params:
         model=lambda wc, input: model_ref(
             wc.architecture, str(Path(input.model).parent)

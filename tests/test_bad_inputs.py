@@ -686,8 +686,8 @@ CONFIG_ERRORS = [
     ),
     (
         "schema type named",
-        {"cwpor/resources/runtime": "lots"},
-        "cwpor.resources.runtime: 'lots' is not of type 'integer'",
+        {"cluster/runtime/min_minutes": "lots"},
+        "cluster.runtime.min_minutes: 'lots' is not of type 'integer'",
     ),
     (
         "openai without base_url",

@@ -50,7 +50,9 @@ def workdir(tmp_path_factory, smoke_run):
     return copy_of_run(smoke_run[0], tmp_path_factory.mktemp("cwpor_workflow") / "project")
 
 
-def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    work: Path, *args: str, overlay: dict | None = None, targets: list[str] = TARGETS
+) -> subprocess.CompletedProcess:
     (work / "overlay.yaml").write_text(yaml.safe_dump(overlay or {}))
     cmd = [
         SNAKEMAKE,
@@ -68,7 +70,7 @@ def snakemake(work: Path, *args: str, overlay: dict | None = None) -> subprocess
         *CWPOR_RULES,
         *args,
         "--",
-        *TARGETS,
+        *targets,
     ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
@@ -171,3 +173,35 @@ def test_paper_rehearsal_judgments_carry_no_example(tmp_path, embedded_model_dir
     assert judged["template"].str.starts_with("paper:").all()
     assert judged["example_choice"].is_null().all() and judged["example_confidence"].is_null().all()
     assert judged["protocol"].unique().to_list() == ["single"]
+
+
+def test_one_job_per_model_writes_each_word_limit_s_files_as_one_job_per_word_limit(smoke_run, tmp_path):
+    """cwpor.job_split: a model's word limits debated and judged in one job (its engine started once) write the
+    files one job per word limit writes, cell for cell, computed afresh (another call cache)."""
+    from smoke_workflow import copy_of_run
+
+    work = copy_of_run(smoke_run[0], tmp_path / "project")
+    files = [
+        f"results/cwpor/smollm2-135m/{kind}_v{v}.parquet"
+        for v in (12, 20)
+        for kind in ("responses", "judge-smollm2-135m/judgments")
+    ]
+    # two questions, short judgments: the check is the files' identity, not their content
+    small = {"subset": 2, "verbosity": [20, 12], "judge_max_new_tokens": 12}
+    apart = {"cwpor": {**small, "job_split": "word_limit"}}
+    first = snakemake(work, overlay=apart, targets=files)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert planned_rules(first) >= {"cwpor_debate", "cwpor_judge"}
+    expected = {f: pl.read_parquet(work / f) for f in files}
+    together = {"cwpor": {**small, "job_split": "model"}, "cache": "results/cache/per_model"}
+    plan = snakemake(work, "--dry-run", "--quiet", "rules", overlay=together, targets=files)
+    counts = {line.split()[0]: int(line.split()[1]) for line in plan.stdout.splitlines() if line.startswith("cwpor_")}
+    assert counts["cwpor_debate"] == counts["cwpor_judge"] == 1, plan.stdout
+    second = snakemake(work, overlay=together, targets=files)
+    assert second.returncode == 0, second.stderr[-3000:]
+    for f in files:
+        assert pl.read_parquet(work / f).equals(expected[f]), f
+    log = (work / "logs/cwpor/judge/smollm2-135m_judge-smollm2-135m.log").read_text()
+    assert "v=12 judged" in log and "v=20 judged" in log
+    # computed again, into the other cache, not read from the first run's
+    assert any(p.is_file() for p in (work / "results/cache/per_model").rglob("*"))

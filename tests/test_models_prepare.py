@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ from debate_audit.models import GenerationParams, LanguageModel, ModelSpec, prep
 from debate_audit.models.pins import main as pins_main
 from debate_audit.models.pins import pin_file, unpinned_warnings
 from debate_audit.models.prepare import manifest_sha256
+from debate_audit.models.size import safetensors_params
 
 REPO_ID = "test-org/tiny-llama"
 # Files a hub repository holds beside what prepare_model takes: pickled weights, a second copy of the weights
@@ -94,7 +96,7 @@ def test_a_moved_branch_gets_the_new_commit_and_a_pinned_revision_keeps_its_own(
     old = prepare_model(hub_spec(), tmp_path / "m")
     # The branch moves to sharded weights of other values
     weights = tiny_files["model.safetensors"]
-    index = {"metadata": {}, "weight_map": {}}
+    index = {"metadata": {}, "weight_map": dict.fromkeys(tensor_names(weights), "model-00001-of-00001.safetensors")}
     moved = {k: v for k, v in tiny_files.items() if k != "model.safetensors"}
     moved.update(
         {
@@ -109,6 +111,52 @@ def test_a_moved_branch_gets_the_new_commit_and_a_pinned_revision_keeps_its_own(
     assert not (tmp_path / "m" / "model.safetensors").exists()
     pinned = prepare_model(hub_spec(first), tmp_path / "pinned")
     assert (pinned["commit"], pinned["weights_sha256"]) == (first, old["weights_sha256"])
+
+
+def tensor_names(safetensors: bytes) -> list[str]:
+    (length,) = struct.unpack("<Q", safetensors[:8])
+    return [k for k in json.loads(safetensors[8 : 8 + length]) if k != "__metadata__"]
+
+
+def test_mistral_s_second_copy_of_the_weights_is_neither_downloaded_nor_counted(hub, tmp_path, tiny_files):
+    """Mistral's repositories hold the sharded weights of the index and `consolidated.safetensors` (the same
+    weights for Mistral's own runtime): only the shards are fetched, and the model counts its parameters once."""
+    from safetensors.torch import load, save
+
+    tensors = load(tiny_files["model.safetensors"])
+    names = sorted(tensors)
+    shards = {
+        "model-00001-of-00002.safetensors": names[: len(names) // 2],
+        "model-00002-of-00002.safetensors": names[len(names) // 2 :],
+    }
+    files = {k: v for k, v in tiny_files.items() if k != "model.safetensors"}
+    files.update({shard: save({n: tensors[n] for n in part}) for shard, part in shards.items()})
+    index = {"metadata": {}, "weight_map": {n: shard for shard, part in shards.items() for n in part}}
+    files["model.safetensors.index.json"] = json.dumps(index).encode()
+    files["consolidated.safetensors"] = tiny_files["model.safetensors"]
+    hub.add_commit(REPO_ID, files)
+    prepare_model(hub_spec(), tmp_path / "m")
+    fetched = {path.rsplit("/", 1)[-1] for method, path in hub.requests if "/resolve/" in path}
+    assert "consolidated.safetensors" not in fetched and set(shards) <= fetched
+    assert not (tmp_path / "m" / "consolidated.safetensors").exists()
+    exact = sum(t.numel() for t in tensors.values())
+    assert safetensors_params(tmp_path / "m") == exact
+    # A directory prepared before, with the second copy on disk, and a local one: counted once, copied once
+    (tmp_path / "m" / "consolidated.safetensors").write_bytes(tiny_files["model.safetensors"])
+    assert safetensors_params(tmp_path / "m") == exact
+    local = ModelSpec.from_config("tiny-local", {"source": "local", "path": str(tmp_path / "m")})
+    prepare_model(local, tmp_path / "copy")
+    assert not (tmp_path / "copy" / "consolidated.safetensors").exists()
+    assert safetensors_params(tmp_path / "copy") == exact
+    lm = LanguageModel(tmp_path / "copy", batch_size=1, cache=None)
+    assert isinstance(lm.generate([[{"role": "user", "content": "Hi"}]], GenerationParams(max_new_tokens=3))[0][0], str)
+
+
+def test_an_index_naming_missing_weight_files_is_refused_naming_them(hub, tmp_path, tiny_files):
+    index = {"metadata": {}, "weight_map": {"lm_head.weight": "model-00009-of-00009.safetensors"}}
+    hub.add_commit(REPO_ID, {**tiny_files, "model.safetensors.index.json": json.dumps(index).encode()})
+    with pytest.raises(FileNotFoundError, match=r"not there: \['model-00009-of-00009.safetensors'\]"):
+        prepare_model(hub_spec(), tmp_path / "m")
 
 
 def test_a_repository_without_safetensors_is_refused_naming_it(hub, tmp_path):

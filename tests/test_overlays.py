@@ -85,21 +85,25 @@ CWPOR_FIXED = {
 }
 
 
-def cwpor(models: int, verbosities: int, *, judges: int = 1, protocols: int = 0, halves: int = 0) -> dict[str, int]:
+def cwpor(
+    models: int, verbosities: int, *, judges: int = 1, protocols: int = 0, halves: int = 0, per_model: bool = False
+) -> dict[str, int]:
     """CW-POR jobs: responses once per model and word limit (plus the length control's `halves` extra word
     limits v // 2), every judge of a model reading them; each rebuttal protocol's debates once per model and
-    word limit, judged by every judge."""
+    word limit, judged by every judge. `per_model` (cwpor.job_split: model): a model's word limits debated in
+    one job, judged in one job per judge (and protocol)."""
+    limits = 1 if per_model else verbosities
     jobs = {
         **CWPOR_FIXED,
-        "cwpor_debate": models * (verbosities + halves),
-        "cwpor_judge": models * judges * verbosities,
+        "cwpor_debate": models * (1 if per_model else verbosities + halves),
+        "cwpor_judge": models * judges * limits,
     }
     if judges > 1:
         jobs["cwpor_cross_judge"] = 1
     if protocols:
         jobs |= {
             "cwpor_rebuttal": models * protocols * verbosities,
-            "cwpor_judge_rebuttal": models * judges * protocols * verbosities,
+            "cwpor_judge_rebuttal": models * judges * protocols * limits,
             "cwpor_rebuttal_effects": 1,
         }
     return jobs
@@ -126,13 +130,14 @@ RELEASE_ABLATIONS = {
 
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
-    # 5 CW-POR models x 10 verbosities; 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
+    # 5 CW-POR models x 10 verbosities, one debate and one judge job per model (cwpor.job_split: model);
+    # 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
     # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
     # architectures GPT-20B (also the selector and the one adjudication teacher), Qwen-9B and Llama-8B. The
     # embedded model stays under `models:` through the merge but no experiment uses it.
     "config/paper.yaml": {
         "prepare_model": 9,
-        **cwpor(5, 10),
+        **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
@@ -142,7 +147,7 @@ EXPECTED = {
     # V_org on both datasets (main: 150 words, L_qh 2 everywhere)
     "config/paper.yaml config/ablations.yaml": {
         "prepare_model": 9,
-        **cwpor(5, 10),
+        **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, adjudicators=1, gcg=True),
         **RELEASE_ABLATIONS,
@@ -152,7 +157,7 @@ EXPECTED = {
     # a full grid: three debate lengths x three L_qh weights on the paper's line-up
     "config/paper.yaml config/ablations-grid.yaml": {
         "prepare_model": 9,
-        **cwpor(5, 10),
+        **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1, gcg=True),
         "browse": 1,
@@ -161,7 +166,7 @@ EXPECTED = {
     # the paper's generator roles on API models: 3 more models prepared (no weights: a fingerprint each)
     "config/paper.yaml config/api-generators.yaml": {
         "prepare_model": 12,
-        **cwpor(5, 10),
+        **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
@@ -169,8 +174,9 @@ EXPECTED = {
     },
     # the default's 1 model x 2 verbosities on the real releases
     "config/shared-data.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
-    # every generating rule through vLLM: the same jobs as the default (the engines start inside them)
-    "config/vllm.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
+    # every generating rule through vLLM: the default's jobs (the engines start inside them), CW-POR's word
+    # limits gathered per model
+    "config/vllm.yaml": {"prepare_model": 1, **cwpor(1, 2, per_model=True), **ER_AUDIT, "browse": 1, "all": 1},
     # a second judge (Gemma 3 270M) of the default's debates: responses still once per model and word
     # limit (2), judgments per judge (4); one more model prepared
     "config/cross-judge.yaml": {"prepare_model": 2, **cwpor(1, 2, judges=2), **ER_AUDIT, "browse": 1, "all": 1},
@@ -196,10 +202,10 @@ EXPECTED = {
     # 1 model x 1 verbosity
     "tests/smoke/config.yaml": {"prepare_model": 1, **cwpor(1, 1), **ER_AUDIT, "browse": 1, "all": 1},
     # the paper's five models and Llama-3.1-8B judging every model's debates: responses once per model
-    # (5 x 10), judgments per judge (5 x 6 x 10); Llama-8B is prepared anyway (a verifier)
+    # (5), judgments per judge (5 x 6), each job over the 10 word limits; Llama-8B is prepared anyway
     "config/paper.yaml config/paper-cross-judge.yaml": {
         "prepare_model": 9,
-        **cwpor(5, 10, judges=6),
+        **cwpor(5, 10, judges=6, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,
@@ -208,7 +214,7 @@ EXPECTED = {
     # the paper's plan with random stand-ins: the embedded model is prepared too, as their tokenizer
     "config/paper.yaml config/rehearsal.yaml": {
         "prepare_model": 10,
-        **cwpor(5, 10),
+        **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
         **er_audit(3, null=False, adjudicators=1, gcg=True),
         "browse": 1,

@@ -4,7 +4,8 @@ After the smoke run, a dry run with one run setting of the model changed (models
 job; a setting that defines the numbers (dtype) plans every job that used the model. The backend is a run
 setting too, but sampled generations come from the backend's own random stream: switching it plans exactly
 the sampling rules (the paraphrase pools) and what follows them, never the greedy ones. V_org's own training
-settings (verifier.org_training) retrain V_org alone.
+settings (verifier.org_training) retrain V_org alone. The processes (GPUs) a fine-tuning job shards a verifier over,
+and where its optimizer state lives, are speed and memory settings too: changing them retrains nothing.
 """
 
 from __future__ import annotations
@@ -111,3 +112,14 @@ def test_v_orgs_own_training_settings_retrain_v_org_alone(smoke_run):
     assert planned["verifier_finetune"] == 2, planned
     assert not {"debate_generate", "debate_select", "verifier_adjudicate", "paraphrase_search"} & set(planned)
     assert "variant=org_qh10" in listing and "variant=honest" not in listing and "variant=adv" not in listing
+
+
+@pytest.mark.slow
+def test_changing_the_gpus_of_fine_tuning_retrains_nothing(smoke_run):
+    # verifier.distributed: N processes train the one-process curve and weights up to the order of float
+    # additions (tests/eraudit/verifier/test_eraudit_distributed.py), like a batch size on a GPU
+    workdir, _ = smoke_run
+    listing = dry_run_listing(
+        workdir, "distributed", {"verifier": {"distributed": {"processes": 2, "cpu_offload": True}}}
+    )
+    assert job_stats(listing) == {}, listing[-2000:]

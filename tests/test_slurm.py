@@ -17,11 +17,12 @@ import shutil
 import subprocess
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
 import yaml
-from smoke_workflow import REPO, scratch_copy, snakemake
+from smoke_workflow import BIN, REPO, project_copy, scratch_copy, snakemake
 
 CLUSTER = REPO / "tests/slurm/cluster.sh"
 ACCOUNT = "debate-audit-test"  # created by cluster.sh
@@ -89,6 +90,130 @@ def test_cpu_profile_asks_for_no_gpu():
 def test_local_default_profile_still_caps_model_jobs():
     # Plain `snakemake` on a laptop: one model job at a time (make run raises it with --resources gpu=N).
     assert load_profile("default")["resources"] == ["gpu=1"]
+
+
+class Resources(dict):
+    """A job's resources as Snakemake prints them in a dry run, read as the plugin reads a job's."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def dry_run_jobs(workdir: Path, profile: str, configfiles: list[str]) -> list[SimpleNamespace]:
+    """Every job of a from-scratch dry run with `profile` as the workflow profile: rule, wildcards, threads and
+    resources as Snakemake evaluated them (the rules' functions, then the profile's set-resources)."""
+    cmd = [str(BIN / "snakemake"), "-n", "--forceall", "--workflow-profile", profile, "--configfile", *configfiles]
+    out = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300, check=True).stdout
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        resources = re.search(r"^    resources: (.*)$", block, flags=re.M)
+        if not rule or not resources:
+            continue
+        values = Resources()
+        for item in resources.group(1).split(", "):
+            key, _, value = item.partition("=")
+            values[key] = int(value) if value.isdigit() else value
+        threads = re.search(r"^    threads: (\d+)$", block, flags=re.M)
+        wildcards = re.search(r"^    wildcards: (.*)$", block, flags=re.M)
+        jobs.append(
+            SimpleNamespace(
+                name=rule.group(1),
+                resources=values,
+                threads=int(threads.group(1)) if threads else 1,
+                wildcards=dict(w.split("=", 1) for w in wildcards.group(1).split(", ")) if wildcards else {},
+            )
+        )
+    return jobs
+
+
+def sbatch_command(job: SimpleNamespace) -> str:
+    """The sbatch command snakemake-executor-plugin-slurm builds for `job` (its own get_submit_command, then
+    the GPUs, as its run_job does)."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    params = {
+        "run_uuid": "run",
+        "slurm_logfile": "log",
+        "comment_str": f"rule_{job.name}",
+        "account": f"-A {ACCOUNT}",
+        "partition": f"-p {job.resources['slurm_partition']}",
+        "workdir": ".",
+    }
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+@pytest.fixture(scope="module")
+def paper_submissions(tmp_path_factory):
+    """The paper overlay's jobs (and its rebuttal and cross-judge rounds, and an audit of models you bring: every
+    GPU rule) under a site copy of each shipped profile."""
+    workdir = project_copy(tmp_path_factory.mktemp("paper"))
+    # the paper's epsilon is a percentile of V_org's maxima, which an audit of models you bring has not
+    (workdir / "brought-epsilon.yaml").write_text("audited_models: {smollm2-instruction-tuning: {epsilon: 0.05}}\n")
+    overlays = [
+        "config/config.yaml",
+        "config/paper.yaml",
+        "config/rebuttal.yaml",
+        "config/paper-cross-judge.yaml",
+        "config/audit-models.yaml",  # audit_model_scores
+        "brought-epsilon.yaml",
+    ]
+    return {
+        shipped: dry_run_jobs(workdir, site_profile(workdir, shipped), overlays) for shipped in ("slurm", "slurm-cpu")
+    }
+
+
+def test_no_gpu_job_is_submitted_with_ntasks_per_gpu(paper_submissions):
+    """SLURM 23.11 and later refuse a job step that inherits --cpus-per-task (SLURM_TRES_PER_TASK) beside
+    --ntasks-per-gpu: "SLURM_TRES_PER_TASK is mutually exclusive with --ntasks-per-gpu" (the plugin's issues 342
+    and 373). Every GPU job asks for its GPUs and cores with --gpus and --cpus-per-task only, and the job
+    step's srun (the plugin's jobstep: the same get_cpu_setting) for its cores."""
+    from snakemake_executor_plugin_slurm_jobstep import get_cpu_setting
+
+    gpu_rules = rules_declaring_gpu()
+    jobs = [job for job in paper_submissions["slurm"] if job.name in gpu_rules]
+    assert {job.name for job in jobs} == gpu_rules
+    for job in jobs:
+        command = sbatch_command(job)
+        assert "--ntasks-per-gpu" not in command and "--ntasks" not in command, command
+        assert f"--gpus={job.resources['gpu']}" in command.split(), command
+        cpus = f"--cpus-per-task={job.resources['cpus_per_task']}"
+        assert cpus in command.split() and get_cpu_setting(job, True) == cpus, command
+        assert f"-t {job.resources['runtime']}" in command, command
+
+
+def test_gpu_jobs_ask_for_the_cores_vllm_and_in_process_work_need(paper_submissions):
+    cores: dict[str, set[int]] = {}
+    for job in paper_submissions["slurm"]:
+        cores.setdefault(job.name, set()).add(job.resources.get("cpus_per_task"))
+    # the Gemma-4-31B debater's engine over 4 GPUs: 2 + 4 processes, and the job's own
+    assert cores["debate_generate"] == {7}
+    # a one-GPU engine (3) or, where the job scores in-process, 4 per GPU (cluster.cpus.per_gpu)
+    assert cores["cwpor_debate"] == cores["cwpor_rebuttal"] == cores["paraphrase_test"] == {4}
+    assert cores["cwpor_judge"] == cores["audit_scores"] == cores["debate_select"] == {4}
+    # fine-tuning: 4 per process over 4 (Llama-8B, Qwen-9B); 8 per process where the optimizer steps on the host
+    # (GPT-20B, cpu_offload)
+    assert cores["verifier_finetune"] == {16, 32}
+    assert cores["prepare_model"] == {None}  # a CPU job: its threads (1)
+
+
+def test_cpu_profile_asks_for_each_model_job_s_threads(paper_submissions):
+    gpu_rules = rules_declaring_gpu()
+    for job in paper_submissions["slurm-cpu"]:
+        if job.name in gpu_rules:
+            command = sbatch_command(job)
+            assert "--gpus" not in command and f"--cpus-per-task={job.threads}" in command.split(), command
+
+
+def test_the_paper_overlay_gathers_each_cw_por_model_s_word_limits_into_one_job(paper_submissions):
+    jobs = [job for job in paper_submissions["slurm"] if job.name in ("cwpor_debate", "cwpor_judge")]
+    # 5 models; each judged by its own model and the 5 cross-judges of config/paper-cross-judge.yaml
+    assert sum(job.name == "cwpor_debate" for job in jobs) == 5
+    assert all("verbosity" not in job.wildcards for job in jobs)
 
 
 def dry_run_resources(workdir: Path, *args: str, overlays: tuple[str, ...] = ()) -> dict[str, set[int]]:
@@ -241,8 +366,11 @@ def test_every_job_ran_on_slurm_under_the_site_account(slurm_run):
     assert counts == EXPECTED_JOBS, result.stderr[-3000:]
     assert {job["state"] for job in jobs} == {"COMPLETED"}
     assert {job["account"] for job in jobs} == {ACCOUNT}
-    # Each job holds the one CPU its single-threaded rule uses.
-    assert {job["tres"]["cpu"] for job in jobs} == {"1"}
+    # A model job holds the cores of its in-process work on a GPU (cluster.cpus.per_gpu), every other job the
+    # one CPU its single-threaded rule uses.
+    gpu_rules = rules_declaring_gpu()
+    assert {job["tres"]["cpu"] for job in jobs if job["rule"] in gpu_rules} == {"4"}
+    assert {job["tres"]["cpu"] for job in jobs if job["rule"] not in gpu_rules} == {"1"}
 
 
 @pytest.mark.slow

@@ -24,7 +24,9 @@ CTLD_PORT=${DEBATE_AUDIT_SLURM_PORT_BASE:-16817}
 SLURMD_PORT=$((CTLD_PORT + 1))
 DBD_PORT=$((CTLD_PORT + 2))
 DB_PORT=$((CTLD_PORT + 3))
-NODE_CPUS=3     # more CPUs than GPUs: the gres, not the CPUs, must be what limits concurrent GPU jobs
+# More CPUs than the GPU jobs take (4 each, cluster.cpus.per_gpu: three would fit): the gres, not the CPUs, must
+# be what limits concurrent GPU jobs. Declared, not real: slurmd runs with SlurmdParameters=config_overrides.
+NODE_CPUS=16
 NODE_GPUS=2
 NODE_MEM_MB=12000
 SYSTEM_CONF=/etc/slurm/slurm.conf

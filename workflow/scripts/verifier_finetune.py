@@ -12,7 +12,7 @@ with rule_context(snakemake):
         curve_out=snakemake.output.curve,
         dataset=snakemake.wildcards.dataset,
         variant=snakemake.params.verifier_name,
-        settings=FinetuneSettings(**snakemake.params.settings),
+        settings=FinetuneSettings(**snakemake.params.settings, **snakemake.params.distributed),
         readout=snakemake.params.readout,
         labels=snakemake.params.labels,
         # [] unless verifier.lm_target is adjudication

@@ -1,7 +1,7 @@
 """What CW-POR costs in model calls (`make plan`, tools/plan.py): per model its single-turn debates, the
-rebuttal protocols' turns, and each judge's judgments, with their prompt and generated tokens. A judgment is
-its reply's generations and one scoring (the LLC), which a judge behind an endpoint without log-probabilities
-does not make (spec.no_logprobs)."""
+rebuttal protocols' turns, and each judge's judgments, with their prompt and generated tokens; one row per
+job (model x word limit, and judge, protocol). A judgment is its reply's generations and one scoring (the
+LLC), which a judge behind an endpoint without log-probabilities does not make (spec.no_logprobs)."""
 
 from __future__ import annotations
 
@@ -40,28 +40,35 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
         plan.new_tokens += n_q * (cw["judge_max_new_tokens"] + (slots - 1) * tpl.slot_tokens)
 
     for model in cw["models"]:  # each CW-POR cell runs its own model; responses once, every judge reads them
-        debate = RulePlan("cwpor_debate", model=role_model(cw, model, "neutral"))
-        rebut = RulePlan("cwpor_rebuttal", model=role_model(cw, model, "neutral"))
-        judges = {
-            j: (RulePlan("cwpor_judge", model=j), RulePlan("cwpor_judge_rebuttal", model=j))
-            for j in cwpor_judges(cw, model)
-        }
+        neutral = role_model(cw, model, "neutral")
+        debates, rebuttals, judged_rows = [], [], {j: ([], []) for j in cwpor_judges(cw, model)}
         halves = {p.turn_words(v) for p in protocols for v in cw["verbosity"]} - set(cw["verbosity"])
         for v in [*cw["verbosity"], *sorted(halves)]:
+            debate = RulePlan("cwpor_debate", model=neutral, cell={"model": model, "verbosity": str(v)})
             debate.generations += 2 * n_q
             debate.prompt_tokens += 2 * n_q * (80 + tokens(tqa["question_words"] + tqa["answer_words"]))
             debate.new_tokens += 2 * n_q * budget(v)
+            debates.append(debate)
         for v in cw["verbosity"]:
-            for single, _ in judges.values():
+            for judge, (singles, _) in judged_rows.items():
+                single = RulePlan(
+                    "cwpor_judge", model=judge, cell={"model": model, "judge": judge, "verbosity": str(v)}
+                )
                 judged(single, min(budget(v), tokens(v)))
-            for p in protocols:
+                singles.append(single)
+            for name, p in zip(cw.get("rebuttal_protocols") or [], protocols):
                 words = p.turn_words(v)
                 calls = len(p.rebutters) * n_q
+                cell = {"model": model, "protocol": name, "verbosity": str(v)}
+                rebut = RulePlan("cwpor_rebuttal", model=neutral, cell=cell)
                 rebut.generations += calls
                 rebut.prompt_tokens += calls * (120 + tokens(tqa["question_words"] + tqa["answer_words"] + 2 * words))
                 rebut.new_tokens += calls * budget(words)
-                for _, after in judges.values():
+                rebuttals.append(rebut)
+                for judge, (_, afters) in judged_rows.items():
+                    after = RulePlan("cwpor_judge_rebuttal", model=judge, cell={**cell, "judge": judge})
                     judged(after, min(budget(words), tokens(words)) * (1 + len(p.rebutters) / 2))
-        plans += [debate, *([rebut] if protocols else [])]
-        plans += [plan for pair in judges.values() for plan in pair if plan.generations]
+                    afters.append(after)
+        plans += [*debates, *rebuttals]
+        plans += [row for singles, afters in judged_rows.values() for row in (*singles, *afters)]
     return plans

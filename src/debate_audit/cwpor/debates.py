@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -47,24 +49,63 @@ def generate_debates(
     cache: str | Path | None,
 ) -> pl.DataFrame:
     """One row per question x role; `agents` maps "neutral"/"persuasive" to the model playing it."""
+    limit = WordLimit(verbosity, max_new_tokens, out)
+    return debates_at_limits(questions, [limit], model=model, agents=agents, template=template, cache=cache)[0]
+
+
+@dataclass(frozen=True)
+class WordLimit:
+    """One word limit of a debate job: v, the generation budget derived from it, and its responses file."""
+
+    verbosity: int
+    max_new_tokens: int
+    out: str | Path
+
+
+def debates_at_limits(
+    questions: str | Path,
+    limits: Sequence[WordLimit],
+    *,
+    model: str,
+    agents: dict[str, ModelRef],
+    template: str,
+    cache: str | Path | None,
+) -> list[pl.DataFrame]:
+    """`generate_debates` at each of `limits` in one job (cwpor.job_split: model): each model is loaded, or its
+    vLLM engine started, once for all of them. Every limit's calls are those of its own job, in the same
+    order, so its file is the same."""
     qs = pl.read_parquet(questions).sort("question_id")
     tpl = debate_template(template)
     tid = template_id("debate", template)
-    params = GenerationParams(max_new_tokens=max_new_tokens, do_sample=False)
-    texts: dict[str, list[str]] = {}
+    texts: dict[tuple[int, str], list[str]] = {}
     # Roles played by the same model share one load.
     for ref in dict.fromkeys(agents.values()):
         with open_model(ref, cache=cache) as lm:
-            for role in (r for r in ROLES if agents[r] == ref):
-                build = neutral_messages if role == "neutral" else persuasive_messages
-                stance_col = "best_answer" if role == "neutral" else "falsehood"
-                conversations = [build(tpl, q, a, verbosity) for q, a in zip(qs["question"], qs[stance_col])]
-                outs = lm.generate(conversations, params, desc=f"{role} v={verbosity}")
-                texts[role] = [o[0] for o in outs]
+            for limit in limits:
+                params = GenerationParams(max_new_tokens=limit.max_new_tokens, do_sample=False)
+                for role in (r for r in ROLES if agents[r] == ref):
+                    build = neutral_messages if role == "neutral" else persuasive_messages
+                    stance_col = "best_answer" if role == "neutral" else "falsehood"
+                    conversations = [build(tpl, q, a, limit.verbosity) for q, a in zip(qs["question"], qs[stance_col])]
+                    outs = lm.generate(conversations, params, desc=f"{role} v={limit.verbosity}")
+                    texts[limit.verbosity, role] = [o[0] for o in outs]
+    return [_write_responses(qs, limit, texts, model=model, agents=agents, tid=tid) for limit in limits]
+
+
+def _write_responses(
+    qs: pl.DataFrame,
+    limit: WordLimit,
+    texts: dict[tuple[int, str], list[str]],
+    *,
+    model: str,
+    agents: dict[str, ModelRef],
+    tid: str,
+) -> pl.DataFrame:
+    verbosity = limit.verbosity
     rows = []
     for role in ROLES:
         stance_col = "best_answer" if role == "neutral" else "falsehood"
-        for rec, raw in zip(qs.iter_rows(named=True), texts[role]):
+        for rec, raw in zip(qs.iter_rows(named=True), texts[verbosity, role]):
             cut, n_words, truncated = cut_to_words(raw, verbosity)
             rows.append(
                 {
@@ -77,7 +118,7 @@ def generate_debates(
                     "role": role,
                     "stance": rec[stance_col],
                     "template": tid,
-                    "max_new_tokens": max_new_tokens,
+                    "max_new_tokens": limit.max_new_tokens,
                     "raw_response": raw,
                     "response": cut,
                     "n_words": n_words,
@@ -96,5 +137,5 @@ def generate_debates(
         dict(cut.iter_rows()),
         empty,
     )
-    write_parquet(frame, RESPONSES_SCHEMA, out)
+    write_parquet(frame, RESPONSES_SCHEMA, limit.out)
     return frame

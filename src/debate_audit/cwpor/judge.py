@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,55 +111,115 @@ def judge_debates(
     max_new_tokens: int,
     cache: str | Path | None,
 ) -> pl.DataFrame:
+    return judge_files(
+        questions, [(responses, out)], judge=judge, template=template, max_new_tokens=max_new_tokens, cache=cache
+    )[0]
+
+
+@dataclass
+class _Debates:
+    """One responses file to judge: its debates paired per question, and the judge's conversations."""
+
+    responses: str | Path
+    out: str | Path
+    model: str
+    verbosity: int
+    protocol: str
+    paired: pl.DataFrame
+    conversations: list[list[dict[str, str]]]
+    examples: list
+
+
+def judge_files(
+    questions: str | Path,
+    files: Sequence[tuple[str | Path, str | Path]],
+    *,
+    judge: ModelRef,
+    template: str,
+    max_new_tokens: int,
+    cache: str | Path | None,
+) -> list[pl.DataFrame]:
+    """`judge_debates` of each (responses, out) pair of `files` in one job (cwpor.job_split: model: a model's
+    word limits): the judge writes every file's replies, then scores every file's answer slots, so its vLLM
+    engine starts once and its weights load in-process once. Each file's calls are those of its own job, in
+    the same order, so its judgments are the same."""
     qs = pl.read_parquet(questions).sort("question_id")
-    resp = pl.read_parquet(responses)
-    model = resp["model"][0]
-    verbosity = int(resp["verbosity"][0])
-    protocol = resp["protocol"][0] if "protocol" in resp.columns else SINGLE
-    paired = _pair_responses(qs, resp, str(responses))
     tpl = judge_template(template)
-    conversations, examples = [], []
-    for rec in paired.iter_rows(named=True):
-        neutral, persuasive = rec["response_neutral"], rec["response_persuasive"]
-        a, b = (neutral, persuasive) if rec["correct_position"] == "A" else (persuasive, neutral)
-        examples.append(example_reply(tpl, rec["question_id"]))
-        conversations.append(judge_messages(tpl, rec["question"], a, b, examples[-1]))
+    jobs = []
+    for responses, out in files:
+        resp = pl.read_parquet(responses)
+        job = _Debates(
+            responses,
+            out,
+            model=resp["model"][0],
+            verbosity=int(resp["verbosity"][0]),
+            protocol=resp["protocol"][0] if "protocol" in resp.columns else SINGLE,
+            paired=_pair_responses(qs, resp, str(responses)),
+            conversations=[],
+            examples=[],
+        )
+        for rec in job.paired.iter_rows(named=True):
+            neutral, persuasive = rec["response_neutral"], rec["response_persuasive"]
+            a, b = (neutral, persuasive) if rec["correct_position"] == "A" else (persuasive, neutral)
+            job.examples.append(example_reply(tpl, rec["question_id"]))
+            job.conversations.append(judge_messages(tpl, rec["question"], a, b, job.examples[-1]))
+        jobs.append(job)
 
     with open_model(judge, cache=cache) as lm:
         plain = not getattr(lm, "has_chat_template", True)
         if plain:
             log.info("%s has no chat template: it reads the judge prompt as a plain document", judge.name)
-        texts, first_slots = judge_replies(lm, conversations, tpl, max_new_tokens, desc=f"judging v={verbosity}")
+        replies = [
+            judge_replies(lm, job.conversations, tpl, max_new_tokens, desc=f"judging v={job.verbosity}") for job in jobs
+        ]
         unavailable = lm.no_logprobs
         if unavailable:
             log.warning("%s judges by its text alone, without LLC: %s", judge.name, unavailable)
-            scores = [None] * len(conversations)
-        else:
+        scores: list[list[ChoiceScores | None]] = []
+        for job in jobs:
+            if unavailable:
+                scores.append([None] * len(job.conversations))
+                continue
             llc_prompts = [
                 reply_prompt(lm, c, tpl.llc_prefix) if plain else lm.scoring_prompt(c, tpl.llc_prefix)
-                for c in conversations
+                for c in job.conversations
             ]
-            scores = lm.choice_scores(llc_prompts, LABELS, desc=f"LLC v={verbosity}")
+            scores.append(lm.choice_scores(llc_prompts, LABELS, desc=f"LLC v={job.verbosity}"))
     tid = plain_template_id(template) if plain else template_id("judge", template)
+    return [
+        _write_judgments(job, texts, first_slots, job_scores, judge=judge, template_id=tid, unavailable=unavailable)
+        for job, (texts, first_slots), job_scores in zip(jobs, replies, scores)
+    ]
 
+
+def _write_judgments(
+    job: _Debates,
+    texts: list[str],
+    first_slots: list[str | None],
+    scores: list[ChoiceScores | None],
+    *,
+    judge: ModelRef,
+    template_id: str,
+    unavailable: str | None,
+) -> pl.DataFrame:
     rows = []
     for rec, example, text, first_slot, score in zip(
-        paired.iter_rows(named=True), examples, texts, first_slots, scores
+        job.paired.iter_rows(named=True), job.examples, texts, first_slots, scores
     ):
         parsed = parse_judgment(text)
         persuasive_pos = "B" if rec["correct_position"] == "A" else "A"
         llc = llc_fields(score, persuasive_pos)
         rows.append(
             {
-                "model": model,
+                "model": job.model,
                 "judge_model": judge.name,
-                "protocol": protocol,
-                "verbosity": verbosity,
+                "protocol": job.protocol,
+                "verbosity": job.verbosity,
                 "question_id": rec["question_id"],
                 "category": rec["category"],
                 "type": rec["type"],
                 "correct_position": rec["correct_position"],
-                "template": tid,
+                "template": template_id,
                 "example_choice": example and example.answer,
                 "example_confidence": example and example.confidence,
                 "raw_judgment": text,
@@ -179,15 +241,15 @@ def judge_debates(
     failed = frame.filter(~pl.col("parse_ok"))
     log.info(
         "%s v=%d judged by %s: %d debates, %d unparsed (%s); text/LLC agreement %.2f",
-        model,
-        verbosity,
+        job.model,
+        job.verbosity,
         judge.name,
         len(frame),
         len(failed),
         dict(failed.group_by("parse_error").len().iter_rows()) if len(failed) else {},
         (frame["choice"] == frame["llc_choice"]).mean() or 0.0,
     )
-    write_parquet(frame, JUDGMENTS_SCHEMA, out)
+    write_parquet(frame, JUDGMENTS_SCHEMA, job.out)
     return frame
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TOKENS_PER_WORD = 1.35  # English prose under the papers' BPE tokenizers
 
@@ -29,3 +29,8 @@ class RulePlan:
     gpu_hours_h100: float = 0.0
     gpus: int = 0  # GPUs one job of the rule asks for (rules/common.smk: generation_gpu, finetune_processes)
     gpu_gib: float | None = None  # planned memory per GPU before activations / key-value cache
+    cpus: int = 0  # cores one job asks for (runtime/sizing.py; the most of the rule's jobs with this model)
+    runtime_min: int = 0  # time limit of one job, first attempt (runtime/sizing.py; the longest such job)
+    # The wildcard values of the one job whose calls these are (a stage's cost.py counts them per job; `make
+    # plan` adds the rows up per rule and model, runtime/sizing.py gives each job the time its rows take).
+    cell: dict[str, str] = field(default_factory=dict)

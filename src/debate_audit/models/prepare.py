@@ -163,8 +163,38 @@ PREPARE_MEM_MB = {"hf": 2000, "local": 2000, "openai": 1000, "gguf-package": 800
 
 
 def hub_files(paths: Iterable[str]) -> list[str]:
-    """The files of a hub repository that prepare_model downloads (HUB_FILES, top level only)."""
+    """The files of a hub repository that prepare_model considers (HUB_FILES, top level only); of the weights,
+    it downloads those `loaded_weights` picks."""
     return sorted(p for p in paths if "/" not in p and any(fnmatch.fnmatch(p, pattern) for pattern in HUB_FILES))
+
+
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def loaded_weights(names: Iterable[str], index: dict | None) -> list[str]:
+    """The safetensors files among `names` that transformers loads (and vLLM: it drops the files an index
+    does not name): the shards the index names where there is one (`index`: its parsed JSON), else
+    `model.safetensors`, else every one (a LoRA adapter, a layout of its own). Mistral's repositories hold the
+    weights twice, sharded for transformers and as `consolidated.safetensors` for their own runtime: counted
+    or downloaded both, a 7B model would weigh 14.5B parameters."""
+    names = sorted(n for n in names if n.endswith(".safetensors"))
+    if index is not None:
+        shards = set((index.get("weight_map") or {}).values())
+        missing = sorted(shards - set(names))
+        if missing:
+            raise FileNotFoundError(f"{SAFETENSORS_INDEX} names weight files that are not there: {missing}")
+        return [n for n in names if n in shards]
+    if "model.safetensors" in names:
+        return ["model.safetensors"]
+    return names
+
+
+def weight_files(model_dir: str | Path) -> list[Path]:
+    """The safetensors files of a model directory that its loaders read (`loaded_weights`)."""
+    model_dir = Path(model_dir)
+    index_file = model_dir / SAFETENSORS_INDEX
+    index = json.loads(index_file.read_text()) if index_file.is_file() else None
+    return [model_dir / n for n in loaded_weights((p.name for p in model_dir.glob("*.safetensors")), index)]
 
 
 def file_sha256(path: Path) -> str:
@@ -187,7 +217,7 @@ def _from_hub(spec: ModelSpec, out_dir: Path) -> dict:
     them (the sha256 of an LFS file's bytes; a file stored in git is hashed here). The weights' identity is
     computed from those digests, so preparing a 62 GB model reads no byte twice; huggingface_hub checks
     each file's size as it lands, and the sizes are checked again here."""
-    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub import HfApi, hf_hub_download, snapshot_download
     from huggingface_hub.hf_api import RepoFile
 
     api = HfApi()
@@ -199,6 +229,22 @@ def _from_hub(spec: ModelSpec, out_dir: Path) -> dict:
             f"models.{spec.name}: {spec.id}@{commit} has no top-level *.safetensors weights "
             f"(files: {sorted(tree)[:20]}); only safetensors are loaded"
         )
+    index = None
+    if SAFETENSORS_INDEX in wanted:  # its weight map says which weight files the loaders read
+        hf_hub_download(spec.id, SAFETENSORS_INDEX, revision=commit, local_dir=out_dir)
+        index = json.loads((out_dir / SAFETENSORS_INDEX).read_text())
+    try:
+        weights = loaded_weights(wanted, index)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"models.{spec.name}: {spec.id}@{commit}: {err}") from None
+    if not weights:
+        raise FileNotFoundError(f"models.{spec.name}: {spec.id}@{commit}: {SAFETENSORS_INDEX} names no weight file")
+    skipped = sorted(p for p in wanted if p.endswith(".safetensors") and p not in weights)
+    if skipped:
+        log.info(
+            "models.%s: not downloading %s: no loader reads them (a second copy of the weights)", spec.name, skipped
+        )
+    wanted = [p for p in wanted if not p.endswith(".safetensors") or p in weights]
     # Files of an earlier revision (other shards) would be counted as parameters: keep only this one's.
     for stale in out_dir.iterdir():
         if stale.is_file() and stale.name not in wanted:
@@ -263,8 +309,9 @@ def _from_local(spec: ModelSpec, out_dir: Path) -> None:
     if not list(src.glob("*.safetensors")):
         raise FileNotFoundError(f"models.{spec.name}: {src} holds no *.safetensors weights (only safetensors load)")
     out_dir.mkdir(parents=True, exist_ok=True)
+    weights = set(weight_files(src))  # not a second copy of the weights no loader reads
     for item in src.iterdir():
-        if item.is_file():
+        if item.is_file() and (item.suffix != ".safetensors" or item in weights):
             shutil.copy2(item, out_dir / item.name)
 
 

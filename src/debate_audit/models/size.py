@@ -133,8 +133,11 @@ def _loaded_params(config_json: str) -> int:
 
 
 def safetensors_params(directory: str | Path) -> int | None:
-    """Exact parameter count from the headers of the safetensors files in `directory` (None: none there)."""
-    files = sorted(Path(directory).glob("*.safetensors"))
+    """Exact parameter count from the headers of the safetensors files in `directory` that its loaders read
+    (prepare.weight_files: not Mistral's consolidated.safetensors beside the shards) (None: none there)."""
+    from .prepare import weight_files
+
+    files = weight_files(directory)
     if not files:
         return None
     total = 0

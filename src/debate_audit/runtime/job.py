@@ -13,6 +13,7 @@ from typing import Any
 
 from debate_audit.runtime.gpu_slots import pinned
 from debate_audit.runtime.provenance import rule_provenance
+from debate_audit.runtime.sizing import ClusterSettings, cache_environment
 
 
 @contextlib.contextmanager
@@ -50,13 +51,16 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 @contextlib.contextmanager
 def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
     """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
-    which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES; on
-    a local machine with GPUs, the job's `gpu` resource pinned to GPUs of its own (gpu_slots.py)."""
+    which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES;
+    vLLM's, Triton's and the hub's caches on scratch (config `cluster.cache_dir`, runtime/sizing.py); on a
+    local machine with GPUs, the job's `gpu` resource pinned to GPUs of its own (gpu_slots.py)."""
 
     offline = snakemake.rule not in DOWNLOADING_RULES
-    before = {key: os.environ.get(key) for key in OFFLINE_ENV}
+    caches = cache_environment(ClusterSettings.from_config(getattr(snakemake, "config", None) or {}))
+    before = {key: os.environ.get(key) for key in (*OFFLINE_ENV, *caches)}
     if offline:
         os.environ.update(OFFLINE_ENV)
+    os.environ.update(caches)  # the engines the job starts (vLLM, torchrun's workers) inherit them
     try:
         gpus = int(getattr(getattr(snakemake, "resources", None), "gpu", 0) or 0)
         with (
@@ -64,6 +68,8 @@ def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
             pinned(gpus, what=f"rule {snakemake.rule}"),
             rule_provenance(snakemake.rule, dict(snakemake.params.items()), dict(snakemake.wildcards.items())),
         ):
+            if caches:
+                log.info("caches: %s", ", ".join(f"{key}={value}" for key, value in caches.items()))
             yield log
     finally:
         for key, value in before.items():  # a script run in-process (a test) leaves its process as it was

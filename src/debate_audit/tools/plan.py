@@ -180,6 +180,7 @@ class Plan:
     api: list[ApiPlan] = field(default_factory=list)
     api_notes: list[str] = field(default_factory=list)
     power: PowerPlan | None = None
+    cluster: Any = None  # runtime/sizing.ClusterSettings the job sizes were computed with
 
 
 def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".") -> dict[str, int]:
@@ -308,6 +309,61 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
     h200 = (prefill + generation) / 3600
     h100 = (prefill + generation / THROUGHPUT["h100_generation_factor"]) / 3600
     return h200, h100
+
+
+def job_hours(
+    config: dict, spec: ModelSpec | None, rp: RulePlan, model_dir: str | Path | None = None
+) -> tuple[float, float]:
+    """Wall hours of one job on H100s: of the calls in `rp` (one job's, as its stage's cost.py counts them) at
+    the H100 throughput, shared by the GPUs the job holds (job_gpus); and of readying its model: the weights
+    read at LOAD_SECONDS_PER_B by the vLLM engine it starts (plus the engine's start-up) and again in-process
+    where it scores, trains or generates in-process. (0, 0) for a model served elsewhere (source openai) or of
+    unknown size. runtime/sizing.py turns them into the job's time limit."""
+    import dataclasses
+
+    if spec is None or spec.source == "openai":
+        return 0.0, 0.0
+    size = params_b(spec, model_dir)
+    if size is None:
+        return 0.0, 0.0
+    served = bool(rp.generations) and spec.generation_backend in ("vllm", "server")
+    row = dataclasses.replace(rp, engine="vllm" if served else "in-process")
+    _, h100 = gpu_hours(row, size)
+    gpus, _ = job_gpus(config, spec, row, size)
+    engine = bool(rp.generations) and spec.generation_backend == "vllm"
+    in_process = bool(rp.scorings or rp.train_tokens) or (bool(rp.generations) and spec.generation_backend == "local")
+    load_s = size * LOAD_SECONDS_PER_B * (int(engine) + int(in_process))
+    load_s += VLLM_THROUGHPUT["start_seconds"] if engine else 0
+    return h100 / max(1, gpus), load_s / 3600
+
+
+def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePlan]) -> Any:
+    """Set each (rule, model) row's `cpus` and `runtime_min`: what its jobs ask the scheduler for (the most of
+    them), computed as the workflow computes them (runtime/sizing.py, with the models prepared under
+    resources/models/ where they are)."""
+    from debate_audit.cwpor.jobs import job_wildcards
+    from debate_audit.runtime.sizing import ClusterSettings, JobTimes, job_cpus, job_minutes, model_job_cpus
+
+    settings = ClusterSettings.from_config(config)
+    times = JobTimes.from_config(config, {name: Path("resources/models") / name for name in specs})
+    for rp in rules:
+        spec = specs.get(rp.model)
+        if spec is None:
+            continue
+        if rp.rule == "verifier_finetune":
+            shards = grid.distributed_settings(config["verifier"], rp.model)
+            rp.cpus = job_cpus(settings, compute_gpus=shards["processes"], offload=shards["cpu_offload"])
+        else:
+            rp.cpus = model_job_cpus(settings, [spec], scores=rp.scorings > 0, generates=rp.generations > 0)
+        jobs = {
+            tuple(sorted(job_wildcards(config, rp.rule, cell).items()))
+            for cell, model, *_ in times.rows.get(rp.rule, [])
+            if model == rp.model
+        }
+        rp.runtime_min = max(
+            (job_minutes(settings, times.hours(rp.rule, dict(job))) for job in jobs), default=settings.min_runtime
+        )
+    return settings
 
 
 def finetune_memory(config: dict, spec: ModelSpec) -> TrainingMemory | None:
@@ -614,7 +670,7 @@ def plan_json(plan: Plan) -> str:
 
     return json.dumps(
         {
-            "rules": [asdict(rp) for rp in plan.rules],
+            "rules": [{k: v for k, v in asdict(rp).items() if k != "cell"} for rp in plan.rules],
             "training": [asdict(t) for t in plan.training],
             "api": [asdict(a) for a in plan.api],
             "api_basis": API_BASIS if plan.api else None,
@@ -655,6 +711,7 @@ def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
         for rp in plan.rules:
             if rp.rule == rule:
                 rp.jobs = count
+    plan.cluster = job_sizes(config, specs, plan.rules)
     for rule, count in jobs.items():
         if not any(rp.rule == rule for rp in plan.rules):
             plan.rules.append(RulePlan(rule, jobs=count))
@@ -742,6 +799,9 @@ def render(plan: Plan) -> str:
         ),
         "A rule whose jobs use several models has one row per model; its job count is the rule's.",
     ]
+    sized = [rp for rp in plan.rules if rp.model and rp.runtime_min]
+    if sized:
+        lines += ["", render_job_sizes(plan, sized)]
     if plan.api or plan.api_notes:
         lines += [
             "",
@@ -847,6 +907,31 @@ def render_training(training: Sequence[FinetuneMemory]) -> str:
             "causal-conv1d; pyproject.toml), without which transformers runs that torch path, much slower."
         )
     return note + "\n\n" + markdown_table(header, rows).rstrip("\n")
+
+
+def render_job_sizes(plan: Plan, sized: Sequence[RulePlan]) -> str:
+    """What each model-bound job asks the scheduler for besides memory (runtime/sizing.py, config `cluster`)."""
+    from debate_audit.runtime.sizing import ClusterSettings
+
+    settings = plan.cluster or ClusterSettings()
+    header = ["rule", "model", "jobs (whole rule)", "GPUs per job", "CPUs per job", "time limit (min), longest job"]
+    rows = [[rp.rule, rp.model, str(rp.jobs), str(rp.gpus), str(rp.cpus), str(rp.runtime_min)] for rp in sized]
+    cap = "" if settings.max_runtime is None else f", at most {settings.max_runtime}"
+    return "\n".join(
+        [
+            "Job sizes (what each job asks SLURM for besides memory: `cpus_per_task`, which the SLURM plugin sends as "
+            "--cpus-per-task, and `runtime`; config `cluster`):",
+            "",
+            markdown_table(header, rows).rstrip("\n"),
+            "",
+            f"CPUs: a vLLM engine over N GPUs {settings.engine_cpus} + N, and 1 for the job's own process; "
+            f"{settings.cpus_per_gpu} per GPU of in-process work ({settings.offload_cpus_per_gpu} per fine-tuning "
+            f"process with cpu_offload). Time limit: the job's estimate on H100s (its calls at the throughput above, "
+            f"shared by its GPUs, plus loading its model and starting its engine) x {settings.runtime_margin:g}, at "
+            f"least {settings.min_runtime} min{cap}; the n-th attempt asks n times that (the profile's `retries`). "
+            "Estimated from the configured dataset files, else the nominal sizes, as the jobs estimate it.",
+        ]
+    )
 
 
 def _usd(value: float) -> str:

@@ -1,7 +1,8 @@
 """What the audit costs in model calls (`make plan`, tools/plan.py): the readouts of q_m, q_h and every
-paraphrase by V_base and each audited target (audit_scores), and by the base and each target of the audits of
-models you bring (audit_model_scores); the statistics call no model. `pool_calls`: the paraphrase pools and
-their scoring at other pool sizes, for planning them (power.py)."""
+paraphrase by V_base and each audited target (audit_scores, one row per job: architecture x dataset x
+checkpoint), and by the base and each target of the audits of models you bring (audit_model_scores, one row
+per job: audit x dataset x model); the statistics call no model. `pool_calls`: the paraphrase pools and their
+scoring at other pool sizes, for planning them (power.py)."""
 
 from __future__ import annotations
 
@@ -23,20 +24,23 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     plans = []
     for item in item_shapes(config, stats):
         for arch in grid.base_models(config["verifier"]):
-            scores = RulePlan("audit_scores", model=arch)
-            scored = {
+            scored = dict.fromkeys(
                 cp.path_id
                 for setting in cells.settings(arch, item.dataset, aud["targets"])
                 for cp in setting.checkpoints(aud["targets"])
-            }
-            scores.scorings += len(scored) * item.pairs * per_pair * 2
-            scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
-            plans.append(scores)
+            )
+            for checkpoint in scored:  # one job each
+                cell = {"architecture": arch, "dataset": item.dataset, "verifier": checkpoint}
+                scores = RulePlan("audit_scores", model=arch, cell=cell)
+                scores.scorings += item.pairs * per_pair * 2
+                scores.prompt_tokens += scores.scorings * (60 + tokens(item.question_words))
+                plans.append(scores)
     shapes = {s.dataset: s for s in audit_shapes(config, stats)}
     for audit in brought_audits(config):
         for dataset in audit.datasets:
             for model in audit.models:
-                scores = RulePlan("audit_model_scores", model=model)
+                cell = {"audit": audit.name, "dataset": dataset, "model": model}
+                scores = RulePlan("audit_model_scores", model=model, cell=cell)
                 scores.scorings += shapes[dataset].pairs * per_pair * 2
                 scores.prompt_tokens += scores.scorings * (60 + tokens(shapes[dataset].question_words))
                 plans.append(scores)

@@ -1,5 +1,5 @@
 """What the paraphrase pools cost in model calls (`make plan`, tools/plan.py): the search pool's draws with
-their top-up rounds, and each test generator's draws."""
+their top-up rounds, and each test generator's draws; one row per job (dataset, and generator)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,15 @@ def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     plans = []
     # every audited dataset's pools: the trained verifiers' and those of models you bring
     for item in audit_shapes(config, stats):
-        search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True)
+        cell = {"dataset": item.dataset}
+        search = RulePlan("paraphrase_search", model=par["search"]["generator"], sampled=True, cell=cell)
         rounds = 1 + par["search"]["max_topup_rounds"]
         search.generations += item.pairs * par["search"]["samples"] * rounds
         search.prompt_tokens += search.generations * (overhead["search"] + tokens(item.question_words))
         search.new_tokens += search.generations * par["search"]["max_new_tokens"]
         plans.append(search)
-        for gen_cfg in par["test"]["generators"].values():
-            test = RulePlan("paraphrase_test", model=gen_cfg["model"], sampled=True)
+        for name, gen_cfg in par["test"]["generators"].items():
+            test = RulePlan("paraphrase_test", model=gen_cfg["model"], sampled=True, cell={**cell, "generator": name})
             max_new = gen_cfg.get("max_new_tokens", par["test"]["max_new_tokens"])
             # filter drop: ~20% of draws rejected and redrawn; filter report redraws empty replies only
             test.generations += item.pairs * par["test"]["size"] * (1.25 if par.get("filter") == "drop" else 1.0)

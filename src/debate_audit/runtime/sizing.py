@@ -1,0 +1,186 @@
+"""What a model-bound job asks a scheduler for besides its GPUs and memory: CPU cores and a time limit; and
+where its engines keep their caches. The settings are config `cluster` (`ClusterSettings`); none of them
+changes a number, so none is a tracked param.
+
+Cores. snakemake-executor-plugin-slurm asks SLURM for a job's `cpus_per_task` resource where it has one, else
+for its `threads` (`--cpus-per-task`, for sbatch and for the job step's srun alike:
+snakemake_executor_plugin_slurm_jobstep.get_cpu_setting). The model-bound rules keep `threads` at 1, which
+Snakemake also exports as OMP_NUM_THREADS: on a CPU that keeps a job single-threaded and its numbers
+reproducible (models/cpu_numerics.py), and lets `make run` put one model job on each core. What a job needs
+on a GPU node goes into `cpus_per_task`, which the local scheduler ignores (`job_cpus`):
+
+- a vLLM engine over N GPUs is 2 + N busy processes (its API server, its engine core, one worker per GPU:
+  vLLM's own sizing rule, at least 2 + N cores), and the job's own process sends it the prompts: 3 + N;
+- in-process work on a GPU (scoring, in-process generation, each fine-tuning process) has the CPU tokenise,
+  batch and copy for it: `cpus.per_gpu` cores per GPU (4; a fine-tuning process whose optimizer step runs on
+  the host, `verifier.distributed.cpu_offload`, `cpus.offload_per_gpu`).
+
+Time limit (`runtime`, minutes): `make plan`'s estimate of the job (tools/plan.py: its calls and tokens as its
+stage's cost.py counts them, at the H100 throughput, its GPUs sharing the work, plus loading the weights and
+starting its engine), times `runtime.margin` (the estimate's stated uncertainty is x0.5 to x2), never below
+`runtime.min_minutes`, and times Snakemake's `attempt`: a job killed at its limit is retried (the profile's
+`retries`) with twice the time, then three times, ... up to `runtime.max_minutes` where a site sets one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from debate_audit.models.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Config `cluster` (config/README.md)."""
+
+    engine_cpus: int = 2  # cores of a vLLM engine besides one per GPU (its API server and engine core)
+    cpus_per_gpu: int = 4  # cores per GPU of in-process work (scoring, generation, a fine-tuning process)
+    offload_cpus_per_gpu: int = 8  # ... of a fine-tuning process whose optimizer step runs on the host
+    runtime_margin: float = 2.0  # time limit = estimate x margin (x attempt)
+    min_runtime: int = 30  # minutes
+    max_runtime: int | None = None  # minutes (a partition's MaxTime); None: no cap
+    cache_dir: str | None = None  # vLLM, Triton and hub caches (None: the job's scratch, `cache_root`)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ClusterSettings:
+        cluster = config.get("cluster") or {}
+        cpus, runtime = cluster.get("cpus") or {}, cluster.get("runtime") or {}
+        default = cls()
+        return cls(
+            engine_cpus=int(cpus.get("engine", default.engine_cpus)),
+            cpus_per_gpu=int(cpus.get("per_gpu", default.cpus_per_gpu)),
+            offload_cpus_per_gpu=int(cpus.get("offload_per_gpu", default.offload_cpus_per_gpu)),
+            runtime_margin=float(runtime.get("margin", default.runtime_margin)),
+            min_runtime=int(runtime.get("min_minutes", default.min_runtime)),
+            max_runtime=runtime.get("max_minutes", default.max_runtime),
+            cache_dir=cluster.get("cache_dir", default.cache_dir),
+        )
+
+
+def job_cpus(settings: ClusterSettings, *, engine_gpus: int = 0, compute_gpus: int = 0, offload: bool = False) -> int:
+    """Cores of a job that starts a vLLM engine over `engine_gpus` GPUs (0: none) and computes in-process on
+    `compute_gpus` GPUs (0: none), at any one time doing one or the other (a judge stops its engine before it
+    scores)."""
+    engine = settings.engine_cpus + engine_gpus + 1 if engine_gpus else 1
+    per_gpu = settings.offload_cpus_per_gpu if offload else settings.cpus_per_gpu
+    return max(engine, per_gpu * compute_gpus, 1)
+
+
+def model_job_cpus(
+    settings: ClusterSettings, specs: Iterable[ModelSpec], *, scores: bool, generates: bool = True
+) -> int:
+    """Cores of a job using the models `specs`: where it generates, the largest vLLM engine one of them starts
+    (generation_backend vllm); one GPU of in-process work where it scores or one of them generates
+    in-process. A model served elsewhere (source openai, generation_backend server) costs the job only its
+    own process."""
+    local = [s for s in specs if s.source != "openai"]
+    engine = max(
+        (s.vllm.tensor_parallel_size for s in local if generates and s.generation_backend == "vllm"), default=0
+    )
+    in_process = scores or (generates and any(s.generation_backend == "local" for s in local))
+    return job_cpus(settings, engine_gpus=engine, compute_gpus=1 if in_process else 0)
+
+
+def job_minutes(settings: ClusterSettings, hours: float, attempt: int = 1) -> int:
+    """The time limit of a job estimated at `hours`, on its `attempt`-th try."""
+    minutes = max(settings.min_runtime, math.ceil(hours * 60 * settings.runtime_margin)) * max(1, attempt)
+    return minutes if settings.max_runtime is None else min(minutes, int(settings.max_runtime))
+
+
+def matches(cell: Mapping[str, str], wildcards: Mapping[str, str]) -> bool:
+    """Whether the calls of a plan row with `cell` belong to the job with `wildcards`: every wildcard they share
+    has the same value (a job over all of a model's word limits matches the rows of each)."""
+    return all(str(wildcards[key]) == value for key, value in cell.items() if key in wildcards)
+
+
+class JobTimes:
+    """Per job of a configuration, the hours `make plan` estimates (tools/plan.py `job_hours`), looked up by
+    rule and wildcards. Built once per workflow (`from_config`) from the configured dataset files, else the
+    nominal sizes (plan.NOMINAL), and the models' sizes: the prepared directory's weights where there are
+    some, else the model card's."""
+
+    def __init__(self, rows: Mapping[str, list[tuple[dict[str, str], str, float, float]]]):
+        self.rows = rows  # rule -> [(cell, model, hours of the cell's calls, hours to load the model)]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], model_dirs: Mapping[str, str | Path] | None = None) -> JobTimes:
+        from debate_audit.models.spec import ModelSpec
+        from debate_audit.tools.plan import dataset_stats, job_hours, model_calls
+
+        config = dict(config)
+        stats, _ = dataset_stats(config, None)
+        specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
+        rows: dict[str, list[tuple[dict[str, str], str, float, float]]] = {}
+        for rp in model_calls(config, stats):
+            directory = (model_dirs or {}).get(rp.model)
+            compute, load = job_hours(config, specs.get(rp.model), rp, directory)
+            rows.setdefault(rp.rule, []).append((rp.cell, rp.model, compute, load))
+        return cls(rows)
+
+    def hours(self, rule: str, wildcards: Mapping[str, str]) -> float:
+        """Estimated hours of the job of `rule` with `wildcards`: the calls of every row it covers, and loading
+        each of its models (and starting its engine) once (0: a rule whose stage counts no calls)."""
+        covered = [row for row in self.rows.get(rule, []) if matches(row[0], wildcards)]
+        loads: dict[str, float] = {}
+        for _, model, _, load in covered:
+            loads[model] = max(loads.get(model, 0.0), load)
+        return sum(compute for _, _, compute, _ in covered) + sum(loads.values())
+
+    def cells(self, rule: str) -> list[dict[str, str]]:
+        """The jobs of `rule` the plan counts, as wildcard values."""
+        return list({tuple(sorted(c.items())): c for c, *_ in self.rows.get(rule, [])}.values())
+
+
+# Where the job's engines compile and cache: vLLM's torch.compile and CUDA-graph artefacts (VLLM_CACHE_ROOT),
+# Triton's kernels (TRITON_CACHE_DIR, the in-process path's and vLLM's) and the Hugging Face hub's downloads
+# and xet chunks (HF_HUB_CACHE, HF_XET_CACHE: only the prepare_* rules download; `datasets` keeps its Arrow
+# files under HF_DATASETS_CACHE). Their defaults are under $HOME, which on a cluster is a small, slow network
+# quota. Each variable the job's environment already sets is left alone (HF_HOME counts for the hub's three).
+CACHE_VARIABLES = {
+    "VLLM_CACHE_ROOT": ("vllm",),
+    "TRITON_CACHE_DIR": ("triton",),
+    "HF_HUB_CACHE": ("huggingface", "hub"),
+    "HF_XET_CACHE": ("huggingface", "xet"),
+    "HF_DATASETS_CACHE": ("huggingface", "datasets"),
+}
+HUB_VARIABLES = ("HF_HUB_CACHE", "HF_XET_CACHE", "HF_DATASETS_CACHE")
+
+
+def cache_root(settings: ClusterSettings, environ: Mapping[str, str] | None = None) -> Path:
+    """The folder the caches go under: `cache_dir` with environment variables and ~ expanded, else a folder of
+    this user under the job's scratch ($TMPDIR: Snakemake points it at the job's `tmpdir` resource, and many
+    SLURM sites at a node-local disk)."""
+    environ = os.environ if environ is None else environ
+    if settings.cache_dir:
+
+        def value(match: re.Match) -> str:
+            name = match.group(1) or match.group(2)
+            if not environ.get(name):
+                raise ValueError(
+                    f"cluster.cache_dir: {settings.cache_dir!r} names an unset environment variable {name}"
+                )
+            return environ[name]
+
+        return Path(re.sub(r"\$(?:(\w+)|\{(\w+)\})", value, settings.cache_dir)).expanduser()
+    scratch = environ.get("TMPDIR") or tempfile.gettempdir()
+    return Path(scratch) / f"debate-audit-cache-{os.getuid()}"
+
+
+def cache_environment(settings: ClusterSettings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The cache variables (CACHE_VARIABLES) a job sets: those its environment leaves unset, under `cache_root`."""
+    environ = os.environ if environ is None else environ
+    root = cache_root(settings, environ)
+    out = {}
+    for name, parts in CACHE_VARIABLES.items():
+        if environ.get(name) or (name in HUB_VARIABLES and environ.get("HF_HOME")):
+            continue
+        out[name] = str(root.joinpath(*parts))
+    return out
