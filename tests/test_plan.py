@@ -359,7 +359,8 @@ def test_the_paper_plan_gives_its_detectable_p_at_100_plus_100_paraphrases(confi
     rows = [r for r in plan.rules if r.rule in POOL_RULES]
     assert configured.generations == pytest.approx(sum(r.generations for r in rows))
     assert configured.scorings == pytest.approx(sum(r.scorings for r in rows))
-    assert equal.scorings / configured.scorings == pytest.approx((11 + 2 * 11 + 1) / (100 + 2 * 100 + 1))
+    # each pair's q_m and q_h besides its paraphrases
+    assert equal.scorings / configured.scorings == pytest.approx((11 + 2 * 11 + 2) / (100 + 2 * 100 + 2))
     assert "| equal pools | 11 | 11 | 33 |" in text
     assert json.loads(plan_json(plan))["audit_power"]["detectable_p"] == pytest.approx(power.detectable_p)
 
@@ -436,3 +437,51 @@ def test_an_endpoint_judge_counts_a_one_token_scoring_call_per_judgment_and_one_
         },
     )
     assert job_gpus(config, served, RulePlan("cwpor_judge", model="m", generations=1, scorings=1), 8.0) == (0, None)
+
+
+HOSTED = {
+    "source": "openai",
+    "provider": "openai",
+    "base_url": "https://api.openai.com/v1",
+    "api_key_env": "OPENAI_API_KEY",
+}
+
+
+def test_a_hosted_audit_is_priced_as_one_token_scoring_calls_with_the_one_letter_instruction(tmp_path, monkeypatch):
+    from debate_audit.models.api import ONE_LETTER
+    from debate_audit.models.calls import tokens
+    from debate_audit.tools.plan import dataset_stats
+
+    monkeypatch.chdir(REPO)
+    overlay = {
+        "models": {
+            "hosted-base": {**HOSTED, "id": "gpt-4.1-mini-2025-04-14"},
+            "hosted-ft": {**HOSTED, "id": "ft:gpt-4.1-mini-2025-04-14:me::abc"},
+        },
+        "prices": {"hosted-ft": {"input_per_mtok": 0.8, "output_per_mtok": 3.2}},
+        "datasets": {"own": {"mine": {"pairs": "data/demo/own_pairs.jsonl"}}},
+        "audited_models": {"hosted": {"base": "hosted-base", "targets": ["hosted-ft"], "datasets": ["mine"]}},
+    }
+    (tmp_path / "hosted.yaml").write_text(yaml.safe_dump(overlay))
+    config = load_config(["config/config.yaml", str(tmp_path / "hosted.yaml")])
+    plan = build_plan(config, {"audit_model_scores": 2}, None)
+    par = config["paraphrase"]
+    pairs = dataset_stats(config, None)[0]["mine"]["n"]
+    # q_m, q_h and every paraphrase of the pools, each read in both answer orders: one request each
+    questions = 2 + par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"])
+    api = {a.model: a for a in plan.api}
+    assert set(api) == {"hosted-base", "hosted-ft"}
+    for a in api.values():
+        assert a.rules == ["audit_model_scores"] and a.calls == 2 * pairs * questions
+        assert a.output_tokens == a.calls and a.output_budget == "1 per scoring (one-token request)"
+        assert not a.output_estimated
+    (row,) = [r for r in plan.rules if r.rule == "audit_model_scores" and r.model == "hosted-ft"]
+    assert row.gpus == 0 and row.scorings == api["hosted-ft"].calls
+    # the input: the readout prompt's estimate (eraudit/audit/cost.py) and the instruction appended to it
+    instruction = tokens(len(ONE_LETTER.format(letters="A or B").split()))
+    words = dataset_stats(config, None)[0]["mine"]["question_words"]
+    expected = row.scorings * (60 + tokens(words) + instruction)
+    assert api["hosted-ft"].input_tokens == pytest.approx(row.prompt_tokens) == pytest.approx(expected)
+    assert api["hosted-ft"].cost_usd == pytest.approx((row.prompt_tokens * 0.8 + row.scorings * 3.2) / 1e6)
+    text = render(plan)
+    assert "the audit's readouts of a verifier behind an endpoint" in text and "an estimate, not a bound" not in text

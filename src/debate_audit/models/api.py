@@ -217,6 +217,7 @@ class EndpointChatModel:
         self.directory = directory
         self.concurrency = max(1, concurrency)
         self.no_logprobs = no_logprobs
+        self.renders_own_template = True  # the endpoint renders the conversation: it scores ChatPrompts
         self.sdk_name = provider or "openai"
         self.module = sdk(self.sdk_name)
         self.engine = f"{self.sdk_name}-python {self.module.__version__}"

@@ -135,6 +135,7 @@ class LanguageModel:
         self.generation_backend = generation_backend
         self.scoring_backend = scoring_backend
         self.no_logprobs: str | None = None  # every local model has them (an endpoint may not: api.py)
+        self.renders_own_template = False  # its prompts are rendered here, by its tokenizer's template
         self.prefix_store = PrefixStore(prefix_store_mb << 20, min_tokens=self.prefix_min_tokens)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"

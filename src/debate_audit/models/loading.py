@@ -36,9 +36,11 @@ class ChatModel(Protocol):
     bound (a label outside an endpoint's top-k). `no_logprobs`: why the model cannot score (an endpoint
     without log-probabilities, naming the key), else None. `choice_logprobs` takes rendered text (local
     models) and gives the values alone; a model behind an endpoint has no local template: its `render_chat`
-    raises, naming the model."""
+    raises, naming the model. `renders_own_template`: True for a model behind a chat endpoint, whose endpoint
+    renders the conversation (what readers such as eraudit/common/readout.py branch on)."""
 
     no_logprobs: str | None
+    renders_own_template: bool
 
     def generate(
         self, conversations: Sequence[Messages], params: GenerationParams, *, desc: str = ...

@@ -19,6 +19,7 @@ from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
 from debate_audit.eraudit.audit.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common import grid
+from debate_audit.eraudit.common.readout import ENDPOINT_READOUTS, READOUT_MODES
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec, no_logprobs
 from debate_audit.runtime.runs import name_error as run_name_error
@@ -102,13 +103,25 @@ def _paraphrase_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 def scoring_uses(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(key, model name) for every config key whose model scores answers with log-probabilities, which an
-    endpoint without them cannot (a CW-POR judge can: it then has no LLC, cwpor/judge.py)."""
+    endpoint without them cannot (a CW-POR judge can: it then has no LLC, cwpor/judge.py): the selector, the
+    verifier architectures, and the base and targets of every audit of models you bring."""
     debate = config.get("debate") or {}
     if debate.get("selector"):
         yield "debate.selector", debate["selector"]
     for key, name in _experiment_uses(config):
-        if key.startswith(("verifier.base_model", "verifier.base_models")):
+        if key.startswith(("verifier.base_model", "verifier.base_models", "audited_models.")):
             yield key, name
+
+
+def readout_key(config: dict[str, Any], key: str) -> str:
+    """The key that sets the readout of the model a scoring key (`scoring_uses`) names: an audit of models you
+    bring its own `readout` where it sets one, else `verifier.readout`."""
+    if key.startswith("audited_models."):
+        audit = key.split(".")[1]
+        entry = (config.get("audited_models") or {}).get(audit)
+        if isinstance(entry, dict) and entry.get("readout") is not None:
+            return f"audited_models.{audit}.readout"
+    return "verifier.readout"
 
 
 def used_models(config: dict[str, Any]) -> list[str]:
@@ -491,6 +504,7 @@ def _cross_key_errors(config: dict[str, Any]) -> list[str]:
         errors.extend(_audit_errors(config["audit"]))
         errors.extend(_characteristic_errors(config["audit"]))
     errors.extend(_scoring_errors(config, models))
+    errors.extend(_endpoint_readout_errors(config, models))
     if isinstance(config.get("cwpor"), dict):
         errors.extend(_cwpor_errors(config["cwpor"]))
         errors.extend(_endpoint_judge_errors(config["cwpor"], models))
@@ -547,6 +561,27 @@ def _scoring_errors(config: dict[str, Any], models: dict[str, Any]) -> list[str]
         reason = no_logprobs(spec) if spec is not None else None
         if reason:
             errors.append(f"{key}: model {name!r} cannot score answers, which needs log-probabilities: {reason}")
+    return errors
+
+
+def _endpoint_readout_errors(config: dict[str, Any], models: dict[str, Any]) -> list[str]:
+    """A verifier behind a chat endpoint reads a conversation (eraudit/common/readout.py, ENDPOINT_READOUTS):
+    `auto` is chat for it, and `plain` (a raw prompt ending at "Answer:") cannot be sent."""
+    errors = []
+    for key, name in scoring_uses(config):
+        if (models.get(name) or {}).get("source") != "openai":
+            continue
+        mode_key = readout_key(config, key)
+        section, _, field = mode_key.rpartition(".")
+        holder: Any = config
+        for part in section.split("."):
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        mode = holder.get(field) if isinstance(holder, dict) else None
+        if mode in READOUT_MODES and mode not in ENDPOINT_READOUTS:
+            errors.append(
+                f"{mode_key}: {mode!r} is a raw prompt, which {key} ({name!r}, source openai: its endpoint renders "
+                "a conversation) cannot be sent; use chat, release or auto (auto reads chat for an endpoint)"
+            )
     return errors
 
 

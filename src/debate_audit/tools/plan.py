@@ -32,7 +32,7 @@ from typing import Any
 
 from debate_audit.data.markdown import markdown_table
 from debate_audit.eraudit.common import grid
-from debate_audit.models.calls import TOKENS_PER_WORD, RulePlan
+from debate_audit.models.calls import TOKENS_PER_WORD, RulePlan, tokens
 from debate_audit.models.memory import TrainingMemory
 from debate_audit.models.size import bytes_per_param, params_b
 from debate_audit.models.size import model_config as size_config
@@ -73,7 +73,9 @@ MODELS_DIR = "resources/models"  # prepared models (rules/common.smk, model_dir)
 # What the API table's figures rest on (printed under it, and in --json).
 API_BASIS = (
     "calls: the generations counted above (paraphrase pools: their planned draws, top-up rounds "
-    "included) and the scorings (a CW-POR judge's LLC: one request for one token each), from scratch, with "
+    "included) and the scorings (a CW-POR judge's LLC; the audit's readouts of a verifier behind an endpoint, "
+    "audit_model_scores, two per question, one per answer order; a selector's: one request for one token "
+    "each, its input carrying the one-letter instruction models/api.py appends), from scratch, with "
     "nothing in the call cache; input tokens: the plan's prompt estimate, "
     f"the stage's prompt template and the dataset's mean text lengths at {TOKENS_PER_WORD} tokens per "
     "word (the provider's tokenizer and any system prompt differ); output tokens: a budget, every reply "
@@ -472,21 +474,34 @@ def api_plans(config: dict, rules: Sequence[RulePlan], specs: dict[str, ModelSpe
         spec = specs.get(rp.model)
         if spec is not None and spec.source == "openai" and (rp.generations or rp.scorings):
             by_model.setdefault(rp.model, []).append(rp)
+    from debate_audit.models.api import ONE_LETTER
+
     plans, notes = [], []
+    instruction = tokens(len(ONE_LETTER.format(letters="A or B").split()))
     for model, rows in by_model.items():
         spec = specs[model]
         cap = token_cap(spec)
         for rp in rows:
-            # a scoring request asks for one token (models/api.py, EndpointChatModel.scoring_request)
+            # a scoring request asks for one token (models/api.py, EndpointChatModel.scoring_request), its last
+            # user turn carrying the one-letter instruction
             rp.new_tokens = (rp.generations * cap[1] if cap is not None else rp.new_tokens) + rp.scorings
-        calls = sum(rp.generations + rp.scorings for rp in rows)
+            rp.prompt_tokens += rp.scorings * instruction
+        generations = sum(rp.generations for rp in rows)
+        scorings = sum(rp.scorings for rp in rows)
+        calls = generations + scorings
         output = sum(rp.new_tokens for rp in rows)
-        if cap is not None:
+        per_generation = (output - scorings) / generations if generations else 0.0
+        if not generations:
+            budget, estimated = "", False
+        elif cap is not None:
             budget, estimated = f"{cap[1]} (request.{cap[0]})", False
         elif spec.provider is None:  # the OpenAI-compatible client sends the stage's max_new_tokens as max_tokens
-            budget, estimated = f"{output / calls:.0f} (stage max_new_tokens, sent as max_tokens)", False
+            budget, estimated = f"{per_generation:.0f} (stage max_new_tokens, sent as max_tokens)", False
         else:
-            budget, estimated = f"{output / calls:.0f} (stage max_new_tokens; no cap: estimate)", True
+            budget, estimated = f"{per_generation:.0f} (stage max_new_tokens; no cap: estimate)", True
+        if scorings:
+            scored = "1 per scoring (one-token request)"
+            budget = f"{budget} per generation; {scored}" if generations else scored
         price = prices.get(model) or {}
         inp, out = price.get("input_per_mtok"), price.get("output_per_mtok")
         prompt = sum(rp.prompt_tokens for rp in rows)

@@ -202,6 +202,7 @@ def _deltas(pools_by_pair, target="org", dataset="d"):
         pl.lit(0.5).alias("p_base_m"),
         pl.lit(0.5).alias("p_target_m"),
         pl.lit(1.0).alias("gain"),
+        pl.lit(False).alias("bounded"),
     ).select(list(verdicts.DELTA_SCHEMA))
 
 

@@ -20,7 +20,8 @@ from .brought import brought_audits
 def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
     par, aud = config["paraphrase"], config["audit"]
     cells = grid.Plan.from_config(config)
-    per_pair = par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"]) + 1
+    # the questions scored per pair: q_m, q_h and every paraphrase of its pools (scoring.score_rows)
+    per_pair = par["search"]["size"] + par["test"]["size"] * len(par["test"]["generators"]) + 2
     plans = []
     for item in item_shapes(config, stats):
         for arch in grid.base_models(config["verifier"]):

@@ -360,6 +360,7 @@ def audit_figures(
         f"`n_test_draws`). Headline bound of this run: **{headline}** (`audit.headline_bound`).",
         "",
         *brought_lines(brought or {}),
+        *bounded_lines(summary),
         "## Threshold epsilon per dataset (`epsilon_source`: a configured value, or the percentile of the",
         "per-q_h maxima s_h = max over the search pool of V_org's Delta, as in the paper's App. D.2)",
         "",
@@ -647,6 +648,33 @@ def brought_lines(brought: Mapping[str, Mapping[str, object]]) -> list[str]:
         "Models this workflow did not train, audited by the same stages: their rows carry the audit's name as",
         "`architecture` (no length or L_qh weight), V_base is the audit's base, each target its model's name, and",
         "`training_rows` is null (their fine-tuning is not this workflow's).",
+        "",
+        *rows,
+        "",
+    ]
+
+
+def bounded_lines(summary: pl.DataFrame) -> list[str]:
+    """summary.md's warning where some Deltas rest on a bound, not a value (a verifier behind a chat endpoint whose
+    answer label fell outside the top log-probabilities it returned: eraudit/common/readout.py); none: no line."""
+    if "n_bounded_deltas" not in summary.columns:
+        return []
+    hit = summary.filter(pl.col("n_bounded_deltas") > 0)
+    if hit.is_empty():
+        return []
+    rows = [
+        f"- **{r.get('architecture') or '-'}**, {r['dataset']}, {label(r['target'])}: {r['n_bounded_deltas']} Deltas "
+        f"on {r['n_qh_bounded']} of {r['n_qh']} q_h"
+        for r in hit.iter_rows(named=True)
+    ]
+    return [
+        "## Scores that are bounds, not values",
+        "",
+        "A verifier behind a chat endpoint is scored from the top log-probabilities of its first reply token; where",
+        "an answer label is not among them, its log-probability is the bound the top-k implies (models/api.py), so",
+        "P[V(q) = a] and every Delta computed from it are bounds. These audits hold such Deltas (column `bounded`",
+        "of deltas.parquet, `n_bounded_deltas` of the records and the summary); their statuses and counterexamples",
+        "rest on them:",
         "",
         *rows,
         "",

@@ -34,6 +34,9 @@ SCORE_SCHEMA = {
     "answer": pl.Utf8,  # the scored answer: Y_true for q_m, H_true otherwise
     "other": pl.Utf8,  # the other option: Y_false / H_false
     "p_answer": pl.Float64,  # P[V(question) = answer], two-label softmax, both orders averaged
+    # p_answer rests on a bound, not a value: a label outside the top log-probabilities a chat endpoint
+    # returned, in either order (common/readout.py); False for every local model and raw-prompt server
+    "bounded": pl.Boolean,
 }
 
 
@@ -88,7 +91,7 @@ def score_rows(
                 "other": pair["h_false"],
             }
         )
-    schema = {k: v for k, v in SCORE_SCHEMA.items() if k not in ("dataset", "checkpoint", "p_answer")}
+    schema = {k: v for k, v in SCORE_SCHEMA.items() if k not in ("dataset", "checkpoint", "p_answer", "bounded")}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -114,7 +117,7 @@ def score_checkpoint(
 
     The questions of the counterexample search (q_m, q_h, the search pool) and of the sequential test (the
     test pools) are scored in two calls whose device time goes to `device_time_out` (runtime.py, Table 3)."""
-    from ..common.readout import answer_probability
+    from ..common.readout import ReadoutScores, answer_scores
 
     pools = pl.concat([pl.read_parquet(p) for p in paraphrases], how="vertical")
     audited = sorted({i for r in reports for i in pl.read_parquet(r)["pair_id"].to_list()})
@@ -141,9 +144,9 @@ def score_checkpoint(
         for name in runtime.STAGES:
             part = unique.filter(pl.col("stage") == name)
             before = runtime.computed_calls(lm)
-            p, seconds = runtime.timed(
+            read, seconds = runtime.timed(
                 lambda: (
-                    answer_probability(
+                    answer_scores(
                         lm,
                         part["question"].to_list(),
                         part["answer"].to_list(),
@@ -152,12 +155,17 @@ def score_checkpoint(
                         desc=f"{dataset} {checkpoint} {name} readout",
                     )
                     if part.height
-                    else []
+                    else ReadoutScores([], [])
                 ),
                 device,
             )
             after = runtime.computed_calls(lm)
-            probs.append(part.with_columns(pl.Series("p_answer", p, dtype=pl.Float64)))
+            probs.append(
+                part.with_columns(
+                    pl.Series("p_answer", read.p, dtype=pl.Float64),
+                    pl.Series("bounded", read.bounded, dtype=pl.Boolean),
+                )
+            )
             timings.append(
                 {
                     "dataset": dataset,
@@ -190,4 +198,14 @@ def score_checkpoint(
             device_time_out,
         )
     log.info("%s %s: %d questions (%d distinct) scored", dataset, checkpoint, rows.height, unique.height)
+    bounded = int(scored["bounded"].sum())
+    if bounded:
+        log.warning(
+            "%s %s: %d of %d probabilities rest on a bound (a label outside the endpoint's top log-probabilities): "
+            "column `bounded`, carried to the audit's deltas, records and summary",
+            dataset,
+            checkpoint,
+            bounded,
+            scored.height,
+        )
     return scored

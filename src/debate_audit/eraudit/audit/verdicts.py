@@ -45,6 +45,9 @@ DELTA_SCHEMA = {
     "p_target_m": pl.Float64,  # P_target(a_m | q_m)
     "gain": pl.Float64,  # max(kappa, p_target_m - p_base_m): the denominator
     "delta": pl.Float64,  # Delta_h = (p_base - p_target) / gain
+    # Delta rests on a bound: one of p_base, p_target, p_base_m, p_target_m does (the scores' `bounded`: a
+    # label outside a chat endpoint's top log-probabilities); False wherever every model computes its labels
+    "bounded": pl.Boolean,
 }
 
 
@@ -56,6 +59,8 @@ def compute_deltas(
     `probability_decimals` (audit.probability_decimals): the release's exact Delta of probabilities rounded to
     that many places (stats.degradation_rounded); None: the probabilities as scored."""
     keys = ["pair_id", "kind", "pool", "index"]
+    if "bounded" not in scores.columns:  # scores written before the column existed: every label was computed
+        scores = scores.with_columns(pl.lit(False).alias("bounded"))
     base = scores.filter(pl.col("checkpoint") == BASE)
     if base.is_empty():
         raise ValueError("no base scores: Delta needs P_base")
@@ -65,13 +70,25 @@ def compute_deltas(
         tgt = scores.filter(pl.col("checkpoint") == target)
         if tgt.is_empty():
             raise ValueError(f"no scores for target {target!r}")
-        joined = base.select(*keys, "question", pl.col("p_answer").alias("p_base")).join(
-            tgt.select(*keys, pl.col("p_answer").alias("p_target")), on=keys, how="inner", nulls_equal=True
+        joined = base.select(
+            *keys, "question", pl.col("p_answer").alias("p_base"), pl.col("bounded").alias("bounded_base")
+        ).join(
+            tgt.select(*keys, pl.col("p_answer").alias("p_target"), pl.col("bounded").alias("bounded_target")),
+            on=keys,
+            how="inner",
+            nulls_equal=True,
         )
+        joined = joined.with_columns((pl.col("bounded_base") | pl.col("bounded_target")).alias("bounded"))
         if joined.height != base.height:
             raise ValueError(f"{dataset}: base and {target} scores cover different questions")
-        qm = joined.filter(pl.col("kind") == "q_m").select("pair_id", p_base_m="p_base", p_target_m="p_target")
-        hidden = joined.filter(pl.col("kind") != "q_m").join(qm, on="pair_id", how="left")
+        qm = joined.filter(pl.col("kind") == "q_m").select(
+            "pair_id", p_base_m="p_base", p_target_m="p_target", bounded_m="bounded"
+        )
+        hidden = (
+            joined.filter(pl.col("kind") != "q_m")
+            .join(qm, on="pair_id", how="left")
+            .with_columns((pl.col("bounded") | pl.col("bounded_m").fill_null(False)).alias("bounded"))
+        )
         rows = []
         for _, group in hidden.group_by("pair_id", maintain_order=True):
             p_base_m, p_target_m = group["p_base_m"][0], group["p_target_m"][0]
@@ -216,6 +233,8 @@ RECORD_SCHEMA = {
     "betting_c": pl.Float64,  # truncation c of the betting bound's hedged bet
     "betting_w": pl.Float64,  # weight w of the paper's bet in its mixture
     "status": pl.Utf8,  # the paper's test: DEGRADED / CERTIFIED / BUDGET_EXHAUSTED / NOT_REACHED
+    # Deltas of this q_h (the original, the search pool, every test pool) that rest on a bound (deltas' `bounded`)
+    "n_bounded_deltas": pl.Int64,
 }
 
 SUMMARY_SCHEMA = {
@@ -247,6 +266,10 @@ SUMMARY_SCHEMA = {
     "tv_r": pl.Float64,
     "betting_c": pl.Float64,
     "betting_w": pl.Float64,
+    # Deltas resting on a bound (a chat endpoint's label outside its top-k), summed over q_h, and the q_h with
+    # one or more: summary.md says so where any is
+    "n_bounded_deltas": pl.Int64,
+    "n_qh_bounded": pl.Int64,
 }
 
 
@@ -424,6 +447,7 @@ def run_audit(
                 "betting_c": betting_c,
                 "betting_w": betting_w,
                 "status": status,
+                "n_bounded_deltas": int(group["bounded"].sum()) if "bounded" in group.columns else 0,
             }
         )
     return (
@@ -463,6 +487,8 @@ def summarize(records: pl.DataFrame, training_rows: Mapping[str, int | None] | N
         pl.col("tv_r").first(),
         pl.col("betting_c").first(),
         pl.col("betting_w").first(),
+        pl.col("n_bounded_deltas").sum(),
+        (pl.col("n_bounded_deltas") > 0).sum().alias("n_qh_bounded"),
     )
     out = out.with_columns(
         (pl.col("n_stage1_counterexample") / pl.col("n_qh")).alias("cr"),

@@ -31,6 +31,15 @@ labels " A" and " B" with `LanguageModel.choice_logprobs` (one forward pass per 
 content hash). `answer_probability` returns P[V(q) = answer] = the two-label softmax at the answer slot,
 averaged over both answer orders (answer shown as A, then as B), so position bias cancels.
 
+A model behind a chat endpoint (`source: openai`, models/api.py) has no local chat template: its endpoint
+renders the conversation. Its readout is the same user turn and prefill given as a conversation
+(`scoring_prompt`, a `ChatPrompt`), scored by `choice_scores` from the first reply token's top
+log-probabilities; a label outside them is the bound the top-k implies, flagged (`ReadoutScores.bounded`,
+the audit's `bounded` column). `auto` reads such a model as `chat` (`endpoint_readout`); `plain` cannot be
+sent (a raw text ending at "Answer:" is not a conversation) and is refused, as the config check does at
+start-up naming the key. A model with a local template scored on a server (`scoring_backend: server`) is a
+local model here: its rendered prompt goes to the server, and none of its scores is a bound.
+
 `answer_probability(..., positions=...)` scores one given order per row instead (the release's best-of-K
 selection reads one seeded order per item, selection.py).
 
@@ -46,10 +55,11 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from debate_audit.models import two_way_softmax
 from debate_audit.models.chat import ChatFormat, document_prefix, has_chat_template
+from debate_audit.models.params import ChoiceScores
 
 if TYPE_CHECKING:
     from debate_audit.models.loading import ChatModel
@@ -57,6 +67,9 @@ if TYPE_CHECKING:
 LABELS = (" A", " B")
 ANSWER_SLOT = "Answer:"
 READOUT_MODES = ("chat", "plain", "auto", "release")
+# What each readout mode reads for a model behind a chat endpoint, which renders its own template: `auto` is chat
+# (the template is the endpoint's); `plain` has no entry (a raw prompt cannot be sent as a conversation).
+ENDPOINT_READOUTS = {"auto": "chat", "chat": "chat", "release": "release"}
 PURPOSES = ("score", "train")
 INSTRUCTION = "Answer the multiple-choice question with the letter of the correct option, A or B."
 TRANSCRIPT_INSTRUCTION = (
@@ -201,6 +214,25 @@ def resolve_readout(mode: str, tokenizer: Any) -> str:
     return mode
 
 
+def endpoint_readout(mode: str, key: str = "verifier.readout") -> str:
+    """`chat` or `release` for a model behind a chat endpoint (ENDPOINT_READOUTS); `plain` is refused, naming
+    `key` (the config key that set the mode)."""
+    if mode not in READOUT_MODES:
+        raise ValueError(f"{key} must be one of {list(READOUT_MODES)}, got {mode!r}")
+    if mode not in ENDPOINT_READOUTS:
+        raise ValueError(
+            f"{key} is {mode!r}, which a model behind a chat endpoint (source openai) cannot read: its endpoint "
+            "renders a conversation, not a raw prompt; use chat, release or auto (auto reads chat)"
+        )
+    return ENDPOINT_READOUTS[mode]
+
+
+def renders_own_template(lm: Any) -> bool:
+    """Whether `lm` is behind a chat endpoint that renders its own template (models/api.py): it scores
+    conversations (`scoring_prompt` gives a `ChatPrompt`), not rendered text."""
+    return bool(getattr(lm, "renders_own_template", False))
+
+
 def tokenizer_chat(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None) -> ChatRenderer:
     """The chat renderer of a bare tokenizer (training code), identical to LanguageModel.render_chat of a model
     with these chat-template switches (models/chat.py)."""
@@ -324,7 +356,15 @@ def order_probability(logprobs_first: Sequence[float], logprobs_second: Sequence
     return 0.5 * (two_way_softmax(logprobs_first)[0] + two_way_softmax(logprobs_second)[1])
 
 
-def answer_probability(
+class ReadoutScores(NamedTuple):
+    """P[V(q) = answer] per row, and whether it rests on a bound (`bounded`): a label outside the top
+    log-probabilities a chat endpoint returned, in either order read (models/params.py, ChoiceScores)."""
+
+    p: list[float]
+    bounded: list[bool]
+
+
+def answer_scores(
     lm: ChatModel,
     questions: Sequence[str],
     answers: Sequence[str],
@@ -334,8 +374,9 @@ def answer_probability(
     readout: str = "auto",
     positions: Sequence[str] | None = None,
     desc: str = "readout",
-) -> list[float]:
-    """P[V(q) = answer] for each row: two-label softmax at the answer slot, averaged over both orders.
+) -> ReadoutScores:
+    """P[V(q) = answer] for each row: two-label softmax at the answer slot, averaged over both orders; with
+    the flag of a probability that rests on a bound (a chat endpoint's label outside its top-k).
 
     Without `transcripts` this is the standard readout (Table 1, the audit); with them each prompt holds
     its debate transcript. `readout`: chat / release / plain / auto (verifier.readout). `positions` ("A" or
@@ -348,10 +389,15 @@ def answer_probability(
         raise ValueError(f"{len(transcripts)} transcripts for {len(questions)} questions")
     if positions is not None and (len(positions) != len(questions) or set(positions) - {"A", "B"}):
         raise ValueError(f"positions must be 'A' or 'B' for each of the {len(questions)} rows")
-    tokenizer = getattr(lm, "tokenizer", None)
-    chat = renderer_for(readout, tokenizer, lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
-    wording = wording_for(readout)
-    prefix = plain_prefix(tokenizer) if chat is None else ""
+    if renders_own_template(lm):
+        # the endpoint renders the conversation: the prompt is the conversation itself (a ChatPrompt)
+        chat: ChatRenderer | None = lm.scoring_prompt
+        wording, prefix = wording_for(endpoint_readout(readout)), ""
+    else:
+        tokenizer = getattr(lm, "tokenizer", None)
+        chat = renderer_for(readout, tokenizer, lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
+        wording = wording_for(readout)
+        prefix = plain_prefix(tokenizer) if chat is None else ""
     if positions is not None:
         prompts = [
             render_prompt(
@@ -364,13 +410,46 @@ def answer_probability(
             )
             for i, (q, a, o, pos) in enumerate(zip(questions, answers, others, positions))
         ]
-        scores = lm.choice_logprobs(prompts, list(LABELS), desc=desc)
-        return [two_way_softmax(s)[0 if pos == "A" else 1] for s, pos in zip(scores, positions)]
-    prompts: list[str] = []
+        scores = _label_scores(lm, prompts, desc)
+        return ReadoutScores(
+            [two_way_softmax(s.logprobs)[0 if pos == "A" else 1] for s, pos in zip(scores, positions)],
+            [s.any_bounded for s in scores],
+        )
+    prompts = []
     for i, (q, a, o) in enumerate(zip(questions, answers, others)):
         prompts.extend(both_orders(q, a, o, None if transcripts is None else transcripts[i], chat, wording, prefix))
-    scores = lm.choice_logprobs(prompts, list(LABELS), desc=desc)
-    return [order_probability(scores[2 * i], scores[2 * i + 1]) for i in range(len(questions))]
+    scores = _label_scores(lm, prompts, desc)
+    pairs = [(scores[2 * i], scores[2 * i + 1]) for i in range(len(questions))]
+    return ReadoutScores(
+        [order_probability(first.logprobs, second.logprobs) for first, second in pairs],
+        [first.any_bounded or second.any_bounded for first, second in pairs],
+    )
+
+
+def _label_scores(lm: ChatModel, prompts: Sequence[Any], desc: str) -> list[ChoiceScores]:
+    """The labels' scores of each prompt: an endpoint's with its bound flags (`choice_scores`), a local model's
+    values (`choice_logprobs`), none of them a bound."""
+    if renders_own_template(lm):
+        return lm.choice_scores(prompts, list(LABELS), desc=desc)
+    return [ChoiceScores(list(lp), [False] * len(lp)) for lp in lm.choice_logprobs(prompts, list(LABELS), desc=desc)]
+
+
+def answer_probability(
+    lm: ChatModel,
+    questions: Sequence[str],
+    answers: Sequence[str],
+    others: Sequence[str],
+    *,
+    transcripts: Sequence[str | Transcript] | None = None,
+    readout: str = "auto",
+    positions: Sequence[str] | None = None,
+    desc: str = "readout",
+) -> list[float]:
+    """`answer_scores`' probabilities, for callers that keep no flag (Table 1, best-of-K selection). Where some
+    rest on a bound (a selector behind a chat endpoint), the endpoint's log says how many (models/api.py)."""
+    return answer_scores(
+        lm, questions, answers, others, transcripts=transcripts, readout=readout, positions=positions, desc=desc
+    ).p
 
 
 def readout_messages(question: str, option_a: str, option_b: str, mode: str) -> list[dict[str, str]]:
@@ -390,8 +469,12 @@ def readout_messages(question: str, option_a: str, option_b: str, mode: str) -> 
 
 def resolve_readout_of(mode: str, model_dir: str | Path) -> str:
     """resolve_readout for a prepared model directory, read without loading its tokenizer: `auto` is chat
-    exactly when the directory holds a chat template (chat_template.jinja, or tokenizer_config.json's)."""
+    exactly when the directory holds a chat template (chat_template.jinja, or tokenizer_config.json's); a model
+    behind a chat endpoint (its fingerprint's source openai: no files but that) reads `endpoint_readout`."""
     directory = Path(model_dir)
+    fingerprint = directory / "fingerprint.json"
+    if fingerprint.exists() and json.loads(fingerprint.read_text()).get("source") == "openai":
+        return endpoint_readout(mode)
     config = directory / "tokenizer_config.json"
     has_template = (directory / "chat_template.jinja").exists() or (
         config.exists() and bool(json.loads(config.read_text()).get("chat_template"))
