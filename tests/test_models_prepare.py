@@ -20,6 +20,7 @@ from debate_audit.models.pins import main as pins_main
 from debate_audit.models.pins import pin_file, unpinned_warnings
 from debate_audit.models.prepare import manifest_sha256
 from debate_audit.models.size import safetensors_params
+from debate_audit.runtime.job import OFFLINE_ENV
 
 REPO_ID = "test-org/tiny-llama"
 # Files a hub repository holds beside what prepare_model takes: pickled weights, a second copy of the weights
@@ -241,7 +242,9 @@ def test_prepare_model_rule_downloads_through_hf_endpoint(tmp_path, tiny_files, 
     target = "resources/models/tiny-hub/fingerprint.json"
     with LocalHub() as hub:
         commit = hub.add_commit(REPO_ID, {**tiny_files, **EXTRA})
-        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf-home")}
+        # the hub is this local server: a machine-wide HF_HUB_OFFLINE (CI's) would refuse it
+        online = {k: v for k, v in os.environ.items() if k not in OFFLINE_ENV}
+        env = {**online, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf-home")}
         dry = snakemake(workdir, "-n", target, overlays=(str(overlay),), env=env)
         assert "mem_mb=2000" in dry.stdout and "runtime=240" in dry.stdout
         assert "models.tiny-hub: revision 'main'" in dry.stdout + dry.stderr  # unpinned: warned at start-up

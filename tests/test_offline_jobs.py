@@ -16,7 +16,8 @@ def test_the_downloading_rules_are_the_workflows_prepare_rules_and_make_prefetch
     rules = {
         m.group(1) for f in (REPO / "rules").glob("*.smk") for m in re.finditer(r"^rule (\w+):", f.read_text(), re.M)
     }
-    assert DOWNLOADING_RULES == {r for r in rules if r.startswith("prepare_")}
+    # your own pairs are a local file (data/own_pairs.py reads no URL): that prepare rule runs offline too
+    assert DOWNLOADING_RULES == {r for r in rules if r.startswith("prepare_")} - {"prepare_own_pairs"}
     makefile = (REPO / "Makefile").read_text()
     prefetch = makefile[makefile.index("\nprefetch:") :].split("\n\n")[0]
     assert all(rule in prefetch for rule in DOWNLOADING_RULES)

@@ -57,7 +57,8 @@ def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     assert found["wildcards"]["model"] == judgments[0].parent.parent.name
     assert found["wildcards"]["judge"] == judgments[0].parent.name.removeprefix("judge-")
     judge = found["params"]["judge"]
-    assert found["params"]["template_id"] and judge["api_key_env"] is None
+    # the judge template by name, and the code that ran: the one rerun mechanism's fingerprint (rules/common.smk)
+    assert found["params"]["template"] == "v4" and found["params"]["library"] and judge["api_key_env"] is None
     weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]
     (model,) = found["models"]
     assert {k: model[k] for k in ("name", "directory", "weights_sha256")} == {
@@ -139,6 +140,13 @@ def test_snakefmt_is_clean():
     result = subprocess.run(
         [str(BIN / "snakefmt"), "--check", "Snakefile", "rules"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["ruff-check", "ruff-format"])
+def test_ruff_is_clean(command):
+    # what `make lint` (pre-commit's hooks) checks besides the rules, here so that CI runs it too
+    result = subprocess.run([str(BIN / "ruff"), *command, "."], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

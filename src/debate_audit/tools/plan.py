@@ -331,7 +331,7 @@ def job_hours(
     served = bool(rp.generations) and spec.generation_backend in ("vllm", "server")
     row = dataclasses.replace(rp, engine="vllm" if served else "in-process")
     _, h100 = gpu_hours(row, size)
-    gpus, _ = job_gpus(config, spec, row, size)
+    gpus, _ = job_gpus(config, spec, row, size, memory=False)
     engine = bool(rp.generations) and spec.generation_backend == "vllm"
     in_process = bool(rp.scorings or rp.train_tokens) or (bool(rp.generations) and spec.generation_backend == "local")
     load_s = size * LOAD_SECONDS_PER_B * (int(engine) + int(in_process))
@@ -422,11 +422,15 @@ def training_memory(config: dict, specs: dict[str, ModelSpec]) -> list[FinetuneM
     return rows
 
 
-def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float | None) -> tuple[int, float | None]:
+def job_gpus(
+    config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float | None, *, memory: bool = True
+) -> tuple[int, float | None]:
     """GPUs of one job of `rp.rule` with `spec`'s model and the memory each holds: a fine-tuning job's
     processes and memory.training_memory_bytes at its peak (the figure the job checks); a job whose vLLM
     engine generates, its tensor_parallel_size and the bf16 weights over them; else one GPU holding the weights
-    in-process. Served models (source openai, generation_backend server) hold nothing here."""
+    in-process. Served models (source openai, generation_backend server) hold nothing here. `memory=False`:
+    a fine-tuning job's GPUs alone, without measuring its activations (which imports torch: a workflow's
+    start-up sizes its jobs with this and must not)."""
     server_scores = spec is not None and spec.scoring_backend == "server"
     if (
         spec is None
@@ -435,9 +439,11 @@ def job_gpus(config: dict, spec: ModelSpec | None, rp: RulePlan, size_b: float |
     ):
         return 0, None
     if rp.rule == "verifier_finetune":
-        memory = finetune_memory(config, spec)
         processes = grid.distributed_settings(config["verifier"], spec.name)["processes"]
-        return processes, None if memory is None else memory.total / 2**30
+        if not memory:
+            return processes, None
+        needed = finetune_memory(config, spec)
+        return processes, None if needed is None else needed.total / 2**30
     engine = spec.generation_backend == "vllm" and (rp.generations or server_scores)
     gpus = spec.vllm.tensor_parallel_size if engine else 1
     gib = None if size_b is None else size_b * 1e9 * bytes_per_param(spec, gpu=True) / gpus / 2**30
