@@ -1,6 +1,6 @@
 """`snakemake --lint` with one finding accepted: the rules name no conda environment or container.
 
-The project's software is the environment `make install` builds from constraints.txt (README.md,
+The project's software is the environment `make install` builds from constraints.txt (docs/reproducing.md,
 "Reproducing an environment"); a conda environment per rule could not be built or tested on the machines
 this project is developed on (the conda channels are out of reach), so the rules declare none rather than one
 nobody has run. Every other lint fails, and so does a workflow Snakemake cannot parse.

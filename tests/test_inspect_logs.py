@@ -162,3 +162,11 @@ def test_inspect_lists_and_dumps_the_logs(logs):
         timeout=300,
     )
     assert dumped.returncode == 0 and '"task": "cwpor"' in dumped.stdout, dumped.stderr[-2000:]
+
+
+def test_a_run_without_trained_verifiers_or_audits_writes_no_such_log():
+    # ER-Audit part 1 off (config/audit-models-only.yaml): no readouts and no trained audit to export
+    from debate_audit.views.inspect_logs import audit_logs, verifiers_logs
+
+    assert verifiers_logs(readouts=[], pairs={}, readout={}) == []
+    assert audit_logs(audits={}, readout={}) == []

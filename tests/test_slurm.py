@@ -3,7 +3,7 @@
 The cluster test runs a subset of the smoke workflow (CW-POR up to its debates, ER-Audit up to the debate
 candidates of QuALITY-H and V_base's evaluation on both datasets: 11 jobs, 5 of them model-bound, at most
 three deep, so that the run's length is a few job start-ups rather than CW-POR's whole chain) with
-`snakemake --workflow-profile` and a profile derived from profiles/slurm the way README.md tells a site to,
+`snakemake --workflow-profile` and a profile derived from profiles/slurm the way docs/cluster.md tells a site to,
 then checks in SLURM's accounting where each job ran and what it held, and that every output equals the
 local smoke run's (the session's smoke_run, shared with tests/test_workflow.py). A second, one-job run with
 a site copy of profiles/slurm-cpu puts a model job on the cpu partition without a GPU.
@@ -287,7 +287,7 @@ def slurm_cluster(tmp_path_factory):
 
 
 def site_profile(workdir: Path, shipped: str) -> str:
-    """What README.md tells a site to do: copy profiles/<shipped> and set the account (partitions: cpu, gpu)."""
+    """What docs/cluster.md tells a site to do: copy profiles/<shipped> and set the account (partitions: cpu, gpu)."""
     profile = load_profile(shipped)
     profile["default-resources"]["slurm_account"] = ACCOUNT
     # Test cluster only: react to finished jobs within seconds, fail at once, keep the plugin's job logs.

@@ -243,7 +243,9 @@ def verifiers_logs(
 ) -> list:
     """One log per architecture of its verifiers' readouts (verifier_evaluate's eval.parquet files). `pairs`:
     dataset -> its prepared pairs (question texts and answers); `readout`: architecture -> its resolved
-    readout mode (chat, release or plain)."""
+    readout mode (chat, release or plain). None where no verifier was trained (ER-Audit part 1 off)."""
+    if not readouts:
+        return []
     texts = pl.concat(
         [
             pl.read_parquet(p)
