@@ -20,6 +20,7 @@ from debate_audit.runtime.provenance import save_figure  # noqa: E402
 
 from ..common.grid import LABEL_SCHEMA, panel  # noqa: E402
 from ..common.verifiers import color, label, untrained  # noqa: E402
+from .power import CHARACTERISTIC_SCHEMA  # noqa: E402
 from .stats import BOUNDS  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -433,6 +434,15 @@ def audit_figures(
             table.write_csv(characteristic_csv)
         text += power_section(table, _read(stability) if stability else None)
         figures += 1
+    else:
+        # audit_power plans the trained grid's audits; with none (only models you bring) the declared outputs
+        # say so rather than go missing
+        empty_figure(
+            [p for p in (characteristic_png, characteristic_svg) if p],
+            "No operating characteristic: it is computed for the audits of the verifiers this workflow trains",
+        )
+        if characteristic_csv:
+            pl.DataFrame(schema=CHARACTERISTIC_SCHEMA).write_csv(characteristic_csv)
     Path(report_md).write_text("\n".join(text))
     log.info("wrote %s and %d figures (headline bound: %s)", report_md, figures, headline)
 
@@ -443,6 +453,14 @@ CHARACTERISTIC_QUANTITIES = (
     ("P(certify), paper's bound", "p_certify_paper"),
     ("P(certify), betting bound", "p_certify_betting"),
 )
+
+
+def empty_figure(out: Sequence[str | Path], message: str) -> None:
+    """A figure that says why it has nothing to show."""
+    fig, ax = plt.subplots(figsize=(6.4, 2.4))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    _save(fig, out)
 
 
 def plot_operating_characteristic(table: pl.DataFrame, out: str | Path | Sequence[str | Path]) -> None:
