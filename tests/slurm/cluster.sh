@@ -185,6 +185,13 @@ EOF
     echo "$SLURM_CONF" >"$STATE/system-conf-link"
 
     launch slurmdbd slurmdbd -D
+    # slurmdbd 24.11 with MariaDB 11.8 (Debian 13) can exit on its first connection to a fresh server
+    # ("5027 Number of columns in result (=1) set execeeds maxmimum ... (=0)"); a second start connects.
+    sleep 3
+    if ! kill -0 "$(awk '$1 == "slurmdbd" {p = $2} END {print p}' "$STATE/pids")" 2>/dev/null; then
+        echo "cluster.sh: slurmdbd exited at once ($(grep -m1 -o 'error: .*' "$STATE/log/slurmdbd.log" || true)); starting it again"
+        launch slurmdbd slurmdbd -D
+    fi
     wait_for slurmdbd "$STATE/log/slurmdbd.log" "sacctmgr -n list cluster"
     sacctmgr -i add cluster "$CLUSTER" >/dev/null
     sacctmgr -i add account "$ACCOUNT" description=test organization=test >/dev/null
