@@ -695,9 +695,9 @@ CONFIG_ERRORS = [
         "models.srv.base_url: source 'openai' needs the server's URL",
     ),
     (
-        "openai without key variable",
-        {"models/srv": OPENAI, "cwpor/judge_model": "srv"},
-        "models.srv.api_key_env: source 'openai' needs the name of the variable",
+        "provider model without key variable",
+        {"models/srv": {**OPENAI, "provider": "openai", "base_url": "http://h/v1"}, "cwpor/judge_model": "srv"},
+        "models.srv.api_key_env: a provider model (openai) needs the name of the variable holding its key",
     ),
     (
         "openai judge with a reply prefilled slot by slot",

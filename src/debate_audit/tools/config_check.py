@@ -159,12 +159,14 @@ def _model_errors(name: str, entry: dict[str, Any]) -> list[str]:
     if batch != "auto" and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         errors.append(f"{key}.batch_size: {batch!r} must be a positive integer or 'auto'")
     if entry.get("source") == "openai":
-        for needed, what in (
-            ("base_url", "the server's URL"),
-            ("api_key_env", "the name of the variable holding its key"),
-        ):
-            if not entry.get(needed):
-                errors.append(f"{key}.{needed}: source 'openai' needs {what}")
+        if not entry.get("base_url"):
+            errors.append(f"{key}.base_url: source 'openai' needs the server's URL")
+        # a hosted provider always takes a key; a server of your own (a local vLLM) may take none
+        if entry.get("provider") and not entry.get("api_key_env"):
+            errors.append(
+                f"{key}.api_key_env: a provider model ({entry['provider']}) needs the name of the variable "
+                "holding its key"
+            )
     if entry.get("base_url"):
         scheme = url_scheme(entry["base_url"])
         if scheme not in URL_SCHEMES:
