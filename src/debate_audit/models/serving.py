@@ -308,7 +308,9 @@ def _healthy(base: str) -> bool:
 
 
 def _die_with_parent() -> None:
-    """In the engine's process, before exec: SIGTERM when the job that started it dies (even by SIGKILL)."""
+    """In the engine's process, before exec: SIGTERM when the job that started it dies (even by SIGKILL).
+    Linux sends it when the *thread* that started the engine exits: start an engine from a thread that
+    outlives it (a job's main thread does; a pool thread that finishes kills it)."""
     PR_SET_PDEATHSIG = 1
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
