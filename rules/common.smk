@@ -17,13 +17,8 @@ from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.models.spec import ModelSpec
 from debate_audit.runtime.provenance import code_fingerprint
 from debate_audit.runtime.runs import run_root
-from debate_audit.runtime.sizing import (
-    ClusterSettings,
-    JobTimes,
-    job_cpus,
-    job_minutes,
-    model_job_cpus,
-)
+from debate_audit.runtime.cluster import ClusterSettings
+from debate_audit.runtime.sizing import JobTimes, job_cpus, job_minutes, model_job_cpus
 from debate_audit.tools.config_check import (
     check_output_paths,
     dataset_source,

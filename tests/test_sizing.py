@@ -12,15 +12,8 @@ import pytest
 import yaml
 
 from debate_audit.models.spec import ModelSpec
-from debate_audit.runtime.sizing import (
-    CACHE_VARIABLES,
-    ClusterSettings,
-    JobTimes,
-    cache_environment,
-    job_cpus,
-    job_minutes,
-    model_job_cpus,
-)
+from debate_audit.runtime.cluster import CACHE_VARIABLES, ClusterSettings, cache_environment
+from debate_audit.runtime.sizing import JobTimes, job_cpus, job_minutes, model_job_cpus
 from debate_audit.tools.plan import LOAD_SECONDS_PER_B, VLLM_THROUGHPUT, load_config
 
 REPO = Path(__file__).resolve().parents[1]

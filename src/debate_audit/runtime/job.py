@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from debate_audit.runtime.cluster import ClusterSettings, cache_environment
 from debate_audit.runtime.gpu_slots import pinned
 from debate_audit.runtime.provenance import rule_provenance
-from debate_audit.runtime.sizing import ClusterSettings, cache_environment
 
 
 @contextlib.contextmanager
@@ -52,7 +52,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
     """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
     which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES;
-    vLLM's, Triton's and the hub's caches on scratch (config `cluster.cache_dir`, runtime/sizing.py); on a
+    vLLM's, Triton's and the hub's caches on scratch (config `cluster.cache_dir`, runtime/cluster.py); on a
     local machine with GPUs, the job's `gpu` resource pinned to GPUs of its own (gpu_slots.py)."""
 
     offline = snakemake.rule not in DOWNLOADING_RULES

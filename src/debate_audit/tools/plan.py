@@ -344,7 +344,8 @@ def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePla
     them), computed as the workflow computes them (runtime/sizing.py, with the models prepared under
     resources/models/ where they are)."""
     from debate_audit.cwpor.jobs import job_wildcards
-    from debate_audit.runtime.sizing import ClusterSettings, JobTimes, job_cpus, job_minutes, model_job_cpus
+    from debate_audit.runtime.cluster import ClusterSettings
+    from debate_audit.runtime.sizing import JobTimes, job_cpus, job_minutes, model_job_cpus
 
     settings = ClusterSettings.from_config(config)
     times = JobTimes.from_config(config, {name: Path("resources/models") / name for name in specs})
@@ -932,7 +933,7 @@ def render_training(training: Sequence[FinetuneMemory]) -> str:
 
 def render_job_sizes(plan: Plan, sized: Sequence[RulePlan]) -> str:
     """What each model-bound job asks the scheduler for besides memory (runtime/sizing.py, config `cluster`)."""
-    from debate_audit.runtime.sizing import ClusterSettings
+    from debate_audit.runtime.cluster import ClusterSettings
 
     settings = plan.cluster or ClusterSettings()
     header = ["rule", "model", "jobs (whole rule)", "GPUs per job", "CPUs per job", "time limit (min), longest job"]
