@@ -213,7 +213,10 @@ class CompletionsBackend:
                     for future in finished:
                         done[running.pop(future)] = future.result()
                     if len(done) >= self.concurrency or not running:
-                        on_finished(done)
+                        # one wait may return more than a group (a busy caller): hand them over a group at a time
+                        items = list(done.items())
+                        for start in range(0, len(items), self.concurrency):
+                            on_finished(dict(items[start : start + self.concurrency]))
                         done = {}
             except Exception:
                 # keep every result that arrives: the requests already sent finish, the rest are dropped
