@@ -17,10 +17,17 @@ validate(config, "config/schema.yaml")  # fills in the schema's defaults
 report: "report/workflow.rst"
 
 
-include: "rules/common.smk"
+# The names the stages share, then the stages. include: runs each file in order in one namespace, so a file's
+# top level may use only what the files above it define (a function's body reads names when it is called).
+include: "rules/paths.smk"
+include: "rules/model_refs.smk"
+include: "rules/grid.smk"
+include: "rules/job_sizes.smk"
+include: "rules/stage_inputs.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"
 include: "rules/cwpor.smk"
+include: "rules/cwpor_analysis.smk"
 include: "rules/debate.smk"
 include: "rules/verifier.smk"
 include: "rules/paraphrase.smk"

@@ -11,7 +11,7 @@ AUDIT_OUT = f"{RESULTS}/er_audit/audit"
 # audits of models you bring (rules/audited_models.smk): <audit>/<dataset>/ below it
 BROUGHT_OUT = f"{AUDIT_OUT}/models"
 # The planned audits (one per architecture x dataset x setting: length, L_qh weight) and the checkpoints
-# their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/common.smk).
+# their audit_scores jobs read (AUDIT_SETTING_CELLS, AUDIT_SCORE_CELLS in rules/grid.smk).
 
 
 # AuditSettings fields (eraudit/audit/verdicts.py); the sweep grids go to audit_sweeps only, so changing one reruns the
@@ -274,7 +274,7 @@ rule audit_figures:
 
 
 # Table 3: GPU-seconds per hidden question from the scoring jobs' device time and the audits' records, and
-# wall time per job from this run's benchmark records only (runtime_benchmarks in rules/common.smk).
+# wall time per job from this run's benchmark records only (runtime_benchmarks in rules/stage_inputs.smk).
 rule audit_runtime:
     input:
         report=f"{AUDIT_OUT}/summary.md",

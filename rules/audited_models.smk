@@ -1,4 +1,4 @@
-# Audits of models you bring (config `audited_models`, eraudit/audit/brought.py): a base and its targets, models
+# Audits of models you bring (config `audited_models`, eraudit/common/brought.py): a base and its targets, models
 # this workflow did not train, through the trained verifiers' stages: the same paraphrase pools of each dataset,
 # the same scoring, statistics and sweeps (the same scripts and library), and the same figures, summary, Table 3,
 # browser and inspect logs (rules/audit.smk, rules/browse.smk read these cells too). Outputs under

@@ -6,7 +6,7 @@
 from debate_audit.eraudit.common.verifiers import VARIANTS as VERIFIER_VARIANTS
 
 # FinetuneSettings fields, passed as params so a changed setting retrains (loss_weights and lora: per
-# checkpoint, finetune_settings in rules/common.smk).
+# checkpoint, finetune_settings in rules/stage_inputs.smk).
 FINETUNE_KEYS = ["epochs", "max_steps", "learning_rate", "batch_size", "grad_accum"]
 FINETUNE_KEYS += ["max_length", "max_target_tokens", "seed", "lm_target"]
 FINETUNE_KEYS += ["gradient_checkpointing", "warmup_steps", "lr_schedule", "qh_readout"]

@@ -12,7 +12,10 @@ from snakemake.utils import update_config
 from debate_audit.models.calls import RulePlan
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
-from debate_audit.tools.plan import build_plan, gpu_hours, load_config, model_calls, plan_json, render
+from debate_audit.tools.plan import build_plan, load_config
+from debate_audit.tools.plan_counts import model_calls
+from debate_audit.tools.plan_hours import gpu_hours
+from debate_audit.tools.plan_report import plan_json, render
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -180,7 +183,7 @@ def test_plan_prints_each_architectures_fine_tuning_memory_term_by_term(config):
 
 
 def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_names_the_source(config):
-    from debate_audit.tools.plan import VLLM_THROUGHPUT
+    from debate_audit.tools.plan_hours import VLLM_THROUGHPUT
 
     rp = RulePlan("cwpor_debate", model="m", generations=10, new_tokens=1e6)
     in_process = gpu_hours(rp, 8.03)[0]
@@ -197,7 +200,7 @@ def test_generations_by_vllm_count_at_its_published_throughput_and_the_plan_name
 def test_the_json_plan_gives_each_model_job_its_gpus_and_memory_per_gpu(config):
     import json
 
-    from debate_audit.tools.plan import plan_json
+    from debate_audit.tools.plan_report import plan_json
 
     plan = json.loads(
         plan_json(build_plan(config, {"verifier_finetune": 18, "debate_generate": 4, "verifier_evaluate": 3}, None))
@@ -226,7 +229,7 @@ def test_gcg_jobs_cost_their_gradients_and_exact_scores_on_one_gpu(config):
     (2 + 8 steps x 64 proposals) exact scorings and 8 gradient passes per task; the default plans none."""
     import json
 
-    from debate_audit.tools.plan import plan_json
+    from debate_audit.tools.plan_report import plan_json
 
     sizes = stats()
     gcg, db = [rp for rp in model_calls(config, sizes) if rp.rule == "debate_gcg"], config["debate"]
@@ -263,7 +266,8 @@ def api_config(tmp_path, monkeypatch, prices):
 def test_api_models_get_calls_tokens_and_cost_from_the_price_table(tmp_path, monkeypatch):
     import json
 
-    from debate_audit.tools.plan import NOMINAL, plan_json
+    from debate_audit.tools.plan_counts import NOMINAL
+    from debate_audit.tools.plan_report import plan_json
 
     config = api_config(tmp_path, monkeypatch, PRICES)
     plan = build_plan(config, {"paraphrase_search": 2, "paraphrase_test": 4}, None)
@@ -396,7 +400,7 @@ def test_the_pools_for_the_target_are_priced_where_prices_are_set(tmp_path, monk
 
 
 def test_an_endpoint_judge_counts_a_one_token_scoring_call_per_judgment_and_one_without_logprobs_none(config):
-    from debate_audit.tools.plan import job_gpus
+    from debate_audit.tools.plan_memory import job_gpus
 
     config["models"]["gpt-judge"] = {
         "source": "openai",
@@ -450,7 +454,7 @@ HOSTED = {
 def test_a_hosted_audit_is_priced_as_one_token_scoring_calls_with_the_one_letter_instruction(tmp_path, monkeypatch):
     from debate_audit.models.api import ONE_LETTER
     from debate_audit.models.calls import tokens
-    from debate_audit.tools.plan import dataset_stats
+    from debate_audit.tools.plan_counts import dataset_stats
 
     monkeypatch.chdir(REPO)
     overlay = {

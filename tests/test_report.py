@@ -21,7 +21,7 @@ def declared_captions() -> set[str]:
     for smk in sorted((REPO / "rules").glob("*.smk")):
         text = smk.read_text()
         for name in re.findall(r'caption=f?"\.\./report/captions/([^"]+)"', text):
-            if "{figure}" in name:  # cwpor.smk: one caption per entry of CWPOR_FIGURES
+            if "{figure}" in name:  # cwpor_analysis.smk: one caption per entry of CWPOR_FIGURES
                 block = re.search(r"CWPOR_FIGURES = \[(.*?)\]", text, re.S).group(1)
                 names |= {name.replace("{figure}", f) for f in re.findall(r'"(\w+)"', block)}
             else:

@@ -1,4 +1,4 @@
-"""What model-bound jobs ask a scheduler for besides GPUs and memory (runtime/sizing.py, config `cluster`): cores
+"""What model-bound jobs ask a scheduler for besides GPUs and memory (tools/job_sizes.py, config `cluster`): cores
 as vLLM sizes an engine, time limits from `make plan`'s estimate that retries scale, and caches on scratch."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import yaml
 
 from debate_audit.models.spec import ModelSpec
 from debate_audit.runtime.cluster import CACHE_VARIABLES, ClusterSettings, cache_environment
-from debate_audit.runtime.sizing import JobTimes, job_cpus, job_minutes, model_job_cpus
-from debate_audit.tools.plan import LOAD_SECONDS_PER_B, VLLM_THROUGHPUT, load_config
+from debate_audit.tools.job_sizes import JobTimes, job_cpus, job_minutes, model_job_cpus
+from debate_audit.tools.plan import load_config
+from debate_audit.tools.plan_hours import LOAD_SECONDS_PER_B, VLLM_THROUGHPUT
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = [str(REPO / "config/config.yaml"), str(REPO / "config/paper.yaml")]

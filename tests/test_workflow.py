@@ -57,7 +57,7 @@ def test_model_bound_outputs_record_the_run_that_wrote_them(smoke_run):
     assert found["wildcards"]["model"] == judgments[0].parent.parent.name
     assert found["wildcards"]["judge"] == judgments[0].parent.name.removeprefix("judge-")
     judge = found["params"]["judge"]
-    # the judge template by name, and the code that ran: the one rerun mechanism's fingerprint (rules/common.smk)
+    # the judge template by name, and the code that ran: the one rerun mechanism's fingerprint (rules/stage_inputs.smk)
     assert found["params"]["template"] == "v4" and found["params"]["library"] and judge["api_key_env"] is None
     weights = json.loads((workdir / judge["directory"] / "fingerprint.json").read_text())["weights_sha256"]
     (model,) = found["models"]

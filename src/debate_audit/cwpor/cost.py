@@ -15,7 +15,7 @@ from .roles import role_model
 
 
 def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:
-    """Calls and tokens of the CW-POR rules over the whole run (`stats`: dataset sizes, tools/plan.py)."""
+    """Calls and tokens of the CW-POR rules over the whole run (`stats`: dataset sizes, tools/plan_counts.py)."""
     plans: list[RulePlan] = []
     cw = config["cwpor"]
     n_q = min(stats["truthfulqa"]["n"], cw["subset"] or stats["truthfulqa"]["n"])

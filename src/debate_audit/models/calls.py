@@ -27,10 +27,10 @@ class RulePlan:
     engine: str = "in-process"  # who generates: the in-process loop, or vLLM (generation_backend vllm / server)
     gpu_hours_h200: float = 0.0
     gpu_hours_h100: float = 0.0
-    gpus: int = 0  # GPUs one job of the rule asks for (rules/common.smk: generation_gpu, finetune_processes)
+    gpus: int = 0  # GPUs one job of the rule asks for (rules/job_sizes.smk: generation_gpu, finetune_processes)
     gpu_gib: float | None = None  # planned memory per GPU before activations / key-value cache
-    cpus: int = 0  # cores one job asks for (runtime/sizing.py; the most of the rule's jobs with this model)
-    runtime_min: int = 0  # time limit of one job, first attempt (runtime/sizing.py; the longest such job)
+    cpus: int = 0  # cores one job asks for (tools/job_sizes.py; the most of the rule's jobs with this model)
+    runtime_min: int = 0  # time limit of one job, first attempt (tools/job_sizes.py; the longest such job)
     # The wildcard values of the one job whose calls these are (a stage's cost.py counts them per job; `make
-    # plan` adds the rows up per rule and model, runtime/sizing.py gives each job the time its rows take).
+    # plan` adds the rows up per rule and model, tools/job_sizes.py gives each job the time its rows take).
     cell: dict[str, str] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Memory a model-bound job needs, planned before it runs: host memory (every job's `mem_mb`, rules/common.smk;
+"""Memory a model-bound job needs, planned before it runs: host memory (every job's `mem_mb`, rules/job_sizes.smk;
 a fine-tune's from what its processes hold) and the GPU memory of a fine-tuning job, term by term (`make plan`
 and the job's own check before loading: one function each, so the plan and the check cannot disagree;
 tests/test_training_memory.py holds the GPU figure against the measured peak of tiny fine-tunes)."""
@@ -184,7 +184,7 @@ class TrainingSetup:
     @classmethod
     def of(cls, settings: Mapping[str, Any], *, processes: int | None = None, with_qh: bool = True) -> TrainingSetup:
         """From a fine-tune's settings (FinetuneSettings as a dict, or config `verifier` with an
-        architecture's `lora` and `distributed` settings resolved: rules/common.smk finetune_settings)."""
+        architecture's `lora` and `distributed` settings resolved: rules/stage_inputs.smk finetune_settings)."""
         lora = settings.get("lora", False)
         return cls(
             lora=bool(lora.get("enabled")) if isinstance(lora, Mapping) else bool(lora),

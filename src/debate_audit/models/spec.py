@@ -7,11 +7,11 @@ A spec holds two kinds of settings (`NUMBER_KEYS`, `RUN_KEYS`):
   (chat_template_kwargs). The first (`FILE_KEYS`) enter `prepare_model`'s params and the prepared
   directory's fingerprint.json, which every model-bound rule takes as an input: changing one prepares the
   model again and reruns everything that used it. The template switches change the prompts, not the files:
-  they rerun what used the model (a tracked param, rules/common.smk `model_numbers`) without preparing it.
+  they rerun what used the model (a tracked param, rules/model_refs.smk `model_numbers`) without preparing it.
   So do a hosted model's `provider` and `request` (what its API is asked: models/api.py) and an endpoint's
   `logprobs` (whether it returns log-probabilities: a CW-POR judge without them has no LLC).
 - how the model runs: device, batch size, generation and scoring backends, server URL and key variable,
-  requests in flight, vLLM engine settings. They reach the rules as params Snakemake does not track (rules/common.smk,
+  requests in flight, vLLM engine settings. They reach the rules as params Snakemake does not track (rules/model_refs.smk,
   `model_ref`), so changing one reruns nothing: on a CPU the in-process results are the same bits at any
   batch size (models/decoding.py), and the call cache keeps each backend's generations apart
   (models/serving.py).

@@ -1,6 +1,6 @@
 """Config `cluster` (`ClusterSettings`), and where a job's engines keep their caches: every job sets them
 (runtime/job.py), so this module imports nothing of the library; what a job asks a scheduler for is
-runtime/sizing.py."""
+tools/job_sizes.py."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Config key `run` unset (null): the paths as they always were (results/, logs/, b
 resources/verifiers/). Set to NAME: the same paths under runs/NAME/, so two configurations keep their
 results side by side. What does not depend on the configuration stays shared by every run: the prepared
 models (resources/models/<name>, keyed by their spec) and the model-call cache (config key `cache`, keyed by
-call). rules/common.smk builds every path from `run_root`; `make compare` (compare.py) reads a run's
+call). rules/paths.smk builds every path from `run_root`; `make compare` (compare.py) reads a run's
 results through `results_dir`.
 """
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from debate_audit.cwpor import roles
 from debate_audit.data.io import URL_SCHEMES, url_scheme
-from debate_audit.eraudit.audit.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common import grid
+from debate_audit.eraudit.common.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common.readout import ENDPOINT_READOUTS, READOUT_MODES
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec, no_logprobs

@@ -1,4 +1,4 @@
-"""Audits of models you bring (config `audited_models`, eraudit/audit/brought.py; rules/audited_models.smk)."""
+"""Audits of models you bring (config `audited_models`, eraudit/common/brought.py; rules/audited_models.smk)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from debate_audit.eraudit.audit import figures
-from debate_audit.eraudit.audit.brought import BroughtAudit
 from debate_audit.eraudit.audit.verdicts import AuditSettings
 from debate_audit.eraudit.common import verifiers
+from debate_audit.eraudit.common.brought import BroughtAudit
 from debate_audit.tools.config_check import config_errors
 
 REPO = Path(__file__).resolve().parents[3]

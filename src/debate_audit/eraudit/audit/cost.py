@@ -12,9 +12,9 @@ import math
 from debate_audit.models.calls import RulePlan, tokens
 
 from ..common import grid
+from ..common.brought import brought_audits
 from ..common.shape import audit_shapes, item_shapes
 from ..paraphrase import cost as paraphrase_cost
-from .brought import brought_audits
 
 
 def calls(config: dict, stats: dict[str, dict[str, float]]) -> list[RulePlan]:

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from debate_audit.models.calls import tokens
 
 from . import grid
+from .brought import audit_datasets
 
 
 @dataclass(frozen=True)
 class ItemShape:
-    """One ER-Audit dataset as the plan sees it (`stats`: its size and mean words, tools/plan.py)."""
+    """One ER-Audit dataset as the plan sees it (`stats`: its size and mean words, tools/plan_counts.py)."""
 
     dataset: str
     n_items: float  # pairs the run reads (debate.max_items)
@@ -47,9 +48,7 @@ class AuditShape:
 
 def audit_shapes(config: dict, stats: dict[str, dict[str, float]]) -> list[AuditShape]:
     """The trained datasets as item_shapes sees them, then the datasets only audits of models you bring use
-    (eraudit/audit/brought.py): all their pairs up to paraphrase.max_pairs."""
-    from ..audit.brought import audit_datasets
-
+    (eraudit/common/brought.py): all their pairs up to paraphrase.max_pairs."""
     shapes = {s.dataset: AuditShape(s.dataset, s.question_words, s.pairs) for s in item_shapes(config, stats)}
     max_pairs = config["paraphrase"]["max_pairs"]
     for dataset in audit_datasets(config):

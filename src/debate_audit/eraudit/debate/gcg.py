@@ -631,5 +631,5 @@ def optimise_candidates(
 
 
 # The code of this module: a cached result is reused only by the code that computed it (the rule itself reruns
-# on any change of the library its script reaches, rules/common.smk library_code).
+# on any change of the library its script reaches, rules/stage_inputs.smk library_code).
 GCG_CODE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

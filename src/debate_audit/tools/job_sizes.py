@@ -15,7 +15,7 @@ on a GPU node goes into `cpus_per_task`, which the local scheduler ignores (`job
   batch and copy for it: `cpus.per_gpu` cores per GPU (4; a fine-tuning process whose optimizer step runs on
   the host, `verifier.distributed.cpu_offload`, `cpus.offload_per_gpu`).
 
-Time limit (`runtime`, minutes): `make plan`'s estimate of the job (tools/plan.py: its calls and tokens as its
+Time limit (`runtime`, minutes): `make plan`'s estimate of the job (tools/plan_hours.py: its calls and tokens as its
 stage's cost.py counts them, at the H100 throughput, its GPUs sharing the work, plus loading the weights and
 starting its engine), times `runtime.margin` (the estimate's stated uncertainty is x0.5 to x2), never below
 `runtime.min_minutes`, and times Snakemake's `attempt`: a job killed at its limit is retried (the profile's
@@ -25,14 +25,16 @@ starting its engine), times `runtime.margin` (the estimate's stated uncertainty 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from debate_audit.eraudit.common import grid
+from debate_audit.models.calls import RulePlan
+from debate_audit.models.spec import ModelSpec
 from debate_audit.runtime.cluster import ClusterSettings
-
-if TYPE_CHECKING:
-    from debate_audit.models.spec import ModelSpec
+from debate_audit.tools.plan_counts import dataset_stats, model_calls
+from debate_audit.tools.plan_hours import job_hours
 
 
 def job_cpus(settings: ClusterSettings, *, engine_gpus: int = 0, compute_gpus: int = 0, offload: bool = False) -> int:
@@ -72,9 +74,9 @@ def matches(cell: Mapping[str, str], wildcards: Mapping[str, str]) -> bool:
 
 
 class JobTimes:
-    """Per job of a configuration, the hours `make plan` estimates (tools/plan.py `job_hours`), looked up by
+    """Per job of a configuration, the hours `make plan` estimates (tools/plan_hours.py `job_hours`), looked up by
     rule and wildcards. Built once per workflow (`from_config`) from the configured dataset files, else the
-    nominal sizes (plan.NOMINAL), and the models' sizes: the prepared directory's weights where there are
+    nominal sizes (plan_counts.NOMINAL), and the models' sizes: the prepared directory's weights where there are
     some, else the model card's."""
 
     def __init__(self, rows: Mapping[str, list[tuple[dict[str, str], str, float, float]]]):
@@ -82,9 +84,6 @@ class JobTimes:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], model_dirs: Mapping[str, str | Path] | None = None) -> JobTimes:
-        from debate_audit.models.spec import ModelSpec
-        from debate_audit.tools.plan import dataset_stats, job_hours, model_calls
-
         config = dict(config)
         stats, _ = dataset_stats(config, None)
         specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
@@ -107,3 +106,31 @@ class JobTimes:
     def cells(self, rule: str) -> list[dict[str, str]]:
         """The jobs of `rule` the plan counts, as wildcard values."""
         return list({tuple(sorted(c.items())): c for c, *_ in self.rows.get(rule, [])}.values())
+
+
+def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePlan]) -> Any:
+    """Set each (rule, model) row's `cpus` and `runtime_min`: what its jobs ask the scheduler for (the most of
+    them), computed as the workflow computes them (the functions above, with the models prepared under
+    resources/models/ where they are)."""
+    from debate_audit.cwpor.jobs import job_wildcards
+
+    settings = ClusterSettings.from_config(config)
+    times = JobTimes.from_config(config, {name: Path("resources/models") / name for name in specs})
+    for rp in rules:
+        spec = specs.get(rp.model)
+        if spec is None:
+            continue
+        if rp.rule == "verifier_finetune":
+            shards = grid.distributed_settings(config["verifier"], rp.model)
+            rp.cpus = job_cpus(settings, compute_gpus=shards["processes"], offload=shards["cpu_offload"])
+        else:
+            rp.cpus = model_job_cpus(settings, [spec], scores=rp.scorings > 0, generates=rp.generations > 0)
+        jobs = {
+            tuple(sorted(job_wildcards(config, rp.rule, cell).items()))
+            for cell, model, *_ in times.rows.get(rp.rule, [])
+            if model == rp.model
+        }
+        rp.runtime_min = max(
+            (job_minutes(settings, times.hours(rp.rule, dict(job))) for job in jobs), default=settings.min_runtime
+        )
+    return settings

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..common import verifiers
+from . import verifiers
 
 # The names of the workflow's own verifiers: a target named so would be drawn and read as one of them.
 RESERVED_NAMES = tuple(verifiers.VERIFIERS)
