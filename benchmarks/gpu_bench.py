@@ -32,17 +32,22 @@ from prompts import generation_messages, scoring_prompts  # noqa: E402
 
 from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
 from debate_audit.models.decoding import left_pad  # noqa: E402
+from debate_audit.models.size import known_widths  # noqa: E402
 
 LABELS = [" A", " B"]
-EIGHT_B = dict(
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_hidden_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    head_dim=128,
-    vocab_size=128256,
-    tie_word_embeddings=False,
+# Llama-3.1-8B-Instruct at the widths `make plan` prices
+EIGHT_B = known_widths(
+    "meta-llama/Llama-3.1-8B-Instruct",
+    (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+        "tie_word_embeddings",
+    ),
 )
 
 

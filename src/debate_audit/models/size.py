@@ -101,6 +101,20 @@ KNOWN_CONFIGS: dict[str, dict] = {
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
 
 
+def known_widths(model_id: str, keys: tuple[str, ...]) -> dict:
+    """The published `keys` of a model the paper audits (KNOWN_CONFIGS; a composite model's text config): the
+    widths the device check and the GPU benchmark build, so that they measure the shape `make plan` prices."""
+    config = KNOWN_CONFIGS[model_id]
+    config = config.get("text_config", config)
+    widths = {key: config[key] for key in keys if key in config}
+    if "head_dim" in keys and "head_dim" not in widths:  # Llama's config.json leaves it to hidden / heads
+        widths["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
+    missing = [key for key in keys if key not in widths]
+    if missing:
+        raise KeyError(f"KNOWN_CONFIGS[{model_id!r}] has no {', '.join(missing)}")
+    return widths
+
+
 def params_from_config(config: dict) -> float:
     """Parameters (billions) of what AutoModelForCausalLM loads from a checkpoint with this config.json: the
     class it picks (the one finetune.py and models/lm.py load) built on the meta device, no memory and no

@@ -45,18 +45,25 @@ from typing import Any
 
 import torch
 
-# Llama-3.1-8B-Instruct's config.json (the paper's Llama-8B verifier)
-LLAMA_8B = dict(
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_hidden_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    head_dim=128,
-    vocab_size=128256,
-    tie_word_embeddings=False,
-    max_position_embeddings=8192,
-)
+from debate_audit.models.size import known_widths
+
+# The paper's Llama-8B verifier at the widths `make plan` prices (size.KNOWN_CONFIGS), 8,192 positions
+LLAMA_8B = {
+    **known_widths(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "vocab_size",
+            "tie_word_embeddings",
+        ),
+    ),
+    "max_position_embeddings": 8192,
+}
 TINY_LLAMA = dict(
     hidden_size=64,
     intermediate_size=128,
@@ -68,27 +75,36 @@ TINY_LLAMA = dict(
     tie_word_embeddings=False,
     max_position_embeddings=1024,
 )
-# gpt-oss-20b's widths (its config.json, size.KNOWN_CONFIGS); Qwen3.5-9B's text widths
-GPT_OSS_20B = dict(
-    hidden_size=2880,
-    intermediate_size=2880,
-    num_attention_heads=64,
-    num_key_value_heads=8,
-    head_dim=64,
-    num_local_experts=32,
-    num_experts_per_tok=4,
-    sliding_window=128,
-)
-QWEN3_5_9B = dict(
-    hidden_size=4096,
-    intermediate_size=12288,
-    num_attention_heads=16,
-    num_key_value_heads=4,
-    head_dim=256,
-    linear_num_key_heads=16,
-    linear_num_value_heads=32,
-    linear_key_head_dim=128,
-    linear_value_head_dim=128,
+# gpt-oss-20b's widths (size.KNOWN_CONFIGS; its config.json's sliding window, no memory term, beside them);
+# Qwen3.5-9B's text widths
+GPT_OSS_20B = {
+    **known_widths(
+        "openai/gpt-oss-20b",
+        (
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "num_local_experts",
+            "num_experts_per_tok",
+        ),
+    ),
+    "sliding_window": 128,
+}
+QWEN3_5_9B = known_widths(
+    "Qwen/Qwen3.5-9B",
+    (
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+    ),
 )
 GPU_BF16_TOLERANCE = 0.02  # max |p(A) batched - p(A) alone| of bf16 kernels whose reductions follow the batch
 # The planned figure over the measured peak (reserve left out): the plan may not be below the peak, and is at
