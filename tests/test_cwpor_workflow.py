@@ -8,7 +8,6 @@ left as they were.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from helpers import run_snakemake, venv_env
 
 pytestmark = pytest.mark.slow
 
@@ -72,8 +72,7 @@ def snakemake(
         "--",
         *targets,
     ]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    return subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=venv_env(), timeout=900)
 
 
 def planned_rules(result: subprocess.CompletedProcess) -> set[str]:
@@ -142,8 +141,7 @@ def test_paper_rehearsal_judgments_carry_no_example(tmp_path, embedded_model_dir
     (work / "resources" / "models" / embedded_model_dir.name).symlink_to(embedded_model_dir)
     (work / "overlay.yaml").write_text(yaml.safe_dump({"cache": str(work / "cache"), "cwpor": {"verbosity": [30]}}))
     target = "results/cwpor/llama-3.2-3b-instruct/judge-llama-3.2-3b-instruct/judgments_v30.parquet"
-    cmd = [
-        SNAKEMAKE,
+    args = [
         "-s",
         str(REPO / "Snakefile"),
         "-d",
@@ -166,9 +164,7 @@ def test_paper_rehearsal_judgments_carry_no_example(tmp_path, embedded_model_dir
         "--",
         target,
     ]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_snakemake(work, *args, env=venv_env(HF_HUB_OFFLINE="1"), timeout=900)
     judged = pl.read_parquet(work / target)
     assert judged["template"].str.starts_with("paper:").all()
     assert judged["example_choice"].is_null().all() and judged["example_confidence"].is_null().all()

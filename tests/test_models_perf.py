@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import tiny_llama
 
 from debate_audit.models import GenerationParams, LanguageModel
 from debate_audit.models.batching import common_prefix, plan_batches
@@ -292,23 +293,19 @@ def test_a_prompt_with_one_query_in_its_last_attention_block_scores_the_same_alo
 
 
 def test_packed_rows_are_bit_identical_alone_and_together_with_and_without_grouped_keys():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from debate_audit.models.cpu_numerics import make_batch_invariant
     from debate_audit.models.decoding import forward_packed, register_attention
 
     torch.manual_seed(0)
     for kv_heads in (4, 2):  # one key head per query head (one-row blocks possible), and grouped
-        config = LlamaConfig(
+        model = tiny_llama(
+            seed=None,  # the second model goes on from the first's draws
             vocab_size=500,
             hidden_size=128,
             intermediate_size=256,
-            num_hidden_layers=2,
-            num_attention_heads=4,
             num_key_value_heads=kv_heads,
             max_position_embeddings=1024,
-        )
-        model = LlamaForCausalLM(config).eval()
+        ).eval()
         model.set_attn_implementation(register_attention())
         if make_batch_invariant(model) is None:  # the same start-up check as LanguageModel's
             pytest.skip("no row padding makes this CPU's matrix products row-invariant: batch invariance is off here")

@@ -14,8 +14,9 @@ import shutil
 import huggingface_hub.constants
 import pytest
 import torch
+from helpers import tiny_llama
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
 from debate_audit.models.prepare import write_fingerprint
 from debate_audit.models.weights import MXFP4_DEQUANTIZED, IncompleteWeightsError, load_pretrained
@@ -105,17 +106,16 @@ def test_qwen3_5_composite_checkpoint_loads_as_the_causal_lm_with_every_weight(t
 
 
 def _tiny_llama(directory):
-    torch.manual_seed(0)
-    config = LlamaConfig(
+    model = tiny_llama(
         vocab_size=64,
         hidden_size=16,
         intermediate_size=32,
-        num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=2,
+        max_position_embeddings=2048,  # LlamaConfig's default
         tie_word_embeddings=False,
     )
-    LlamaForCausalLM(config).save_pretrained(directory)
+    model.save_pretrained(directory)
     return directory / "model.safetensors"
 
 

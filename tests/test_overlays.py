@@ -6,21 +6,18 @@ The dry runs are offline: URLs and hub ids are only planned, never fetched (prox
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import offline_snakemake
 from smoke_workflow import job_stats, project_copy
 from snakemake.utils import update_config
 
 from debate_audit.tools.config_check import config_errors, used_models
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 
 
 def er_audit(
@@ -368,20 +365,8 @@ def test_rehearsal_has_a_random_stand_in_of_each_used_paper_model(project):
 @pytest.mark.parametrize("overlay", EXPECTED)
 def test_overlay_dry_run_plans_the_expected_jobs(project, overlay):
     skip_without_shared(overlay, project)
-    dead = "http://127.0.0.1:9"  # any download attempt fails instead of going out
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "src"),
-        "HTTP_PROXY": dead,
-        "HTTPS_PROXY": dead,
-        "http_proxy": dead,
-        "https_proxy": dead,
-        "HF_HUB_OFFLINE": "1",
-    }
-    cmd = [str(BIN / "snakemake"), "-n", "--configfile", "config/config.yaml", *overlay.split()]
-    result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert job_stats(result.stdout + result.stderr) == EXPECTED[overlay]
+    output = offline_snakemake(project, "-n", "--configfile", "config/config.yaml", *overlay.split())
+    assert job_stats(output) == EXPECTED[overlay]
 
 
 def planned_resources(text: str) -> list[tuple[str, str, dict[str, str]]]:
@@ -401,33 +386,15 @@ def planned_resources(text: str) -> list[tuple[str, str, dict[str, str]]]:
 def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project):
     """On SLURM (the shipped profile, no local cap): the debater's jobs as many GPUs as its vLLM engine's
     tensor_parallel_size, a verifier's fine-tuning as many as verifier.distributed.processes, scoring one."""
-    dead = "http://127.0.0.1:9"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "src"),
-        "HTTP_PROXY": dead,
-        "HTTPS_PROXY": dead,
-        "http_proxy": dead,
-        "https_proxy": dead,
-        "HF_HUB_OFFLINE": "1",
-    }
-    cmd = [
-        str(BIN / "snakemake"),
-        "-n",
-        "--workflow-profile",
-        "profiles/slurm",
-        "--configfile",
-        "config/config.yaml",
-        "config/paper.yaml",
-    ]
-    result = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = offline_snakemake(
+        project, "-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/config.yaml", "config/paper.yaml"
+    )
     config = merged("config/paper.yaml", project)
     debater_tp = config["models"][config["debate"]["debater"]]["vllm"]["tensor_parallel_size"]
     from debate_audit.eraudit.common.grid import distributed_settings
 
     processes = {a: distributed_settings(config["verifier"], a)["processes"] for a in config["verifier"]["base_models"]}
-    jobs = planned_resources(result.stdout + result.stderr)
+    jobs = planned_resources(output)
     gpus: dict[tuple[str, str], set[int]] = {}
     for rule, output, resources in jobs:
         key = (rule, output.split("/")[2] if rule == "verifier_finetune" else "")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
-from smoke_workflow import BIN, project_copy
+from helpers import run_snakemake
+from smoke_workflow import project_copy
 
 from debate_audit.runtime.provenance import project_version
 from debate_audit.runtime.run_config import merge_order, read_run_header, write_run_config
@@ -94,18 +94,9 @@ OVERLAY = {
 }
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str) -> str:
     env = {**os.environ, "DA_RUN_KEY": "sk-not-for-files-0123"}
-    result = subprocess.run(
-        [str(BIN / "snakemake"), "--cores", "1", *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
+    return run_snakemake(workdir, "--cores", "1", *args, env=env, timeout=600)
 
 
 @pytest.mark.slow
@@ -132,11 +123,11 @@ def test_a_run_keeps_its_merged_config_and_a_dry_run_or_an_idle_run_writes_none(
     # Nothing to do: no rerun, no new record, the latest one untouched.
     before = latest.stat().st_mtime_ns
     again = snakemake(workdir, TARGET, *configs)
-    assert "Nothing to be done" in again.stdout + again.stderr
+    assert "Nothing to be done" in again
     assert len(list((workdir / "results/runs").iterdir())) == 1 and latest.stat().st_mtime_ns == before
     # The saved file alone reproduces the run's configuration: the same params, so nothing to rerun.
     exact = snakemake(workdir, "-n", TARGET, "--configfile", "results/config.yaml")
-    assert "Nothing to be done" in exact.stdout + exact.stderr
+    assert "Nothing to be done" in exact
     # A changed configuration that reruns the job is a second run with its own record.
     (workdir / "overlay.yaml").write_text(
         yaml.safe_dump({**OVERLAY, "datasets": {"truthfulqa": {"path": "data/demo/../demo/truthfulqa.csv"}}})

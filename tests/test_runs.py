@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_snakemake
 from smoke_workflow import job_stats, project_copy
 
 from debate_audit.runtime.runs import results_dir, run_root
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 # what every run shares: the prepared models, with prepare_model's log and benchmark
 SHARED = re.compile(r"resources/models/|logs/models/prepare_|benchmarks/rules/models/prepare_")
 
@@ -31,16 +29,7 @@ def test_the_unnamed_run_keeps_todays_paths_and_a_named_one_moves_under_runs():
 def planned(workdir: Path, *args: str) -> tuple[dict[str, int], set[str], set[str]]:
     """A dry run's jobs per rule, the paths its jobs write (outputs, logs, benchmarks) and those they read."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    result = subprocess.run(
-        [str(BIN / "snakemake"), "-n", "--cores", "1", *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    text = result.stdout + result.stderr
-    assert result.returncode == 0, text[-3000:]
+    text = run_snakemake(workdir, "-n", "--cores", "1", *args, env=env)
     fields = {
         key: {p for line in re.findall(rf"^\s+{key}: (.+)$", text, re.M) for p in line.split(", ")}
         for key in ("input", "output", "log", "benchmark")

@@ -11,12 +11,12 @@ is below the measured peak (training_memory_cases.py shapes them so)."""
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import torchrun
 
 from debate_audit.models.memory import GPU_RESERVE_BYTES, TrainingMemory
 
@@ -73,20 +73,7 @@ def test_every_term_of_the_figure_is_needed(one_process):
 @pytest.mark.slow
 def test_the_planned_figure_bounds_the_measured_peak_of_each_of_two_processes(tmp_path):
     out = tmp_path / "peaks"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        str(HERE / "training_memory_cases.py"),
-        str(out),
-        "head",
-        "layers",
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    torchrun(2, HERE / "training_memory_cases.py", str(out), "head", "layers")
     for rank in (0, 1):
         for name, (peak, fields) in torch.load(f"{out}.{rank}").items():
             memory = TrainingMemory(**fields)

@@ -5,35 +5,31 @@ on the same rows; rank 0 saves the curve and the gathered weights.
     python distributed_train.py ARCH PROCESSES OUT"""
 
 import sys
+from pathlib import Path
 
 import torch
-from transformers import GptOssForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import GptOssForCausalLM
 
 from debate_audit.eraudit.verifier.distributed import full_state_dict, shard, start, stop
 from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
 from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
 from debate_audit.tools.tiny_checkpoints import tiny_gpt_oss_config
 
+# Run as a script (by python and torchrun), so only this folder is on sys.path: tests/ for the shared helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from helpers import tiny_llama  # noqa: E402
+
 LABEL_IDS = [5, 6]
 PAD = 0
 
 
 def tiny_model(arch: str):
-    torch.manual_seed(0)
     if arch == "gpt_oss":
+        torch.manual_seed(0)
         # a window of 4 tokens: the rows (5-10 tokens) reach past it; eager attention, as gpt-oss loads
         config = tiny_gpt_oss_config(vocab_size=48, hidden_size=32, intermediate_size=32, sliding_window=4)
         return GptOssForCausalLM(config)
-    config = LlamaConfig(
-        vocab_size=48,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(config)
+    return tiny_llama(seed=0)
 
 
 def rows():

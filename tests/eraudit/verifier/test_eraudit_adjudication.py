@@ -6,14 +6,11 @@ exactly the adjudication text with each row's own answer line, and the setting d
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from functools import partial
-from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import REPO
+from helpers import offline_snakemake
 from smoke_workflow import job_stats, project_copy
 from transformers import AutoTokenizer
 
@@ -499,41 +496,18 @@ def test_the_lm_target_and_the_protocol_are_checked_settings():
 CONFIGS = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
 
 
-def _snakemake(workdir: Path, *args: str) -> str:
-    dead = "http://127.0.0.1:9"  # nothing is fetched: any download attempt fails
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "src"),
-        "HTTP_PROXY": dead,
-        "HTTPS_PROXY": dead,
-        "http_proxy": dead,
-        "https_proxy": dead,
-        "HF_HUB_OFFLINE": "1",
-    }
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "snakemake"), *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout + result.stderr
-
-
 @pytest.mark.slow
 def test_switching_lm_target_decides_whether_the_adjudication_jobs_run(tmp_path):
     workdir = project_copy(tmp_path)
     (workdir / "argument.yaml").write_text("verifier:\n  lm_target: argument\n")
-    with_adjudication = job_stats(_snakemake(workdir, "-n", *CONFIGS))
-    with_argument = job_stats(_snakemake(workdir, "-n", *CONFIGS, "argument.yaml"))
+    with_adjudication = job_stats(offline_snakemake(workdir, "-n", *CONFIGS))
+    with_argument = job_stats(offline_snakemake(workdir, "-n", *CONFIGS, "argument.yaml"))
     assert with_adjudication.pop("verifier_adjudicate") == 2 * 2  # datasets x debate modes
     assert with_adjudication == with_argument  # nothing else changes in a plan from nothing
     # A finished adjudication-target run switched to `argument`: fine-tuning and what follows rerun, nothing
     # upstream, and no adjudication job.
-    plan = _snakemake(workdir, "-n", *CONFIGS)
-    _snakemake(workdir, "--touch", "-c1", *CONFIGS)  # records each job's params; touches nothing yet
+    plan = offline_snakemake(workdir, "-n", *CONFIGS)
+    offline_snakemake(workdir, "--touch", "-c1", *CONFIGS)  # records each job's params; touches nothing yet
     for line in plan.splitlines():
         if line.strip().startswith(("output:", "benchmark:")):
             for path in line.split(":", 1)[1].split(","):
@@ -541,7 +515,7 @@ def test_switching_lm_target_decides_whether_the_adjudication_jobs_run(tmp_path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.touch()
                 os.utime(target, (1.7e9, 1.7e9))  # one mtime: only params can trigger
-    assert job_stats(_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
-    rerun = job_stats(_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS, "argument.yaml"))
+    assert job_stats(offline_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
+    rerun = job_stats(offline_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS, "argument.yaml"))
     assert rerun["verifier_finetune"] == 6 and "verifier_adjudicate" not in rerun
     assert not {r for r in rerun if r.startswith(("debate", "paraphrase", "cwpor", "prepare"))}

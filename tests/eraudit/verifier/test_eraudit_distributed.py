@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import torch
+from helpers import torchrun
 from safetensors.torch import load_file
 
 from debate_audit.eraudit.verifier.distributed import Rank, step_share
@@ -32,21 +33,6 @@ def test_the_shares_of_a_step_add_up_to_its_rows_and_every_rank_takes_as_many_tu
     assert len({len(s) for s in shares}) == 1 and len(shares[0]) == -(-len(sizes) // world)
     if world == 1:
         assert shares[0] == [(b, len(b)) for b in micro]  # the one-process loop exactly
-
-
-def torchrun(processes: int, script: Path, *args: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(processes),
-        str(script),
-        *args,
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
 
 
 @pytest.mark.slow

@@ -12,15 +12,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import offline_snakemake, run_snakemake
 from smoke_workflow import job_stats, project_copy
 
 REPO = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 CONFIGS = ["--configfile", "config/config.yaml", "tests/smoke/config.yaml"]
 READERS = {"debate_select", "verifier_finetune", "verifier_evaluate", "audit_scores"}
 # 2 datasets: 2 debate modes, 3 fine-tuned variants, 4 checkpoints evaluated and audited, and V_base's copy
@@ -44,30 +42,12 @@ EXPECTED = {
 }
 
 
-def _snakemake(workdir: Path, *args: str) -> str:
-    dead = "http://127.0.0.1:9"  # nothing is fetched: any download attempt fails
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "src"),
-        "HTTP_PROXY": dead,
-        "HTTPS_PROXY": dead,
-        "http_proxy": dead,
-        "https_proxy": dead,
-        "HF_HUB_OFFLINE": "1",
-    }
-    result = subprocess.run(
-        [str(BIN / "snakemake"), *args], cwd=workdir, capture_output=True, text=True, timeout=300, env=env
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout + result.stderr
-
-
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A scratch workflow copy that looks like a finished smoke run with the default readout."""
     workdir = project_copy(tmp_path_factory.mktemp("readout"))
-    plan = _snakemake(workdir, "-n", *CONFIGS)
-    _snakemake(workdir, "--touch", "-c1", *CONFIGS)  # records each job's params; touches nothing yet
+    plan = offline_snakemake(workdir, "-n", *CONFIGS)
+    offline_snakemake(workdir, "--touch", "-c1", *CONFIGS)  # records each job's params; touches nothing yet
     paths = set()
     for line in plan.splitlines():
         match = re.match(r"\s+(output|benchmark): (.+)", line)
@@ -77,7 +57,7 @@ def finished(tmp_path_factory) -> Path:
         (workdir / path).parent.mkdir(parents=True, exist_ok=True)
         (workdir / path).touch()
         os.utime(workdir / path, (1.7e9, 1.7e9))  # one mtime: only params can trigger
-    assert job_stats(_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
+    assert job_stats(offline_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS)) == {}
     return workdir
 
 
@@ -86,7 +66,7 @@ def finished(tmp_path_factory) -> Path:
 def test_switching_readout_reruns_exactly_the_reading_rules_and_descendants(finished, mode):
     overlay = finished / f"readout-{mode}.yaml"
     overlay.write_text(f"verifier:\n  readout: {mode}\n")
-    output = _snakemake(finished, "-n", "--rerun-triggers", "params", *CONFIGS, overlay.name)
+    output = offline_snakemake(finished, "-n", "--rerun-triggers", "params", *CONFIGS, overlay.name)
     assert job_stats(output) == EXPECTED
     changed = re.search(r"params have changed since last execution:\n\s+(.+)", output)
     assert changed and READERS - {"verifier_finetune"} <= set(changed[1].split(", ")) <= READERS
@@ -105,16 +85,8 @@ def _edited_library(tmp_path: Path, module: str, old: str, new: str) -> dict[str
 
 def _dry_run_with(workdir: Path, env_extra: dict[str, str]) -> set[str]:
     env = {**os.environ, **env_extra, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(
-        [str(BIN / "snakemake"), "-n", "--rerun-triggers", "params", *CONFIGS],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return set(job_stats(result.stdout + result.stderr)) - {"all"}
+    output = run_snakemake(workdir, "-n", "--rerun-triggers", "params", *CONFIGS, env=env)
+    return set(job_stats(output)) - {"all"}
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from helpers import TINY_SHAPE, tiny_gemma3, tiny_llama
+from transformers import LlamaForCausalLM
 
 from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
 from debate_audit.eraudit.verifier.losses import choice_loss, lm_loss, verifier_losses
@@ -20,20 +21,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def tiny_model(seed=0):
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=48,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(config)
 
 
 def example(pair_id, with_qh, *, target=(20, 21, 22)):
@@ -78,7 +65,7 @@ def test_choice_loss_is_two_label_bce_and_touches_only_the_label_logits():
 
 
 def test_qh_term_is_absent_for_honest_and_adv_batches_and_total_is_the_weighted_sum():
-    model = tiny_model()
+    model = tiny_llama()
     honest = verifier_losses(model, [example(0, False), example(1, False)], LABEL_IDS, WEIGHTS, PAD)
     assert set(honest) == {"lm", "fc", "total"}
     assert honest["total"].item() == pytest.approx(honest["lm"].item() + 2 * honest["fc"].item(), rel=1e-6)
@@ -99,7 +86,7 @@ def qh_only(pair_id):
 
 @pytest.mark.parametrize("pack", [True, False])
 def test_a_qh_only_row_trains_l_qh_alone_and_leaves_the_other_rows_terms_alone(pack):
-    model = tiny_model()
+    model = tiny_llama()
     alone = verifier_losses(model, [qh_only(0)], LABEL_IDS, WEIGHTS, PAD, pack=pack)
     assert set(alone) == {"qh", "total"}
     assert alone["total"].item() == pytest.approx(2 * alone["qh"].item(), rel=1e-6)
@@ -116,7 +103,7 @@ def test_a_qh_only_row_trains_l_qh_alone_and_leaves_the_other_rows_terms_alone(p
 def test_in_lockstep_every_batch_makes_the_same_passes_whatever_its_rows(pack):
     """A sharded model gathers its layers at every pass: a rank whose batch is a q_h-only row must make the
     passes a rank with a full row makes (weight 0), or the processes wait on each other for ever."""
-    model = tiny_model()
+    model = tiny_llama()
     passes = []
     model.register_forward_hook(lambda *_: passes.append(1))
     full = example(1, True)
@@ -140,13 +127,13 @@ def test_a_step_of_q_h_only_rows_logs_no_l_fc():
     for e in examples:
         e.fc = e.fc[:1]
     settings = FinetuneSettings(loss_weights=WEIGHTS, epochs=1, learning_rate=1e-3, batch_size=1, grad_accum=1)
-    curve = train(tiny_model(), examples, settings, LABEL_IDS, PAD)
+    curve = train(tiny_llama(), examples, settings, LABEL_IDS, PAD)
     assert sorted(c["loss_fc"] is None for c in curve) == [False, True]
     assert all(c["loss_qh"] is not None for c in curve)
 
 
 def test_gradients_flow_only_through_the_weighted_terms():
-    model = tiny_model()
+    model = tiny_llama()
     batch = [example(0, True)]
     only_fc = grads(model, verifier_losses(model, batch, LABEL_IDS, {"lm": 0.0, "fc": 1.0, "qh": 0.0}, PAD)["total"])
     direct_fc = grads(model, verifier_losses(model, batch, LABEL_IDS, WEIGHTS, PAD)["fc"])
@@ -163,7 +150,7 @@ def test_gradients_flow_only_through_the_weighted_terms():
 
 
 def test_left_padding_does_not_change_a_sequence_loss():
-    model = tiny_model()
+    model = tiny_llama()
     alone = verifier_losses(model, [example(0, False)], LABEL_IDS, WEIGHTS, PAD)
     longer = example(1, False)
     longer.lm_ids = [9] * 7 + longer.lm_ids
@@ -187,7 +174,7 @@ def packable(pair_id, *, target=(20, 21, 22), slot=(23, 24), shared=5, lm=True):
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_one_packed_pass_gives_the_two_passes_losses_and_gradients(attention):
-    model = tiny_model()
+    model = tiny_llama()
     model.set_attn_implementation(attention)
     batches = {
         "adjudication rows": [packable(0), packable(1, target=(20, 21, 22, 23, 24, 25))],
@@ -206,7 +193,7 @@ def test_one_packed_pass_gives_the_two_passes_losses_and_gradients(attention):
 
 
 def test_a_packed_readout_does_not_see_the_l_lm_target():
-    model = tiny_model()
+    model = tiny_llama()
     only_fc = {"lm": 0.0, "fc": 1.0, "qh": 0.0}
     a = verifier_losses(model, [packable(0)], LABEL_IDS, only_fc, PAD, pack=True)
     b = verifier_losses(model, [packable(0, target=(30, 31, 32, 33))], LABEL_IDS, only_fc, PAD, pack=True)
@@ -220,25 +207,17 @@ def test_packing_is_used_only_where_every_layer_attends_to_the_whole_past():
 
     from debate_audit.eraudit.verifier.losses import full_attention_only
 
-    assert full_attention_only(tiny_model())
-    small = dict(
-        vocab_size=48,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-    )
+    assert full_attention_only(tiny_llama())
     # Qwen2 without its sliding window: every layer full; Mistral's window and gpt-oss's sliding layers: not
-    assert full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen2", **small)))
-    assert not full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("mistral", **small)))
-    gpt_oss = AutoConfig.for_model("gpt_oss", **small, num_local_experts=2, num_experts_per_tok=1, head_dim=8)
+    assert full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("qwen2", **TINY_SHAPE)))
+    assert not full_attention_only(AutoModelForCausalLM.from_config(AutoConfig.for_model("mistral", **TINY_SHAPE)))
+    gpt_oss = AutoConfig.for_model("gpt_oss", **TINY_SHAPE, num_local_experts=2, num_experts_per_tok=1, head_dim=8)
     with torch.device("meta"):
         assert not full_attention_only(AutoModelForCausalLM.from_config(gpt_oss))
 
 
 def test_training_steps_lower_the_loss():
-    model = tiny_model()
+    model = tiny_llama()
     examples = [example(i, True) for i in range(4)]
     settings = FinetuneSettings(
         loss_weights=WEIGHTS, epochs=20, max_steps=10, learning_rate=5e-3, batch_size=2, grad_accum=2, seed=0
@@ -252,8 +231,8 @@ def test_training_steps_lower_the_loss():
 def test_gradient_checkpointing_trains_the_same_curve():
     examples = [example(i, True) for i in range(4)]
     settings = dict(loss_weights=WEIGHTS, epochs=2, max_steps=4, learning_rate=5e-3, batch_size=2, grad_accum=1)
-    plain = train(tiny_model(), examples, FinetuneSettings(**settings), LABEL_IDS, PAD)
-    model = tiny_model()
+    plain = train(tiny_llama(), examples, FinetuneSettings(**settings), LABEL_IDS, PAD)
+    model = tiny_llama()
     checkpointed = train(model, examples, FinetuneSettings(**settings, gradient_checkpointing=True), LABEL_IDS, PAD)
     assert [c["loss"] for c in checkpointed] == pytest.approx([c["loss"] for c in plain], rel=1e-5)
     assert not model.is_gradient_checkpointing  # the model is left as inference expects it
@@ -263,10 +242,10 @@ def test_lora_trains_only_the_adapters_and_merges_into_a_plain_checkpoint():
     pytest.importorskip("peft")
     from debate_audit.eraudit.verifier.finetune import _apply_lora
 
-    base = tiny_model()
+    base = tiny_llama()
     before = {name: p.detach().clone() for name, p in base.state_dict().items()}
     lora = {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
-    model = _apply_lora(tiny_model(), lora)
+    model = _apply_lora(tiny_llama(), lora)
     trainable = [name for name, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
     settings = FinetuneSettings(
@@ -476,26 +455,6 @@ def test_table1_markdown_shows_both_populations(tmp_path):
         "| quality_h | arch | q_m | 1.000 | 0.700 | 5 |" in text
         and "| quality_h | arch | q_m | 1.000 | 0.700 | 2 |" in text
     )
-
-
-def tiny_gemma3(seed=0, window=4):
-    """A tiny random Gemma 3 text model: a sliding-window layer (`window` tokens) and a full-attention one."""
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-
-    torch.manual_seed(seed)
-    config = Gemma3TextConfig(
-        vocab_size=48,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=1,
-        head_dim=8,
-        sliding_window=window,
-        layer_types=["sliding_attention", "full_attention"],
-        max_position_embeddings=64,
-    )
-    return Gemma3ForCausalLM(config)
 
 
 def test_a_sliding_window_model_trains_its_losses_in_two_passes_and_refuses_a_packed_one():

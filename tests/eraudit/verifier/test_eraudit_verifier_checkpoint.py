@@ -3,6 +3,7 @@ from functools import partial
 
 import pytest
 import torch
+from helpers import tiny_llama
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from debate_audit.eraudit.common.readout import LABELS, answer_probability
@@ -112,23 +113,10 @@ def test_honest_and_adv_encodings_have_no_qh_examples_and_a_pair_without_target_
 @pytest.fixture
 def tiny_base(tokenizer, tmp_path):
     """A tiny randomly initialised Llama with the embedded model's tokenizer, saved like a prepared model."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from debate_audit.models import write_fingerprint
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-    )
     out = tmp_path / "base"
-    LlamaForCausalLM(config).save_pretrained(out)
+    tiny_llama(vocab_size=len(tokenizer), max_position_embeddings=512, tie_word_embeddings=True).save_pretrained(out)
     tokenizer.save_pretrained(out)
     write_fingerprint(out, name="tiny-base")
     return out
