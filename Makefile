@@ -75,8 +75,11 @@ prefetch: $(STAMP)
 run: $(STAMP)
 	$(BIN)/debate-audit run $(CLI_ARGS)
 
+# The suite on two pytest-xdist workers (tests/conftest.py says how it is grouped); PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
 PLAN_CONFIG ?= config/config.yaml config/paper.yaml

