@@ -43,10 +43,51 @@ def test_without_gpus_one_model_job_per_gpu_or_else_per_core(monkeypatch):
 
 
 def test_a_run_name_and_a_config_of_ones_own_clash_before_snakemake_starts():
-    with pytest.raises(SystemExit, match="add run=trial to that --config"):
+    with pytest.raises(cli.UsageError, match="add run=trial to that --config"):
         cli.snakemake_command([], configfiles=[], run="trial", cores="1", gpus=1, extra=["--config", "x=1"])
-    with pytest.raises(SystemExit, match="not a plain name"):
+    with pytest.raises(cli.UsageError, match="not a plain name"):
         cli.snakemake_command([], configfiles=[], run="a/b", cores="1", gpus=1, extra=[])
+
+
+# (id, files written in the working folder, arguments, the one line's text after "debate-audit: error: ")
+USER_ERRORS = [
+    ("missing config file", {}, ["run", "--configfile", "missing.yaml"], "--configfile missing.yaml: no such file"),
+    (
+        "unparseable YAML",
+        {"bad.yaml": "cwpor: {subset: 3\n"},
+        ["run", "--configfile", "bad.yaml"],
+        "--configfile bad.yaml: is not valid YAML at line 2",
+    ),
+    (
+        "YAML that is not a mapping",
+        {"list.yaml": "- cwpor\n- subset\n"},
+        ["run", "--configfile", "list.yaml"],
+        "--configfile list.yaml: holds a list, not a mapping",
+    ),
+    ("bad run name", {}, ["run", "--run", "a/b"], "--run: 'a/b' is not a plain name"),
+    (
+        "a missing config file among Snakemake's own arguments",
+        {"ok.yaml": "run: x\n"},
+        ["inspect", "--", "-n", "--configfile", "ok.yaml", "gone.yaml"],
+        "--configfile gone.yaml: no such file",
+    ),
+    ("a missing config file of make plan", {}, ["plan", "--configfile", "gone.yaml"], "--configfile gone.yaml"),
+    ("no model job at a time", {}, ["run", "--gpus", "0"], "argument --gpus: 0 must be at least 1"),
+]
+
+
+@pytest.mark.parametrize(("files", "argv", "said"), [c[1:] for c in USER_ERRORS], ids=[c[0] for c in USER_ERRORS])
+def test_a_user_error_is_one_line_naming_the_file_or_argument_and_status_2(tmp_path, files, argv, said):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "debate_audit", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.endswith("\n") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"debate-audit: error: {said}"), done.stderr
+    assert done.stdout == ""  # nothing ran: its "+ snakemake ..." would be a second line above, a plan here
 
 
 def test_a_dry_run_through_the_command_plans_the_default_workflow():

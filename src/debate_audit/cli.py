@@ -8,6 +8,10 @@
     debate-audit pin FILE [--check]                                          pin hub models to commits
 
 Each subcommand's --help says what it writes. `python -m debate_audit` is the same command.
+
+What it is given is checked before any other program starts: a mistake (a config file that is missing, is no
+YAML or holds no mapping, a bad run name, a bad option value) ends in one line, `debate-audit: error: ...`
+naming the file or argument, and exit status 2, never in a traceback from deep inside Snakemake.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NoReturn
+
+import yaml
 
 from debate_audit.runtime.gpu_slots import local_gpus
 from debate_audit.runtime.runs import name_error, results_dir
@@ -28,6 +35,96 @@ PASSTHROUGH = {
     "compare": "debate_audit.views.compare",
     "pin": "debate_audit.models.pins",
 }
+HELP = ("-h", "--help")
+SNAKEMAKE_CONFIGFILE = ("--configfile", "--configfiles")  # Snakemake's own option, in `-- SNAKEMAKE ARGS`
+
+
+class UsageError(ValueError):
+    """A mistake in what `debate-audit` was given: main prints it as one line and exits with status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its errors one line like the command's own (no usage block, status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"debate-audit: error: {message} (see {self.prog} --help)\n")
+
+
+def configfile_error(label: str, path: str) -> str | None:
+    """Why `path` cannot be a config file, or None: it must exist, be a readable file and hold a YAML mapping.
+    `label` names where it was given (`--configfile`). A YAML error is told by line and column, never by the
+    text there, which may be a key."""
+    file = Path(path)
+    if not file.exists():
+        return f"{label} {path}: no such file"
+    if file.is_dir():
+        return f"{label} {path}: is a directory, not a config file"
+    try:
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as err:
+        return f"{label} {path}: cannot be read ({err.strerror})"
+    except UnicodeDecodeError:
+        return f"{label} {path}: is not UTF-8 text"
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None)
+        return f"{label} {path}: is not valid YAML{where}" + (f" ({problem})" if problem else "")
+    if not isinstance(loaded, dict):
+        found = "is empty" if loaded is None else f"holds a {type(loaded).__name__}"
+        return f"{label} {path}: {found}, not a mapping of config keys (key: value lines)"
+    return None
+
+
+def option_values(args: Sequence[str], names: Sequence[str]) -> Iterator[str]:
+    """The values of options `names` in `args` as argparse and Snakemake read them: `--name A B` (up to the
+    next option) and `--name=A`."""
+    taking = False
+    for arg in args:
+        if arg.startswith("-"):
+            name, eq, value = arg.partition("=")
+            taking = name in names and not eq
+            if name in names and eq:
+                yield value
+        elif taking:
+            yield arg
+
+
+def check_configfiles(files: Sequence[tuple[str, str]]) -> None:
+    """Raise UsageError naming the first unusable config file of (label, path) pairs."""
+    for label, path in files:
+        error = configfile_error(label, path)
+        if error:
+            raise UsageError(error)
+
+
+def passthrough_configfiles(command: str, args: Sequence[str]) -> list[tuple[str, str]]:
+    """The config files a passthrough subcommand will read, as given: plan's --configfile, pin's FILEs."""
+    if any(arg in HELP for arg in args):
+        return []
+    if command == "plan":
+        return [("--configfile", path) for path in option_values(args, ["--configfile"])]
+    if command == "pin":
+        return [("pin", arg) for arg in args if not arg.startswith("-")]
+    return []
+
+
+def positive_int(text: str) -> int:
+    """argparse type of --gpus: at least one model job at a time."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def cores(text: str) -> str:
+    """argparse type of --cores: 'all' or a positive number, as Snakemake takes it."""
+    if text != "all" and not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'all' nor a number of cores (1 or more)")
+    return text
 
 
 def snakemake_bin() -> str:
@@ -53,10 +150,10 @@ def snakemake_command(
 ) -> list[str]:
     """The Snakemake command line of `run`, `inspect` and `browse`."""
     if run is not None and (error := name_error(run)):
-        raise SystemExit(f"debate-audit: error: --run: {error}")
+        raise UsageError(f"--run: {error.removeprefix('run: ')}")
     if run is not None and any(arg in ("--config", "-C") for arg in extra):
-        raise SystemExit(
-            "debate-audit: error: --run and a --config of your own: Snakemake keeps only the last --config; "
+        raise UsageError(
+            "--run and a --config of your own: Snakemake keeps only the last --config; "
             f"add run={run} to that --config instead"
         )
     cmd = [snakemake_bin(), *targets, "--cores", cores, "--resources", f"gpu={gpus or default_gpus()}"]
@@ -77,10 +174,10 @@ def _workflow_parser(sub, name: str, help_text: str, description: str) -> argpar
         help="config overlays on config/config.yaml, in order (e.g. config/paper.yaml)",
     )
     parser.add_argument("--run", metavar="NAME", help="a named run: its files go under runs/NAME/ (config `run`)")
-    parser.add_argument("--cores", default="all", help="cores Snakemake may use (default: all)")
+    parser.add_argument("--cores", default="all", type=cores, help="cores Snakemake may use (default: all)")
     parser.add_argument(
         "--gpus",
-        type=int,
+        type=positive_int,
         help="model jobs at once (Snakemake's gpu resource; default: the machine's GPUs, else its cores)",
     )
     parser.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE ARGS", help="passed to Snakemake as written")
@@ -88,7 +185,7 @@ def _workflow_parser(sub, name: str, help_text: str, description: str) -> argpar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="debate-audit",
         description="How LLM judges and verifiers get misled: CW-POR persuasion debates and ER-Audit verifier "
         "audits, as one Snakemake workflow.",
@@ -145,15 +242,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except UsageError as err:
+        print(f"debate-audit: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in PASSTHROUGH:
         import importlib
 
+        check_configfiles(passthrough_configfiles(argv[0], argv[1:]))
         module = importlib.import_module(PASSTHROUGH[argv[0]])
         sys.argv = [f"debate-audit {argv[0]}", *argv[1:]]
         result = module.main(argv[1:])
         return int(result or 0)
     args = build_parser().parse_args(argv)
     targets = {"run": [], "inspect": ["inspect_logs"], "browse": ["browse"]}[args.command]
+    given = [("--configfile", path) for path in args.configfile]
+    check_configfiles(given + [("--configfile", p) for p in option_values(args.snakemake_args, SNAKEMAKE_CONFIGFILE)])
     cmd = snakemake_command(
         targets,
         configfiles=args.configfile,

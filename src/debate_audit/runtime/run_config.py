@@ -12,7 +12,9 @@ exactly it. A header of `# <key>: <JSON>` comment lines (`read_run_header`) reco
 the config files merged (in order) and `--config` values, the project and Snakemake versions, and the software
 and hardware of the machine that started it (`provenance.software`). API keys
 are never in a config (only the names of their variables); a secret value that reached one anyway is
-replaced by its variable's name, as in every provenance record.
+replaced by its variable's name, as in every provenance record, and a value under a key-like name (`api_key`,
+`hf_token`, ...) or an `api_key_env` that is no variable name is replaced by `<masked>` (masking.py): the
+file then no longer reproduces those settings, which must be given again from where they are kept.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from debate_audit.runtime.masking import masked
 from debate_audit.runtime.provenance import project_version, software, without_secrets
 
 RUNS = "runs"  # under the results folder: one file per run
@@ -84,12 +87,12 @@ def write_run_config(
     header = {
         "started": started.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "configfiles": merge_order(configfiles, overlays),
-        "config_overrides": without_secrets(dict(overrides)),
+        "config_overrides": masked(without_secrets(dict(overrides))),
         "version": project_version(),
         "snakemake": metadata.version("snakemake"),
         "software": software(),
     }
-    text = run_config_text(without_secrets(dict(config)), header)
+    text = run_config_text(masked(without_secrets(dict(config))), header)
     runs = Path(results) / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     stamp = started.strftime("%Y-%m-%dT%H-%M-%SZ")

@@ -22,6 +22,7 @@ from debate_audit.eraudit.common.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common.readout import ENDPOINT_READOUTS, READOUT_MODES
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec, no_logprobs
+from debate_audit.runtime.masking import variable_name_error
 from debate_audit.runtime.runs import name_error as run_name_error
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -345,18 +346,41 @@ def _dotted(error: str) -> str:
 
 def config_errors(config: dict[str, Any], schema_path: str | Path | None = None) -> list[str]:
     """Every problem of the configuration, each naming its key; empty when it is valid."""
+    # First and apart: a key pasted into the config is refused even where the rest fails in ways that stop
+    # the other checks, and none of these messages shows it.
+    secrets = secret_errors(config)
     errors = _schema_errors(config, schema_path) if schema_path else []
     try:
         cross = _cross_key_errors(config)
     except (AttributeError, KeyError, TypeError):
-        if not errors:  # a shape the schema let through: a bug here, not a config mistake
+        if not errors and not secrets:  # a shape the schema let through: a bug here, not a config mistake
             raise
         cross = []
     # Where both name the same key, the cross-key message is the clearer one (the schema writes a list item
-    # as key.1, this module as key[1]).
-    explained = {_dotted(e) for e in cross}
+    # as key.1, this module as key[1]); the schema's would quote a secret's value.
+    explained = {_dotted(e) for e in cross + secrets}
     errors = [e for e in errors if _dotted(e) not in explained] + cross
-    return list(dict.fromkeys(errors))
+    return list(dict.fromkeys(secrets + errors))
+
+
+def secret_errors(config: dict[str, Any]) -> list[str]:
+    """One error per model, used or not, whose `api_key_env` is no variable name or has a key's shape
+    (masking.variable_name_error): it names the key and never shows the value, which may be the key itself,
+    so that the run stops before the config reaches a file, a log or a job's params."""
+    models = config.get("models") if isinstance(config.get("models"), dict) else {}
+    errors = []
+    for name, entry in models.items():
+        value = entry.get("api_key_env") if isinstance(entry, dict) else None
+        if value is None or value == "":  # not set: a server of your own that takes no key
+            continue
+        reason = variable_name_error(value)
+        if reason:
+            errors.append(
+                f"models.{name}.api_key_env: its value {reason}, so it is not shown; give the name of the "
+                "environment variable that holds the key (export OPENAI_API_KEY=...; api_key_env: OPENAI_API_KEY), "
+                "never the key"
+            )
+    return errors
 
 
 # ------------------------------------------------------------------- names: one rule for every key that names

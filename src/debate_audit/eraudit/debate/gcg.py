@@ -253,10 +253,29 @@ def compile_tasks(
 
 
 # ---------------------------------------------------------------------------------------------- text fidelity
+def special_token_ids(tokenizer: Any) -> set[int]:
+    """Every id a suffix may not use because the tokenizer treats it as a control token (the release's rule,
+    objective.py _forbidden_special_ids): the named special ids (all_special_ids, bos / eos / pad / unk) and
+    every added token marked special=True. The named ones alone are not enough: SmolLM2 under transformers 5
+    names only ids 0-2, leaving its special added tokens 3-16 (<repo_name>, <jupyter_code>, ...) editable, and
+    gpt-oss names only bos / eos / pad, leaving its harmony control tokens (<|start|>, <|message|>,
+    <|channel|>, ...) and its <|reserved_2000NN|> ids editable; each survives the text round trip, because the
+    tokenizer matches an added token's text before anything else."""
+    special = {int(i) for i in getattr(tokenizer, "all_special_ids", None) or [] if i is not None}
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
+        value = getattr(tokenizer, name, None)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        special.update(int(i) for i in values if i is not None)
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    special.update(int(i) for i, token in added.items() if getattr(token, "special", False))
+    return special
+
+
 def allowed_token_ids(tokenizer: Any, vocab_size: int, allow_non_ascii: bool = False) -> list[int]:
-    """The editable vocabulary (objective.py allowed_token_ids): no special ids, printable text (ASCII unless
-    allowed; newline and tab pass), none of FORBIDDEN, and a one-token decode / re-encode round trip."""
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    """The editable vocabulary (objective.py allowed_token_ids): no control tokens (special_token_ids: the named
+    special ids and every added token marked special, as the release excludes them), printable text (ASCII
+    unless allowed; newline and tab pass), none of FORBIDDEN, and a one-token decode / re-encode round trip."""
+    special = special_token_ids(tokenizer)
     limit = min(vocab_size, len(tokenizer))
     ids = [i for i in range(limit) if i not in special]
     texts = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False)

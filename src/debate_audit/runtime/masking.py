@@ -1,0 +1,60 @@
+"""What of a configuration is never shown: a key that a config mistake put into it.
+
+A model's key lives in an environment variable and the config names the variable (`api_key_env`), never the
+key. Two mistakes put a key into the config itself: the key pasted as the value of `api_key_env`, and a
+setting under a key-like name (`api_key`, `hf_token`, `password`, an `Authorization` header in a model's
+free-form `request`). The start-up check refuses the first without echoing it (config_check.secret_errors);
+the run's recorded config (run_config.py) masks both, so a config that reaches a file shows no key.
+
+Only Snakefile-side code imports this module (config_check.py, run_config.py), so no rule's code fingerprint
+(provenance.code_fingerprint) reaches it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a shell accepts after `export`
+KEY_PREFIXES = ("sk-", "sk-ant-", "hf_")  # OpenAI, Anthropic and Hugging Face keys start so
+# Config keys whose values are secrets. Narrower than provenance._SECRET_NAME (environment variables ending in
+# key, token, secret, ...): the config has settings that end in `token` and are no secret (debate.gcg.init_token,
+# the text a suffix starts from), so a `token` counts only alone or after a word that makes it a credential.
+SECRET_KEY_NAME = re.compile(
+    r"(^|[_-])(api[_-]?key|key|secret|password|passwd|credentials?|authorization)$"
+    r"|(^|[_-])(access|auth|api|bearer|hf|refresh|session|id)[_-]?token$"
+    r"|^token$",
+    re.IGNORECASE,
+)
+MASK = "<masked>"
+
+
+def variable_name_error(value: Any) -> str | None:
+    """Why `value` (an `api_key_env`) cannot be the name of the variable holding a key, or None. The reason
+    never quotes the value: a value that is no variable name may be the key itself."""
+    if not isinstance(value, str) or not VARIABLE_NAME.fullmatch(value):
+        return "is not the name of an environment variable (letters, digits and _, not starting with a digit)"
+    if value.startswith(KEY_PREFIXES):
+        return f"has the shape of a key (it starts like one of {', '.join(KEY_PREFIXES)})"
+    return None
+
+
+def masked(value: Any) -> Any:
+    """`value` with every value under a key-like name (SECRET_KEY_NAME) replaced by MASK, and every
+    `api_key_env` that is no variable name too; mappings and lists are walked, everything else kept."""
+    if isinstance(value, Mapping):
+        return {k: _masked_entry(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v) for v in value]
+    return value
+
+
+def _masked_entry(key: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if SECRET_KEY_NAME.search(key):
+        return MASK
+    if key == "api_key_env" and value != "" and variable_name_error(value):
+        return MASK
+    return masked(value)
