@@ -12,10 +12,11 @@ from snakemake.utils import update_config
 from debate_audit.models.calls import RulePlan
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
+from debate_audit.runtime.cluster import ClusterSettings
 from debate_audit.tools.plan import build_plan, load_config
 from debate_audit.tools.plan_counts import model_calls
 from debate_audit.tools.plan_hours import gpu_hours
-from debate_audit.tools.plan_report import plan_json, render
+from debate_audit.tools.plan_report import Plan, plan_json, render, render_job_sizes, runtime_warnings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -246,6 +247,33 @@ def test_gcg_jobs_cost_their_gradients_and_exact_scores_on_one_gpu(config):
     assert (row["jobs"], row["gpus"]) == (2, 1) and row["gpu_hours_h100"] > 0
     default = load_config(["config/config.yaml"])
     assert not any(rp.rule == "debate_gcg" for rp in model_calls(default, sizes))
+
+
+def test_plan_names_the_longest_job_and_warns_of_one_over_the_time_cap():
+    rules = [
+        RulePlan("debate_gcg", jobs=2, model="gpt-oss-20b", runtime_min=2880, runtime_wanted_min=3803),
+        RulePlan("cwpor_debate", jobs=5, model="phi-4", runtime_min=74, runtime_wanted_min=74),
+    ]
+    plan = Plan(rules=rules, cluster=ClusterSettings(max_runtime=2880))
+    text = render_job_sizes(plan, rules)
+    assert "Longest job: debate_gcg (gpt-oss-20b), 3803 min on its first attempt" in text
+    (warning,) = runtime_warnings(plan)
+    assert warning.startswith("WARNING: debate_gcg: estimate 3803 min over cluster.runtime.max_minutes 2880: ")
+    assert "candidate ranges" in warning and warning in text
+    # at the cap is within it; without a cap nothing is killed
+    rules[0].runtime_wanted_min = 2880
+    assert runtime_warnings(plan) == []
+    rules[0].runtime_wanted_min = 3803
+    assert runtime_warnings(Plan(rules=rules, cluster=ClusterSettings(max_runtime=None))) == []
+
+
+def test_the_paper_plan_caps_gcg_at_48_hours_and_warns(config):
+    """The paper's GCG jobs (all of a dataset's training candidates each) want more than the default cap."""
+    plan = build_plan(config, {"debate_gcg": 2}, None)
+    (gcg,) = [rp for rp in plan.rules if rp.rule == "debate_gcg"]
+    assert gcg.runtime_wanted_min > 2880 == gcg.runtime_min
+    assert [w.split(":")[1].strip() for w in runtime_warnings(plan)] == ["debate_gcg"]
+    assert f"estimate {gcg.runtime_wanted_min} min over cluster.runtime.max_minutes 2880" in render(plan)
 
 
 API = ["config/config.yaml", "config/paper.yaml", "config/api-generators.yaml"]
