@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from debate_audit.runtime.cluster import ClusterSettings
 from debate_audit.tools.plan import build_plan, load_config
 from debate_audit.tools.plan_counts import model_calls
 from debate_audit.tools.plan_hours import gpu_hours
+from debate_audit.tools.plan_memory import training_memory
 from debate_audit.tools.plan_report import Plan, plan_json, render, render_job_sizes, runtime_warnings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -274,6 +276,23 @@ def test_the_paper_plan_caps_gcg_at_48_hours_and_warns(config):
     assert gcg.runtime_wanted_min > 2880 == gcg.runtime_min
     assert [w.split(":")[1].strip() for w in runtime_warnings(plan)] == ["debate_gcg"]
     assert f"estimate {gcg.runtime_wanted_min} min over cluster.runtime.max_minutes 2880" in render(plan)
+
+
+def test_the_fine_tuning_memory_the_paper_overlay_and_the_cluster_page_quote_is_what_make_plan_prints(config):
+    """config/paper.yaml and docs/cluster.md quote the paper's per-GPU peaks "as make plan prints at <commit>":
+    a change to the memory model that moves them fails here until the figures (and the commit) are updated."""
+    specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
+    memory = {t.architecture: t for t in training_memory(config, specs)}
+    peaks = sorted(f"{t.gib:.1f} GiB" for t in memory.values())
+    assert len(peaks) == 3
+    for page in ("config/paper.yaml", "docs/cluster.md"):
+        text = " ".join((REPO / page).read_text().replace("#", " ").split())
+        assert sorted(re.findall(r"\d+\.\d GiB", text)) == peaks, page
+        assert re.search(r"as `?make plan`? prints at commit [0-9a-f]{7}", text), page
+    # GPT-20B's shards on the host, per process, as the plan's host row prints them
+    assert f"shards alone are {memory['gpt-oss-20b'].host_gib:.0f} GiB a process" in " ".join(
+        (REPO / "config/paper.yaml").read_text().replace("#", " ").split()
+    )
 
 
 API = ["config/config.yaml", "config/paper.yaml", "config/api-generators.yaml"]
