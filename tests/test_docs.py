@@ -9,7 +9,7 @@ import shlex
 import subprocess
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SHARED_DATA
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # What the pages may show without it being run here: cluster, editor, shell and install steps.
@@ -102,3 +102,21 @@ def test_every_link_between_the_pages_points_at_a_file():
             if "://" in target:
                 continue
             assert (page.parent / target).exists(), f"{page.relative_to(REPO)}: link to {target} (no such file)"
+
+
+def test_the_cluster_page_says_how_each_shared_data_folder_an_overlay_reads_reaches_a_cluster():
+    """Overlays read `../shared/data/<folder>/`, which is not in the checkout and no rule downloads: the
+    cluster page's first-contact list names each such folder and how it gets beside the checkout."""
+    read = set()
+    for overlay in sorted((REPO / "config").glob("*.yaml")):
+        read |= set(re.findall(r"\.\./shared/data/(\w+)/", overlay.read_text()))
+    assert "er_audit_release" in read  # config/release-split.yaml, config/release-transcripts.yaml
+    page = " ".join((REPO / "docs/cluster.md").read_text().split())
+    contact = page[page.index("First contact with a real node") :]
+    assert read <= set(re.findall(r"`(?:\.\./shared/data/)?(\w+)/`", contact))
+    assert "rsync -a ../shared/data/ " in contact
+    # the release commit the page names is the one the copies here came from
+    readme = SHARED_DATA / "er_audit_release" / "README.md"
+    if readme.exists():
+        (commit,) = re.findall(r"commit `([0-9a-f]{40})`", readme.read_text())
+        assert commit in contact

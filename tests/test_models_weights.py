@@ -1,6 +1,7 @@
 """The one in-process loader (models/weights.py): gpt-oss's MXFP4 checkpoint loads offline as a trainable bf16 /
 fp32 model on a node where transformers would otherwise fetch a kernel from the hub; a composite Qwen3.5
-checkpoint loads as the causal LM with every weight; a missing or unexpected weight fails, named.
+checkpoint loads as the causal LM with every weight; either, saved by save_pretrained (as a fine-tuned verifier
+is), reloads weight for weight; a missing or unexpected weight fails, named.
 
 The checkpoints are written by the test at a tiny shape in the hub's own format (tools/tiny_checkpoints.py):
 gpt-oss's experts as `*_blocks` / `*_scales` MXFP4 tensors under its `quantization_config`, Qwen3.5 as
@@ -103,6 +104,38 @@ def test_qwen3_5_composite_checkpoint_loads_as_the_causal_lm_with_every_weight(t
     torch.testing.assert_close(state[name], expected[name], rtol=0, atol=0)
     for key, weight in expected.items():
         torch.testing.assert_close(state[key], weight, rtol=0, atol=0, msg=key)
+
+
+# What a fine-tuned verifier's checkpoint goes through: the base loaded from the hub's format, saved by
+# save_pretrained as plain weights, read back by the loader the audit uses.
+HUB_FORMATS = {
+    "gpt_oss-mxfp4": lambda out: write_mxfp4_gpt_oss(out, tiny_gpt_oss_config()),
+    "qwen3_5-composite": lambda out: write_qwen3_5_composite(out, tiny_qwen3_5_config()),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("hub_format", sorted(HUB_FORMATS))
+def test_a_hub_format_checkpoint_saved_and_reloaded_keeps_every_weight(tmp_path, hub_format, dtype):
+    expected = HUB_FORMATS[hub_format](tmp_path / "hub")
+    loaded = load_pretrained(tmp_path / "hub", dtype=dtype)
+    loaded.save_pretrained(tmp_path / "saved")
+    # plain weights, one tensor each: no MXFP4 blocks or quantization_config, no vision tower or MTP head
+    # (transformers writes Qwen3.5's language model back under the composite's `model.language_model.`)
+    saved = load_file(tmp_path / "saved/model.safetensors")
+    assert len(saved) == len(expected)
+    assert not [k for k in saved if k.endswith(("_blocks", "_scales")) or k.startswith(("model.visual.", "mtp."))]
+    assert "quantization_config" not in json.loads((tmp_path / "saved/config.json").read_text())
+    reloaded = load_pretrained(tmp_path / "saved", dtype=dtype)
+    assert type(reloaded) is type(loaded)
+    state, again = loaded.state_dict(), reloaded.state_dict()
+    assert set(again) == set(state) == set(expected)
+    # exact in bf16 too: the decoded MXFP4 values (an E2M1 code times a power of two) and the stored bf16
+    # weights are all bf16 numbers
+    for name, weight in expected.items():
+        assert again[name].dtype == dtype, name
+        torch.testing.assert_close(again[name], state[name], rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(again[name].float(), weight, rtol=0, atol=0, msg=name)
 
 
 def _tiny_llama(directory):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,12 @@ from snakemake.utils import update_config
 from debate_audit.models.calls import RulePlan
 from debate_audit.models.size import params_b, params_from_config, prepared_params
 from debate_audit.models.spec import ModelSpec
+from debate_audit.runtime.cluster import ClusterSettings
 from debate_audit.tools.plan import build_plan, load_config
 from debate_audit.tools.plan_counts import model_calls
 from debate_audit.tools.plan_hours import gpu_hours
-from debate_audit.tools.plan_report import plan_json, render
+from debate_audit.tools.plan_memory import training_memory
+from debate_audit.tools.plan_report import Plan, plan_json, render, render_job_sizes, runtime_warnings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -246,6 +249,50 @@ def test_gcg_jobs_cost_their_gradients_and_exact_scores_on_one_gpu(config):
     assert (row["jobs"], row["gpus"]) == (2, 1) and row["gpu_hours_h100"] > 0
     default = load_config(["config/config.yaml"])
     assert not any(rp.rule == "debate_gcg" for rp in model_calls(default, sizes))
+
+
+def test_plan_names_the_longest_job_and_warns_of_one_over_the_time_cap():
+    rules = [
+        RulePlan("debate_gcg", jobs=2, model="gpt-oss-20b", runtime_min=2880, runtime_wanted_min=3803),
+        RulePlan("cwpor_debate", jobs=5, model="phi-4", runtime_min=74, runtime_wanted_min=74),
+    ]
+    plan = Plan(rules=rules, cluster=ClusterSettings(max_runtime=2880))
+    text = render_job_sizes(plan, rules)
+    assert "Longest job: debate_gcg (gpt-oss-20b), 3803 min on its first attempt" in text
+    (warning,) = runtime_warnings(plan)
+    assert warning.startswith("WARNING: debate_gcg: estimate 3803 min over cluster.runtime.max_minutes 2880: ")
+    assert "candidate ranges" in warning and warning in text
+    # at the cap is within it; without a cap nothing is killed
+    rules[0].runtime_wanted_min = 2880
+    assert runtime_warnings(plan) == []
+    rules[0].runtime_wanted_min = 3803
+    assert runtime_warnings(Plan(rules=rules, cluster=ClusterSettings(max_runtime=None))) == []
+
+
+def test_the_paper_plan_caps_gcg_at_48_hours_and_warns(config):
+    """The paper's GCG jobs (all of a dataset's training candidates each) want more than the default cap."""
+    plan = build_plan(config, {"debate_gcg": 2}, None)
+    (gcg,) = [rp for rp in plan.rules if rp.rule == "debate_gcg"]
+    assert gcg.runtime_wanted_min > 2880 == gcg.runtime_min
+    assert [w.split(":")[1].strip() for w in runtime_warnings(plan)] == ["debate_gcg"]
+    assert f"estimate {gcg.runtime_wanted_min} min over cluster.runtime.max_minutes 2880" in render(plan)
+
+
+def test_the_fine_tuning_memory_the_paper_overlay_and_the_cluster_page_quote_is_what_make_plan_prints(config):
+    """config/paper.yaml and docs/cluster.md quote the paper's per-GPU peaks "as make plan prints at <commit>":
+    a change to the memory model that moves them fails here until the figures (and the commit) are updated."""
+    specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
+    memory = {t.architecture: t for t in training_memory(config, specs)}
+    peaks = sorted(f"{t.gib:.1f} GiB" for t in memory.values())
+    assert len(peaks) == 3
+    for page in ("config/paper.yaml", "docs/cluster.md"):
+        text = " ".join((REPO / page).read_text().replace("#", " ").split())
+        assert sorted(re.findall(r"\d+\.\d GiB", text)) == peaks, page
+        assert re.search(r"as `?make plan`? prints at commit [0-9a-f]{7}", text), page
+    # GPT-20B's shards on the host, per process, as the plan's host row prints them
+    assert f"shards alone are {memory['gpt-oss-20b'].host_gib:.0f} GiB a process" in " ".join(
+        (REPO / "config/paper.yaml").read_text().replace("#", " ").split()
+    )
 
 
 API = ["config/config.yaml", "config/paper.yaml", "config/api-generators.yaml"]

@@ -13,7 +13,7 @@ import yaml
 
 from debate_audit.models.spec import ModelSpec
 from debate_audit.runtime.cluster import CACHE_VARIABLES, ClusterSettings, cache_environment
-from debate_audit.tools.job_sizes import JobTimes, job_cpus, job_minutes, model_job_cpus
+from debate_audit.tools.job_sizes import JobTimes, job_cpus, job_minutes, model_job_cpus, wanted_minutes
 from debate_audit.tools.plan import load_config
 from debate_audit.tools.plan_hours import LOAD_SECONDS_PER_B, VLLM_THROUGHPUT
 
@@ -59,6 +59,21 @@ def test_a_time_limit_is_the_estimate_with_its_margin_above_a_floor_and_retries_
     assert job_minutes(settings, 100 / 60 / 2 + 1e-9) == 101  # minutes round up
     capped = ClusterSettings(max_runtime=2880)
     assert job_minutes(capped, 20.0) == 2400 and job_minutes(capped, 20.0, attempt=2) == 2880
+    # what the job wants is kept apart from the cap: make plan warns where the first attempt wants more
+    assert wanted_minutes(capped, 30.0) == 3600 and job_minutes(capped, 30.0) == 2880
+    assert job_minutes(ClusterSettings(max_runtime=None), 30.0) == 3600
+
+
+def test_time_limits_are_capped_at_48_hours_unless_a_config_says_otherwise():
+    # 48 h, a common GPU partition's MaxTime: a job asking for more is one SLURM will not start there
+    assert ClusterSettings().max_runtime == 2880
+    # the shipped config, the schema's defaults (what a config without the keys gets) and the class agree
+    assert ClusterSettings.from_config(yaml.safe_load((REPO / "config/config.yaml").read_text())) == ClusterSettings()
+    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())["properties"]["cluster"]
+    assert schema["default"]["runtime"]["max_minutes"] == schema["properties"]["runtime"]["default"]["max_minutes"]
+    assert schema["properties"]["runtime"]["properties"]["max_minutes"]["default"] == 2880
+    # null: no cap, as before
+    assert ClusterSettings.from_config({"cluster": {"runtime": {"max_minutes": None}}}).max_runtime is None
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ class RulePlan:
     gpu_gib: float | None = None  # planned memory per GPU before activations / key-value cache
     cpus: int = 0  # cores one job asks for (tools/job_sizes.py; the most of the rule's jobs with this model)
     runtime_min: int = 0  # time limit of one job, first attempt (tools/job_sizes.py; the longest such job)
+    runtime_wanted_min: int = 0  # ... before cluster.runtime.max_minutes caps it (above the cap: killed there)
     # The wildcard values of the one job whose calls these are (a stage's cost.py counts them per job; `make
     # plan` adds the rows up per rule and model, tools/job_sizes.py gives each job the time its rows take).
     cell: dict[str, str] = field(default_factory=dict)

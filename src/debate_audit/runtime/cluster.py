@@ -22,7 +22,9 @@ class ClusterSettings:
     offload_cpus_per_gpu: int = 8  # ... of a fine-tuning process whose optimizer step runs on the host
     runtime_margin: float = 2.0  # time limit = estimate x margin (x attempt)
     min_runtime: int = 30  # minutes
-    max_runtime: int | None = None  # minutes (a partition's MaxTime); None: no cap
+    # minutes: a cap, 48 h by default, a common GPU partition's MaxTime (SLURM leaves a job asking for more
+    # than its partition allows pending, or refuses it); None: no cap
+    max_runtime: int | None = 2880
     cache_dir: str | None = None  # vLLM, Triton and hub caches (None: the job's scratch, `cache_root`)
 
     @classmethod

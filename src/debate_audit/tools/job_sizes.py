@@ -19,7 +19,9 @@ Time limit (`runtime`, minutes): `make plan`'s estimate of the job (tools/plan_h
 stage's cost.py counts them, at the H100 throughput, its GPUs sharing the work, plus loading the weights and
 starting its engine), times `runtime.margin` (the estimate's stated uncertainty is x0.5 to x2), never below
 `runtime.min_minutes`, and times Snakemake's `attempt`: a job killed at its limit is retried (the profile's
-`retries`) with twice the time, then three times, ... up to `runtime.max_minutes` where a site sets one.
+`retries`) with twice the time, then three times, ... up to `runtime.max_minutes` (2880, 48 h, a common
+partition's MaxTime). A job whose first attempt wants more is killed at the cap on every attempt: `make plan`
+names it (tools/plan_report.py `runtime_warnings`).
 """
 
 from __future__ import annotations
@@ -61,9 +63,14 @@ def model_job_cpus(
     return job_cpus(settings, engine_gpus=engine, compute_gpus=1 if in_process else 0)
 
 
+def wanted_minutes(settings: ClusterSettings, hours: float, attempt: int = 1) -> int:
+    """The time limit a job estimated at `hours` wants on its `attempt`-th try, before `runtime.max_minutes`."""
+    return max(settings.min_runtime, math.ceil(hours * 60 * settings.runtime_margin)) * max(1, attempt)
+
+
 def job_minutes(settings: ClusterSettings, hours: float, attempt: int = 1) -> int:
-    """The time limit of a job estimated at `hours`, on its `attempt`-th try."""
-    minutes = max(settings.min_runtime, math.ceil(hours * 60 * settings.runtime_margin)) * max(1, attempt)
+    """The time limit of a job estimated at `hours`, on its `attempt`-th try: what it wants, at most the cap."""
+    minutes = wanted_minutes(settings, hours, attempt)
     return minutes if settings.max_runtime is None else min(minutes, int(settings.max_runtime))
 
 
@@ -109,9 +116,9 @@ class JobTimes:
 
 
 def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePlan]) -> Any:
-    """Set each (rule, model) row's `cpus` and `runtime_min`: what its jobs ask the scheduler for (the most of
-    them), computed as the workflow computes them (the functions above, with the models prepared under
-    resources/models/ where they are)."""
+    """Set each (rule, model) row's `cpus`, `runtime_min` and `runtime_wanted_min`: what its jobs ask the
+    scheduler for (the most of them) and what the longest wants before the cap, computed as the workflow
+    computes them (the functions above, with the models prepared under resources/models/ where they are)."""
     from debate_audit.cwpor.jobs import job_wildcards
 
     settings = ClusterSettings.from_config(config)
@@ -130,7 +137,7 @@ def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePla
             for cell, model, *_ in times.rows.get(rp.rule, [])
             if model == rp.model
         }
-        rp.runtime_min = max(
-            (job_minutes(settings, times.hours(rp.rule, dict(job))) for job in jobs), default=settings.min_runtime
-        )
+        hours = [times.hours(rp.rule, dict(job)) for job in jobs]
+        rp.runtime_min = max((job_minutes(settings, h) for h in hours), default=settings.min_runtime)
+        rp.runtime_wanted_min = max((wanted_minutes(settings, h) for h in hours), default=settings.min_runtime)
     return settings

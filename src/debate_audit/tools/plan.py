@@ -21,6 +21,7 @@ that reach it and what they cost in calls, tokens and (where `prices` are set) U
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from debate_audit.tools.plan_counts import dataset_stats, dry_run_jobs, model_ca
 from debate_audit.tools.plan_hours import LOAD_SECONDS_PER_B, VLLM_THROUGHPUT, gpu_hours
 from debate_audit.tools.plan_memory import job_gpus, training_memory
 from debate_audit.tools.plan_power import power_plan
-from debate_audit.tools.plan_report import Plan, plan_json, render
+from debate_audit.tools.plan_report import Plan, plan_json, render, runtime_warnings
 
 
 def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
@@ -114,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     jobs = dry_run_jobs(args.configfile)
     shared = Path(args.shared) if Path(args.shared).is_dir() else None
     plan = build_plan(config, jobs, shared)
+    # on stderr as well: a JSON reader sees no tables, and a table reader may not scroll to the job sizes
+    for warning in runtime_warnings(plan):
+        print(warning, file=sys.stderr)
     if args.json:
         print(plan_json(plan))
         return

@@ -308,8 +308,40 @@ def render_training(training: Sequence[FinetuneMemory]) -> str:
     return note + "\n\n" + markdown_table(header, rows).rstrip("\n")
 
 
+# Why a rule's jobs want more than the cap, and what would fix it, where that is known.
+OVER_CAP_REASONS = {
+    "debate_gcg": "each job runs GCG over all of a dataset's training candidates; splitting those jobs by "
+    "candidate ranges is the fix and is not implemented",
+}
+
+
+def longest_job(sized: Sequence[RulePlan]) -> RulePlan | None:
+    """The (rule, model) row whose longest job wants the most minutes before the cap."""
+    return max(sized, key=lambda rp: rp.runtime_wanted_min, default=None)
+
+
+def runtime_warnings(plan: Plan) -> list[str]:
+    """One line per (rule, model) whose longest job's first attempt wants more than
+    `cluster.runtime.max_minutes`: such a job is killed at the cap, and so is every retry (capped the same)."""
+    cap = plan.cluster.max_runtime if plan.cluster is not None else None
+    if cap is None:
+        return []
+    lines = []
+    for rp in plan.rules:
+        if rp.model and rp.runtime_wanted_min > cap:
+            reason = OVER_CAP_REASONS.get(rp.rule, "its jobs' calls estimated at the plan's throughput")
+            lines.append(
+                f"WARNING: {rp.rule}: estimate {rp.runtime_wanted_min} min over cluster.runtime.max_minutes "
+                f"{cap}: its longest job ({rp.model}) will be killed at {cap} min on every attempt ({reason}). "
+                f"Raise the key where a partition allows longer jobs, or give {rp.rule} a longer `runtime` in "
+                "the profile's set-resources."
+            )
+    return lines
+
+
 def render_job_sizes(plan: Plan, sized: Sequence[RulePlan]) -> str:
-    """What each model-bound job asks the scheduler for besides memory (tools/job_sizes.py, config `cluster`)."""
+    """What each model-bound job asks the scheduler for besides memory (tools/job_sizes.py, config `cluster`),
+    the longest job, and a warning for each rule whose jobs want more than the cap."""
     from debate_audit.runtime.cluster import ClusterSettings
 
     settings = plan.cluster or ClusterSettings()
@@ -329,8 +361,18 @@ def render_job_sizes(plan: Plan, sized: Sequence[RulePlan]) -> str:
             f"shared by its GPUs, plus loading its model and starting its engine) x {settings.runtime_margin:g}, at "
             f"least {settings.min_runtime} min{cap}; the n-th attempt asks n times that (the profile's `retries`). "
             "Estimated from the configured dataset files, else the nominal sizes, as the jobs estimate it.",
+            "",
+            _longest_line(longest_job(sized), settings.max_runtime),
+            *runtime_warnings(plan),
         ]
     )
+
+
+def _longest_line(rp: RulePlan | None, cap: int | None) -> str:
+    if rp is None:  # unreachable from render, which prints the table only with a sized row
+        return ""
+    limit = "no cap" if cap is None else f"cluster.runtime.max_minutes {cap}"
+    return f"Longest job: {rp.rule} ({rp.model}), {rp.runtime_wanted_min} min on its first attempt ({limit})."
 
 
 def _usd(value: float) -> str:

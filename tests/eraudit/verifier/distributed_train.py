@@ -2,7 +2,11 @@
 gpt-oss: experts, attention sinks, sliding-window and full layers), sharded over the job's processes, trained
 on the same rows; rank 0 saves the curve and the gathered weights.
 
-    python distributed_train.py ARCH PROCESSES OUT"""
+    python distributed_train.py ARCH PROCESSES OUT [--cpu-offload] [--bf16]
+
+--cpu-offload and --bf16: FSDP2 with the shards on the host and the gathered layers computing in bf16 (the
+paper's gpt-oss-20b policy, config/paper.yaml verifier.distributed), sharded even in one process (a group
+of one, as a one-process fine-tune on a GPU is); without them one process trains unsharded in fp32."""
 
 import sys
 from pathlib import Path
@@ -62,22 +66,23 @@ SETTINGS = dict(
 )
 
 
-def run(arch: str, processes: int, out: str) -> None:
+def run(arch: str, processes: int, out: str, *, cpu_offload: bool = False, bf16: bool = False) -> None:
     torch.set_num_threads(1)
-    rank, _ = start("cpu")
+    policy = cpu_offload or bf16
+    rank, _ = start("cpu", shard_alone=policy)
     model = tiny_model(arch)
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if rank.world > 1:
-        model = shard(model)
-    settings = FinetuneSettings(**SETTINGS, processes=processes)
+    sharded = rank.world > 1 or policy
+    if sharded:
+        model = shard(model, cpu_offload=cpu_offload, compute_dtype=torch.bfloat16 if bf16 else None)
+    settings = FinetuneSettings(**SETTINGS, processes=processes, cpu_offload=cpu_offload)
     curve = train(model, rows(), settings, LABEL_IDS, PAD, rank=rank)
-    weights = (
-        full_state_dict(model) if rank.world > 1 else {k: v.detach().clone() for k, v in model.state_dict().items()}
-    )
+    weights = full_state_dict(model) if sharded else {k: v.detach().clone() for k, v in model.state_dict().items()}
     if rank.main:
         torch.save({"curve": curve, "weights": weights, "initial": initial}, out)
     stop()
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    flags = set(sys.argv[4:])
+    run(sys.argv[1], int(sys.argv[2]), sys.argv[3], cpu_offload="--cpu-offload" in flags, bf16="--bf16" in flags)

@@ -111,7 +111,11 @@ def shard(model, *, cpu_offload: bool = False, compute_dtype: torch.dtype | None
     layers = decoder_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__}: no decoder layer class (_no_split_modules) to shard by")
-    policy = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    # Pinned host memory speeds the shards' copies to the GPU, but pinning needs an accelerator: without one
+    # `pin_memory()` raises ("Cannot access accelerator device when none is available"), so a CPU job (the
+    # rehearsal of the paper's offloaded gpt-oss-20b) keeps its shards in ordinary memory.
+    pinned = torch.accelerator.is_available()
+    policy = CPUOffloadPolicy(pin_memory=pinned) if cpu_offload else OffloadPolicy()
     precision = MixedPrecisionPolicy(
         param_dtype=compute_dtype, reduce_dtype=torch.float32 if compute_dtype is not None else None
     )
