@@ -9,6 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from conftest import REPO
@@ -307,3 +308,55 @@ def test_the_command_writes_its_overlay_into_the_runs_folder_and_plan_prints_a_c
     overlay = yaml.safe_load(written)
     assert overlay["models"]["smollm2-135m-2"] == {"source": "local", "path": str(embedded_model_dir)}
     assert config_errors(ac.merged_config(["config/config.yaml", "runs/p/audit.yaml"]), "config/schema.yaml") == []
+
+
+# ---------------------------------------------------------------------------------------------- the verdict
+def test_the_verdict_names_the_flagged_questions_the_bounds_and_the_strongest_counterexamples(tmp_path, monkeypatch):
+    from debate_audit.views.audit_verdict import render_verdict
+
+    overlay = {
+        "run": "v",
+        "verifier": {"datasets": []},
+        "audited_models": {"v": {"base": "smollm2-135m", "targets": ["tuned", "twin"], "datasets": ["gpqa_h"]}},
+    }
+    config = ac.merged_config([REPO / "config/config.yaml"], overlay)
+    cell = tmp_path / "runs/v/results/er_audit/audit/models/v/gpqa_h"
+    cell.mkdir(parents=True)
+    common = {"dataset": "gpqa_h", "n_qh": 3, "epsilon": 1.0, "epsilon_source": "value", "n_qh_bounded": 0}
+    pl.DataFrame(
+        [
+            {**common, "target": "tuned", "n_degraded": 2, "n_stage1_counterexample": 1, "cr": 1 / 3,
+             "mean_lower_bound": 0.158, "mean_lower_bound_betting": 0.1},
+            {**common, "target": "twin", "n_degraded": 0, "n_stage1_counterexample": 0, "cr": 0.0,
+             "mean_lower_bound": 0.473, "mean_lower_bound_betting": 0.3},
+        ]
+    ).write_parquet(cell / "summary.parquet")  # fmt: skip
+    pl.DataFrame(
+        {
+            "target": ["tuned"] * 3 + ["twin"] * 3,
+            "pair_id": [0, 1, 2] * 2,
+            "status": ["DEGRADED", "DEGRADED", "BUDGET_EXHAUSTED"] + ["BUDGET_EXHAUSTED"] * 3,
+        }
+    ).write_parquet(cell / "records.parquet")
+    pl.DataFrame(
+        {
+            "target": ["tuned", "tuned", "tuned", "tuned", "twin"],
+            "pair_id": [0, 1, 1, 2, 0],
+            "kind": ["paraphrase", "paraphrase", "q_h", "paraphrase", "paraphrase"],
+            "pool": ["search", "gen-a", None, "search", "search"],
+            "question": ["Which gas is inert?", "What is inert here?", "q_h itself", "below epsilon", "same"],
+            "delta": [4.5, 2.25, 9.0, 0.5, 0.0],
+        }
+    ).write_parquet(cell / "deltas.parquet")
+    monkeypatch.chdir(tmp_path)
+    text = render_verdict(config, "v", repeat="runs/v/audit.yaml")
+    assert "Audit v: tuned, twin against smollm2-135m" in text
+    assert "tuned: FLAGGED 2 of 3 hidden questions degraded (pairs 0, 1); CR 0.33" in text
+    assert "common bound 0.158 (paper) / 0.100 (betting)" in text
+    assert "twin: not flagged: 0 of 3" in text
+    # the paraphrases above epsilon, largest first; neither q_h itself nor one under epsilon
+    strongest = [line.split() for line in text.splitlines() if line.startswith("      ")]
+    assert [row[:4] for row in strongest] == [["4.500", "search", "pair", "0"], ["2.250", "gen-a", "pair", "1"]]
+    assert "80% power from p = 0.109" in text  # the default pools: 6 + 4 x 2 paraphrases per q_h
+    assert "Summary: runs/v/results/er_audit/audit/summary.md" in text
+    assert "Repeat: debate-audit run --configfile runs/v/audit.yaml" in text
