@@ -218,6 +218,15 @@ def test_a_mistake_is_one_line_naming_it(argv, says, capsys, monkeypatch):
     assert err.count("\n") == 1 and err.startswith("debate-audit: error: ") and says in err, err
 
 
+def test_outside_the_repository_it_says_where_to_run_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run_cli(["--base", "smollm2-135m", "--target", "smollm2-135m", "--dataset", "gpqa_h"], capsys)
+    assert (status, err) == (
+        2,
+        "debate-audit: error: no config/config.yaml here: run it from the repository's folder\n",
+    )
+
+
 @pytest.mark.parametrize(
     ("secret", "says"),
     [("sk-" + "a" * 40, "is not the name of an environment variable"), ("hf_" + "a" * 34, "has the shape of a key")],

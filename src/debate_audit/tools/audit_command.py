@@ -23,8 +23,9 @@ only (no CW-POR, no trained verifier) and prints the verdict read from them (vie
 
 Everything given is checked first and a mistake ends in one line naming it: a SPEC of none of the forms
 above, a directory without weights, a pairs file that does not exist, a key variable that is unset, an
-endpoint whose `/models` does not answer within 3 seconds (or does not serve the named model), and
-whatever the configuration check (tools/config_check.py) finds in the overlay.
+endpoint whose `/models` does not answer within 3 seconds (or does not serve the named model; not asked with
+--plan, which calls no model), and whatever the configuration check (tools/config_check.py) finds in the
+overlay.
 """
 
 from __future__ import annotations
@@ -333,6 +334,8 @@ class Prepared:
 def prepare(args: Any, *, check_endpoints: bool, reach: Callable[[str, str | None], str | None] = endpoint_error):
     """Check everything `args` gives and build the overlay (written by `write_overlay`); UsageError naming
     the first mistake."""
+    if not Path(DEFAULT_CONFIG).is_file():
+        raise UsageError(f"no {DEFAULT_CONFIG} here: run it from the repository's folder")
     if error := name_error(args.run):
         raise UsageError(f"--run: {error.removeprefix('run: ')}")
     if not args.pairs and not args.dataset:
