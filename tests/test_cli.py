@@ -8,7 +8,7 @@ import pytest
 
 from debate_audit import cli
 
-SUBCOMMANDS = ("run", "plan", "compare", "inspect", "browse", "pin")
+SUBCOMMANDS = ("run", "plan", "compare", "inspect", "browse", "pin", "audit")
 
 
 @pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in SUBCOMMANDS)])

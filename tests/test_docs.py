@@ -7,13 +7,23 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED_DATA
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# The pages whose links, `make` targets and `debate-audit` subcommands are checked (the front door and the
+# READMEs it links to).
+REFERENCE_PAGES = [
+    *PAGES,
+    *(REPO / folder / "README.md" for folder in ("config", "tests", "benchmarks", "envs")),
+]
 # What the pages may show without it being run here: cluster, editor, shell and install steps.
-NOT_RUN = ("srun", "sbatch", "cp", "$EDITOR", "export", "git", "pip", "python3", "cd", "bash", "pre-commit", "inspect")
+NOT_RUN = (
+    "srun", "sbatch", "cp", "$EDITOR", "export", "git", "pip", "python3", "cd", "bash", "pre-commit", "inspect",
+    "source",
+)  # fmt: skip
 BIN = REPO / ".venv" / "bin"
 
 
@@ -96,12 +106,84 @@ def test_every_shown_command_runs_as_a_dry_run():
         assert result.returncode == 0, f"{page}: {command!r} -> {' '.join(line)}:\n{output}"
 
 
-def test_every_link_between_the_pages_points_at_a_file():
-    for page in PAGES:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
-            if "://" in target:
-                continue
-            assert (page.parent / target).exists(), f"{page.relative_to(REPO)}: link to {target} (no such file)"
+def relative_links(text: str) -> list[str]:
+    """The file part of every Markdown link and image in `text` that is not a URL or a bare anchor."""
+    return [
+        t for t in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in t and not t.startswith("mailto:")
+    ]
+
+
+def code_texts(text: str) -> list[str]:
+    """What a page shows as code: its fenced blocks and its inline code spans."""
+    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M)
+    prose = re.sub(r"^```[^\n]*\n.*?^```", "", text, flags=re.S | re.M)
+    return fenced + re.findall(r"`([^`\n]+)`", prose)
+
+
+def named(pattern: str, page: Path) -> set[str]:
+    """The words `pattern`'s group catches in `page`'s code (the target of `make X`, the subcommand of
+    `debate-audit X`)."""
+    found = set()
+    for code in code_texts(page.read_text()):
+        found |= set(re.findall(pattern, code, re.M))
+    return found
+
+
+def makefile_targets() -> set[str]:
+    """The targets the Makefile has a rule for (its `target: ...` lines; variable assignments left out)."""
+    targets = set()
+    for line in (REPO / "Makefile").read_text().splitlines():
+        rule = re.match(r"^([A-Za-z0-9_.-]+(?:\s+[A-Za-z0-9_.-]+)*)\s*:(?![=:])", line)
+        if rule:
+            targets |= set(rule.group(1).split())
+    return targets
+
+
+def cli_subcommands() -> set[str]:
+    from debate_audit.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if a.dest == "command")
+    return set(sub.choices)
+
+
+def test_the_reference_pages_are_read():
+    assert all(page.is_file() for page in REFERENCE_PAGES)
+    assert {"run", "test", "plan", "install"} <= makefile_targets()
+    assert {"run", "plan", "compare"} <= cli_subcommands()
+    assert "run" in named(r"(?:^|\s)make\s+([a-z][\w-]*)", REPO / "README.md")
+
+
+def test_every_relative_link_of_the_pages_points_at_a_file():
+    missing = [
+        f"{page.relative_to(REPO)}: link to {target} (no such file)"
+        for page in REFERENCE_PAGES
+        for target in relative_links(page.read_text())
+        if not (page.parent / target).exists()
+    ]
+    assert not missing, "\n".join(missing)
+
+
+def test_every_make_target_the_pages_name_is_a_rule_of_the_makefile():
+    targets = makefile_targets()
+    unknown = [
+        f"{page.relative_to(REPO)}: make {name}"
+        for page in REFERENCE_PAGES
+        for name in sorted(named(r"(?:^|[\s(])make\s+([a-z][\w-]*)", page))
+        if name not in targets
+    ]
+    assert not unknown, f"no such Makefile target: {unknown}"
+
+
+def test_every_debate_audit_subcommand_the_pages_name_exists():
+    subcommands = cli_subcommands()
+    unknown = [
+        f"{page.relative_to(REPO)}: debate-audit {name}"
+        for page in REFERENCE_PAGES
+        for name in sorted(named(r"(?:^|[\s/(])debate-audit\s+([a-z][\w-]*)", page))
+        if name not in subcommands
+    ]
+    assert not unknown, f"no such debate-audit subcommand: {unknown}"
 
 
 def test_the_cluster_page_says_how_each_shared_data_folder_an_overlay_reads_reaches_a_cluster():

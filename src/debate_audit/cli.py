@@ -6,6 +6,7 @@
     debate-audit inspect [--configfile F ...] [--run NAME]                   inspect_ai eval logs
     debate-audit browse [--configfile F ...] [--run NAME]                    the results browser
     debate-audit pin FILE [--check]                                          pin hub models to commits
+    debate-audit audit --base SPEC --target SPEC ... (--pairs F | --dataset D)  audit models you bring
 
 Each subcommand's --help says what it writes. `python -m debate_audit` is the same command.
 
@@ -34,6 +35,7 @@ PASSTHROUGH = {
     "plan": "debate_audit.tools.plan",
     "compare": "debate_audit.views.compare",
     "pin": "debate_audit.models.pins",
+    "audit": "debate_audit.tools.audit_command",
 }
 HELP = ("-h", "--help")
 SNAKEMAKE_CONFIGFILE = ("--configfile", "--configfiles")  # Snakemake's own option, in `-- SNAKEMAKE ARGS`
@@ -235,6 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="pin a config file's hub models to the commits their branches point to now",
         description="Rewrite the `revision:` lines of a config file's hub models (needs the hub). "
         "Arguments: see `debate-audit pin --help`.",
+        add_help=False,
+    )
+    sub.add_parser(
+        "audit",
+        help="audit models you did not train against their base, in one command (docs/black-box.md)",
+        description="Write the audit's overlay to runs/<run>/audit.yaml, run its jobs only and print the verdict. "
+        "Arguments: see `debate-audit audit --help`.",
         add_help=False,
     )
     return parser

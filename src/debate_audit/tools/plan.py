@@ -22,7 +22,7 @@ that reach it and what they cost in calls, tokens and (where `prices` are set) U
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from debate_audit.models.calls import RulePlan
@@ -37,19 +37,26 @@ from debate_audit.tools.plan_power import power_plan
 from debate_audit.tools.plan_report import Plan, plan_json, render, runtime_warnings
 
 
-def build_plan(config: dict, jobs: dict[str, int], shared: Path | None) -> Plan:
+def build_plan(
+    config: dict, jobs: dict[str, int], shared: Path | None, *, rules: Collection[str] | None = None
+) -> Plan:
+    """The plan of `config`; `rules`: only the model calls of these rules (the audit command's jobs), else
+    every stage's."""
     check_prices(config)
     stats, notes = dataset_stats(config, shared)
     specs = {name: ModelSpec.from_config(name, entry) for name, entry in config["models"].items()}
     merged: dict[tuple[str, str], RulePlan] = {}
     for rp in model_calls(config, stats):
+        if rules is not None and rp.rule not in rules:
+            continue
         key = (rp.rule, rp.model)
         if key not in merged:
             merged[key] = RulePlan(rp.rule, model=rp.model, sampled=rp.sampled)
         into = merged[key]
         for attr in ("generations", "scorings", "prompt_tokens", "new_tokens", "train_tokens"):
             setattr(into, attr, getattr(into, attr) + getattr(rp, attr))
-    plan = Plan(notes=notes, training=training_memory(config, specs))
+    fine_tunes = rules is None or "verifier_finetune" in rules
+    plan = Plan(notes=notes, training=training_memory(config, specs) if fine_tunes else [])
     for (rule, model), rp in merged.items():
         size = params_b(specs[model]) if model in specs else None
         if model in specs and rp.generations and specs[model].generation_backend in ("vllm", "server"):

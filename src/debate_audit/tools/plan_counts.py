@@ -22,10 +22,11 @@ NOMINAL = {
 }
 
 
-def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".") -> dict[str, int]:
-    """Jobs per rule of a from-scratch run, from `snakemake -n` (`--forceall`: what a new cluster runs)."""
+def dry_run_jobs(configfiles: Sequence[str], workdir: str | Path = ".", targets: Sequence[str] = ()) -> dict[str, int]:
+    """Jobs per rule of a from-scratch run, from `snakemake -n` (`--forceall`: what a new cluster runs); of
+    the jobs `targets` need, where given (the audit command's), else of the whole run."""
     snakemake = Path(sys.executable).parent / "snakemake"
-    cmd = [str(snakemake), "-n", "--forceall", "--quiet", "rules", "--configfile", *configfiles]
+    cmd = [str(snakemake), *targets, "-n", "--forceall", "--quiet", "rules", "--configfile", *configfiles]
     result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-3000:]}")
