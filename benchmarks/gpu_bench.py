@@ -32,23 +32,11 @@ from prompts import generation_messages, scoring_prompts  # noqa: E402
 
 from debate_audit.models import GenerationParams, LanguageModel  # noqa: E402
 from debate_audit.models.decoding import left_pad  # noqa: E402
-from debate_audit.models.size import known_widths  # noqa: E402
+from debate_audit.models.size import DENSE_WIDTHS, known_widths  # noqa: E402
 
 LABELS = [" A", " B"]
 # Llama-3.1-8B-Instruct at the widths `make plan` prices
-EIGHT_B = known_widths(
-    "meta-llama/Llama-3.1-8B-Instruct",
-    (
-        "hidden_size",
-        "intermediate_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "vocab_size",
-        "tie_word_embeddings",
-    ),
-)
+EIGHT_B = known_widths("meta-llama/Llama-3.1-8B-Instruct", DENSE_WIDTHS)
 
 
 def build(model_dir: Path, shape: str, random_weights: bool, device: str):

@@ -100,6 +100,18 @@ KNOWN_CONFIGS: dict[str, dict] = {
 
 _SIZE_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
 
+# The widths a dense decoder's shape takes from its config.json (the device check, the GPU benchmark).
+DENSE_WIDTHS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+)
+
 
 def known_widths(model_id: str, keys: tuple[str, ...]) -> dict:
     """The published `keys` of a model the paper audits (KNOWN_CONFIGS; a composite model's text config): the

@@ -3,7 +3,7 @@
 A model's key lives in an environment variable and the config names the variable (`api_key_env`), never the
 key. Two mistakes put a key into the config itself: the key pasted as the value of `api_key_env`, and a
 setting under a key-like name (`api_key`, `hf_token`, `password`, an `Authorization` header in a model's
-free-form `request`). The start-up check refuses the first without echoing it (config_check.secret_errors);
+free-form `request`). The start-up check refuses the first without echoing it (`secret_errors`, which the start-up config check runs first);
 the run's recorded config (run_config.py) masks both, so a config that reaches a file shows no key.
 
 Only Snakefile-side code imports this module (config_check.py, run_config.py), so no rule's code fingerprint
@@ -58,3 +58,23 @@ def _masked_entry(key: str, value: Any) -> Any:
     if key == "api_key_env" and value != "" and variable_name_error(value):
         return MASK
     return masked(value)
+
+
+def secret_errors(config: Mapping[str, Any]) -> list[str]:
+    """One error per model, used or not, whose `api_key_env` is no variable name or has a key's shape
+    (variable_name_error): it names the key and never shows the value, which may be the key itself,
+    so that the run stops before the config reaches a file, a log or a job's params."""
+    models = config.get("models") if isinstance(config.get("models"), dict) else {}
+    errors = []
+    for name, entry in models.items():
+        value = entry.get("api_key_env") if isinstance(entry, dict) else None
+        if value is None or value == "":  # not set: a server of your own that takes no key
+            continue
+        reason = variable_name_error(value)
+        if reason:
+            errors.append(
+                f"models.{name}.api_key_env: its value {reason}, so it is not shown; give the name of the "
+                "environment variable that holds the key (export OPENAI_API_KEY=...; api_key_env: OPENAI_API_KEY), "
+                "never the key"
+            )
+    return errors

@@ -22,7 +22,7 @@ from debate_audit.eraudit.common.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common.readout import ENDPOINT_READOUTS, READOUT_MODES
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec, no_logprobs
-from debate_audit.runtime.masking import variable_name_error
+from debate_audit.runtime.masking import secret_errors
 from debate_audit.runtime.runs import name_error as run_name_error
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -361,26 +361,6 @@ def config_errors(config: dict[str, Any], schema_path: str | Path | None = None)
     explained = {_dotted(e) for e in cross + secrets}
     errors = [e for e in errors if _dotted(e) not in explained] + cross
     return list(dict.fromkeys(secrets + errors))
-
-
-def secret_errors(config: dict[str, Any]) -> list[str]:
-    """One error per model, used or not, whose `api_key_env` is no variable name or has a key's shape
-    (masking.variable_name_error): it names the key and never shows the value, which may be the key itself,
-    so that the run stops before the config reaches a file, a log or a job's params."""
-    models = config.get("models") if isinstance(config.get("models"), dict) else {}
-    errors = []
-    for name, entry in models.items():
-        value = entry.get("api_key_env") if isinstance(entry, dict) else None
-        if value is None or value == "":  # not set: a server of your own that takes no key
-            continue
-        reason = variable_name_error(value)
-        if reason:
-            errors.append(
-                f"models.{name}.api_key_env: its value {reason}, so it is not shown; give the name of the "
-                "environment variable that holds the key (export OPENAI_API_KEY=...; api_key_env: OPENAI_API_KEY), "
-                "never the key"
-            )
-    return errors
 
 
 # ------------------------------------------------------------------- names: one rule for every key that names

@@ -45,23 +45,11 @@ from typing import Any
 
 import torch
 
-from debate_audit.models.size import known_widths
+from debate_audit.models.size import DENSE_WIDTHS, known_widths
 
 # The paper's Llama-8B verifier at the widths `make plan` prices (size.KNOWN_CONFIGS), 8,192 positions
 LLAMA_8B = {
-    **known_widths(
-        "meta-llama/Llama-3.1-8B-Instruct",
-        (
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-            "vocab_size",
-            "tie_word_embeddings",
-        ),
-    ),
+    **known_widths("meta-llama/Llama-3.1-8B-Instruct", DENSE_WIDTHS),
     "max_position_embeddings": 8192,
 }
 TINY_LLAMA = dict(
