@@ -46,7 +46,9 @@ be deployed as text (`InitialSuffixError`); any other error stops the job.
 
 Where this differs from the release: no tier-1 boundary probes (the exact in-context check, which the
 release also runs on every proposal, decides alone); the gradient is taken through the model's full
-prompt once per task and step, as the release does.
+prompt once per task and step, as the release does; the exact scores share the prompts' common prefix (the
+key/value cache of the shared transcript, models/batching.py) where the release batches full prompts, so they
+equal the release's up to the order of float rounding (the last bits in bf16), not bit for bit.
 """
 
 from __future__ import annotations
