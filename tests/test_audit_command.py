@@ -209,6 +209,10 @@ def run_cli(argv, capsys) -> tuple[int, str, str]:
             ["--base", "smollm2-135m", "--target", "smollm2-135m", "--dataset", "gpqa_h", "--configfile", "x.yaml"],
             "x.yaml",
         ),
+        (  # a local base and an endpoint target would be read with different prompts (docs/black-box.md)
+            ["--base", "smollm2-135m", "--target", "http://127.0.0.1:9/v1#m", "--dataset", "gpqa_h"],
+            "would be read with different prompts",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_naming_it(argv, says, capsys, monkeypatch):
@@ -244,11 +248,10 @@ def test_an_unreachable_endpoint_is_refused_before_any_model_work(capsys, monkey
     workdir = project_copy(tmp_path)
     monkeypatch.chdir(workdir)
     port = closed_port()
-    status, _, err = run_cli(
-        ["--base", "smollm2-135m", "--target", f"http://127.0.0.1:{port}/v1#m", "--dataset", "gpqa_h"], capsys
-    )
+    url = f"http://127.0.0.1:{port}/v1"
+    status, _, err = run_cli(["--base", f"{url}#b", "--target", f"{url}#m", "--dataset", "gpqa_h"], capsys)
     assert status == 2
-    assert f"--target http://127.0.0.1:{port}/v1#m: http://127.0.0.1:{port}/v1/models did not answer" in err
+    assert f"--base {url}#b: {url}/models did not answer" in err
     assert not (workdir / "runs").exists()  # nothing written, nothing run
 
 

@@ -263,3 +263,48 @@ def test_with_part_1_off_its_models_need_not_be_prepared_or_even_defined(tmp_pat
     jobs = job_stats(snakemake(workdir, "-n", overlays=("config/audit-models.yaml", "off.yaml")).stdout)
     assert jobs["prepare_model"] == 2  # the embedded model (CW-POR, the pools, the target) and the brought base
     assert not {rule for rule in jobs if rule.startswith(("debate_", "verifier_"))} and "audit_scores" not in jobs
+
+
+SERVED = {"generation_backend": "server", "scoring_backend": "server", "base_url": "http://127.0.0.1:9/v1"}
+ENDPOINT = {"source": "openai", "base_url": "http://127.0.0.1:9/v1"}
+
+
+def one_prompt_config(kinds: dict[str, dict], weights: Path) -> dict:
+    """config/config.yaml with an audit of `kinds`' models (the first the base): a local directory (`weights`),
+    the same served with scoring_backend: server, or an endpoint."""
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    local = {"source": "local", "path": str(weights)}
+    for name, kind in kinds.items():
+        config["models"][name] = {**local, **kind} if kind.get("source") != "openai" else {**kind, "id": name}
+    names = list(kinds)
+    config["audited_models"] = {"mine": {"base": names[0], "targets": names[1:], "datasets": ["gpqa_h"]}}
+    return config
+
+
+def test_an_audit_read_partly_through_an_endpoint_is_refused_naming_the_audit_and_its_members(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = one_prompt_config({"b": {}, "t-local": {}, "t-endpoint": ENDPOINT}, tmp_path)
+    (error,) = config_errors(config, REPO / "config/schema.yaml")
+    assert error.startswith("audited_models.mine: its base and targets would be read with different prompts: ")
+    assert "t-endpoint through the chat endpoint" in error
+    assert "b (base), t-local with the prompt rendered here" in error
+    assert "scoring_backend: server" in error and "all through the endpoint" in error
+    # a served base beside an endpoint target is refused the same way: the server is sent this workflow's prompt
+    config = one_prompt_config({"b": SERVED, "t": ENDPOINT}, tmp_path)
+    (error,) = config_errors(config, REPO / "config/schema.yaml")
+    assert "t through the chat endpoint" in error and "b (base) with the prompt rendered here" in error
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        {"b": {}, "t": {}},  # all local
+        {"b": SERVED, "t": SERVED},  # all served with scoring_backend: server
+        {"b": {}, "t": SERVED},  # local and served: both read with the prompt rendered here
+        {"b": ENDPOINT, "t": ENDPOINT},  # all through the endpoint
+    ],
+    ids=["local", "server", "local-and-server", "endpoint"],
+)
+def test_an_audit_read_with_one_prompt_is_accepted(kinds, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert config_errors(one_prompt_config(kinds, tmp_path), REPO / "config/schema.yaml") == []

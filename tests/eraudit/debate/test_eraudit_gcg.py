@@ -211,6 +211,81 @@ def test_a_suffix_that_is_not_deployable_as_text_is_rejected_before_scoring(tiny
     )
 
 
+def selection_prompts(lm, row, suffix, readout, monkeypatch) -> list[str]:
+    """The prompts selection renders from the pool row of `row` with `suffix` (order both: q_m A, q_m B, q_h A,
+    q_h B, the tasks' order), caught at the selector's scoring call."""
+    pool_row = {**gcg.suffixed_row(row, PAIR, suffix, 1), "gcg": True, "gcg_source": 0, "gcg_suffix": suffix}
+    schema = CANDIDATE_SCHEMA | {"gcg": pl.Boolean, "gcg_source": pl.Int32, "gcg_suffix": pl.Utf8}
+    seen = []
+    real = lm.choice_logprobs
+
+    def caught(prompts, labels, **kwargs):
+        seen.extend(prompts)
+        return real(prompts, labels, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lm, "choice_logprobs", caught)
+        score_candidates(
+            lm, pl.DataFrame([pool_row], schema=schema), pl.DataFrame([PAIR]), leak_ngram=3, leak_threshold=0.3,
+            readout=readout, order="both",
+        )  # fmt: skip
+    return seen
+
+
+@pytest.mark.parametrize("readout", ["chat", "plain", "release"])
+def test_a_suffix_ending_the_transcript_in_whitespace_is_refused_unless_deployed_as_scored(tiny_lm, readout):
+    """The Y_true defender (B) speaks last, so its suffix ends the transcript, which the project's wordings
+    strip: a trailing tab survives the splice (prefix + text + tail re-tokenises to the ids) but not the
+    deployment. Refused there; where it is deployed as scored (the release's wording quotes the argument) the
+    prompt rendered from the suffixed arguments is the scored one."""
+    tok = tiny_lm.tokenizer
+    tasks = tasks_of(tiny_lm, candidate(true_position="B"), "both", readout)
+    text = " x x x\t"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert gcg.text_reason(tok, ids, text) is None
+    for task in tasks:  # the splice alone would have let it through
+        assert tok(task.prompt(text), add_special_tokens=False)["input_ids"] == [*task.prefix_ids, *ids, *task.tail_ids]
+    _, reason, in_context = gcg.deployable(tok, tasks, ids)
+    assert reason is None
+    if readout in ("chat", "plain"):
+        assert "is deployed otherwise than scored in the q_m prompt" in in_context
+    else:
+        assert in_context is None and all(task.deployed(text) == task.prompt(text) for task in tasks)
+
+
+@pytest.mark.parametrize("readout", ["chat", "plain", "release"])
+def test_the_deployed_prompt_is_the_token_sequence_scored_when_the_best_proposal_ends_in_whitespace(
+    tiny_lm, allowed, readout, monkeypatch
+):
+    """Every proposal puts a tab or " y" somewhere, and one ending in whitespace is rigged to win: what selection
+    renders from the pool row re-tokenises to the ids GCG scored, in every readout wording."""
+    tok = tiny_lm.tokenizer
+    row = candidate(true_position="B")
+    tasks = tasks_of(tiny_lm, row, "both", readout)
+    (tab,), (y,) = (tok(t, add_special_tokens=False)["input_ids"] for t in ("\t", " y"))
+    monkeypatch.setattr(gcg, "token_table", lambda model, gradient, allowed, top_k: torch.tensor([[tab, y]] * 4))
+    real = gcg.score_suffixes
+
+    def rigged(lm, tasks, texts, *, batch_size):
+        out = real(lm, tasks, texts, batch_size=batch_size)
+        return [
+            gcg.Objective(o.loss - 10.0 * t[-1:].isspace(), o.task_losses, o.target_probabilities)
+            for o, t in zip(out, texts)
+        ]
+
+    monkeypatch.setattr(gcg, "score_suffixes", rigged)
+    result = gcg.optimise(tiny_lm, tasks, TINY_SETTINGS, allowed)
+    deployed = selection_prompts(tiny_lm, row, result.suffix, readout, monkeypatch)
+    assert len(deployed) == len(tasks) == 4
+    for prompt, task in zip(deployed, tasks):
+        scored = [*task.prefix_ids, *result.suffix_ids, *task.tail_ids]
+        assert tok(prompt, add_special_tokens=False)["input_ids"] == scored
+    if readout == "release":
+        assert result.suffix.endswith("\t")  # quoted, the tab is deployed: the rigged winner stands
+    else:
+        assert not result.suffix[-1:].isspace()
+
+
 # ------------------------------------------------------------------ a real example
 @pytest.mark.slow
 def test_the_suffix_lowers_the_loss_below_the_unsuffixed_candidates_on_the_embedded_model(embedded_lm):
@@ -361,3 +436,23 @@ def test_a_candidate_without_a_deployable_suffix_stays_native_and_says_why(tmp_p
     assert all("cannot be deployed as text" in r and "whitespace" in r for r in records["reason"])
     assert pool.select("candidate", "gcg").rows() == [(0, False), (1, False)]
     assert pool.drop(gcg.GCG_POOL_COLUMNS).equals(pl.read_parquet(cands))
+
+
+def test_only_an_undeployable_initial_suffix_keeps_a_candidate_native_any_other_error_stops_the_job(
+    tmp_path, tiny_dir, monkeypatch
+):
+    from debate_audit.models import ModelRef
+
+    cands, pairs = write_inputs(tmp_path)
+    ref = ModelRef("tiny-gcg", str(tiny_dir), source="random", id="llama", batch_size=8)
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in the search, not the initial suffix")
+
+    monkeypatch.setattr(gcg, "optimise", broken)
+    with pytest.raises(ValueError, match="a bug in the search"):
+        gcg.optimise_candidates(
+            cands, pairs, ref, tmp_path / "pool.parquet", tmp_path / "gcg.parquet", settings=TINY_SETTINGS,
+            pool="replace", readout="chat", order="seeded", order_seed=7, cache=None,
+        )  # fmt: skip
+    assert not (tmp_path / "gcg.parquet").exists()

@@ -12,7 +12,13 @@ What differs is only who the models are:
   of one base model, or a brought base that is also a trained architecture, stay apart;
 - there is no part-1 split (no verifier of this workflow trained on the pairs) and no V_org: epsilon is the
   audit's own `epsilon`, else `audit.epsilon`, or a percentile (`audit.epsilon_percentile`) of the search
-  maxima of the target named by `epsilon_reference` (a model organism you bring).
+  maxima of the target named by `epsilon_reference` (a model organism you bring);
+- one audit reads its base and its targets with one prompt: a model behind a chat endpoint (`source: openai`)
+  is read as a conversation with a one-letter instruction and no prefilled answer slot (models/api.py), any
+  other (local weights, also those scored on a server with `scoring_backend: server`) with the prompt rendered
+  here and a prefilled `Answer:`, so an audit whose members would be read both ways is refused
+  (`read_through_endpoint`, `audit_errors`): the difference of prompts would be in every Delta (the same two
+  engines read both ways, tests/test_vllm.py: 6 of 8 Deltas changed sign and one verdict changed).
 
 Only the rules and the config check read this module (no model, no torch).
 """
@@ -97,6 +103,33 @@ def audit_datasets(config: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys([*trained_datasets(config), *(d for a in brought_audits(config) for d in a.datasets)]))
 
 
+def read_through_endpoint(entry: Any) -> bool:
+    """Whether a model spec (an entry of `models:`) is read through a chat endpoint's conversation readout
+    (`source: openai`: a one-letter instruction, no prefilled answer slot) rather than the prompt this workflow
+    renders (a local model, also one scored on a server: `scoring_backend: server`)."""
+    return isinstance(entry, Mapping) and entry.get("source") == "openai"
+
+
+def mixed_readout_error(key: str, base: str, members: Mapping[str, Any]) -> str | None:
+    """The refusal of an audit (`key`) whose members (model name -> spec, `base` among them) would be read with
+    different prompts, naming each side's members and the two ways out; None when they are all read one way."""
+    endpoint = [name for name, entry in members.items() if read_through_endpoint(entry)]
+    local = [name for name, entry in members.items() if isinstance(entry, Mapping) and name not in endpoint]
+    if not endpoint or not local:
+        return None
+
+    def named(names: list[str]) -> str:
+        return ", ".join(f"{name} (base)" if name == base else name for name in names)
+
+    return (
+        f"{key}: its base and targets would be read with different prompts: {named(endpoint)} through the chat "
+        f"endpoint (source openai: a one-letter instruction, no prefilled answer slot), {named(local)} with the "
+        "prompt rendered here (a prefilled 'Answer:'), so every Delta would hold the difference of prompts; read "
+        "them all one way: serve the weights of all of them with scoring_backend: server (source local or hf, "
+        "generation_backend: server), or all through the endpoint (source openai)"
+    )
+
+
 def audit_errors(config: Mapping[str, Any]) -> list[str]:
     """What is wrong with `audited_models` and `datasets.own`, each naming its key (config_check)."""
     errors = []
@@ -108,6 +141,7 @@ def audit_errors(config: Mapping[str, Any]) -> list[str]:
                 f"the workflow's datasets truthfulqa, {', '.join(RELEASE_DATASETS)})"
             )
     architectures = (config.get("verifier") or {}).get("base_models") or []
+    models = config.get("models") or {}
     shared_eps = (config.get("audit") or {}).get("epsilon")
     for name, entry in (config.get("audited_models") or {}).items():
         key = f"audited_models.{name}"
@@ -145,4 +179,8 @@ def audit_errors(config: Mapping[str, Any]) -> list[str]:
                 "audit has no V_org: set its own epsilon, or name the target whose maxima set it in "
                 "epsilon_reference (a model organism you bring)"
             )
+        members = [entry.get("base"), *targets]
+        mixed = mixed_readout_error(key, entry.get("base"), {m: models.get(m) for m in members if isinstance(m, str)})
+        if mixed:
+            errors.append(mixed)
     return errors

@@ -27,18 +27,28 @@ DEFAULT_INIT_SEED_TEXT).
 Text fidelity (objective.py SuffixValidator): a suffix is deployed as text, so every proposal must decode to
 printable text that starts with whitespace, contains none of the strings that would break the transcript's
 rendering (quote tags, the release's triple quotes and <transcript> tags, this project's turn markers),
-re-encodes alone to its own ids, and, spliced into every task's rendered prompt as text, re-tokenises to
-exactly prefix + suffix ids + tail. Both checks run before a proposal is scored: one that fails is counted
-and never scored, so the suffix written into the pool is the token sequence that was scored.
+re-encodes alone to its own ids, and, in every task's prompt, is deployed as scored: the prompt rendered from
+the arguments as they will be deployed (debates.with_suffix, then the readout rendering selection reads,
+`Task.deployed`) must be the scored text prefix + suffix + tail, and that text must re-tokenise to exactly
+prefix + suffix ids + tail. A suffix whose deployed prompt differs from the scored one is refused, in every
+readout wording: with the project's wordings (`chat`, `plain`, which strip the transcript) a suffix ending in
+whitespace where the Y_true defender speaks last would lose that whitespace when deployed, and a chat template
+that trims a message would do the same to any wording. Both checks run before a proposal is scored: one that
+fails is counted and never scored, so the suffix written into the pool is the token sequence that was scored.
 
 The exact scores go through the selector's own `choice_logprobs` (the call cache, prefix sharing, batch
 invariance on CPU), so a killed job resumes with every scored proposal cached and recomputes only the
 gradients; a finished candidate's whole result is cached too (op "gcg", keyed by its rendered tasks, the
 settings and this module's source).
 
+A candidate is kept native (recorded `rejected` with the reason) in one case only: its initial suffix cannot
+be deployed as text (`InitialSuffixError`); any other error stops the job.
+
 Where this differs from the release: no tier-1 boundary probes (the exact in-context check, which the
 release also runs on every proposal, decides alone); the gradient is taken through the model's full
-prompt once per task and step, as the release does.
+prompt once per task and step, as the release does; the exact scores share the prompts' common prefix (the
+key/value cache of the shared transcript, models/batching.py) where the release batches full prompts, so they
+equal the release's up to the order of float rounding (the last bits in bf16), not bit for bit.
 """
 
 from __future__ import annotations
@@ -48,8 +58,9 @@ import json
 import logging
 import math
 import random
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +149,12 @@ class Task:
     tail: str  # rendered prompt after the suffix, ending at the answer slot
     prefix_ids: tuple[int, ...]
     tail_ids: tuple[int, ...]
+    # the prompt rendered from the arguments as deployed with a suffix (debates.with_suffix, then the readout
+    # rendering selection reads): what the verifier reads once the suffix is in the pool
+    deployed: Callable[[str], str] = field(compare=False, repr=False)
 
     def prompt(self, suffix: str) -> str:
+        """The prompt scored: the suffix spliced as text between the rendered prefix and tail."""
         return self.prefix + suffix + self.tail
 
 
@@ -213,11 +228,16 @@ def compile_tasks(
 ) -> list[Task]:
     """The q_m and q_h readouts of one candidate (`row`: a candidate joined with its pair), each split at the
     end of the Y_true defender's final argument, in selection's prompts and answer orders."""
-    marked = with_suffix(row["arguments"], MARKER)
-    transcript = transcript_view(row["q_m"], options_for(row, row["true_position"]), marked)
     chat = renderer_for(readout, lm.tokenizer, lambda m, prefix: lm.render_chat(m, assistant_prefix=prefix))
     wording = wording_for(readout)
     start = plain_prefix(lm.tokenizer) if chat is None else ""  # a plain readout starts as selection's does
+    options = options_for(row, row["true_position"])
+
+    def render(suffix: str, question: str, a: str, b: str) -> str:
+        """The prompt selection renders from the arguments with `suffix` appended (selection.score_candidates)."""
+        transcript = transcript_view(row["q_m"], options, with_suffix(row["arguments"], suffix))
+        return render_prompt(row[question], a, b, transcript=transcript, chat=chat, wording=wording, prefix=start)
+
     tasks = []
     for question, answer, other, weight, target_is_answer in (
         ("q_m", row["y_true"], row["y_false"], settings.qm_weight, True),
@@ -229,7 +249,7 @@ def compile_tasks(
             positions = ["A", "B"]
         for pos in positions:
             a, b = (answer, other) if pos == "A" else (other, answer)
-            prompt = render_prompt(row[question], a, b, transcript=transcript, chat=chat, wording=wording, prefix=start)
+            prompt = render(MARKER, question, a, b)
             if prompt.count(MARKER) != 1:
                 raise ValueError(
                     f"pair {row['pair_id']} candidate {row['candidate']}: the suffix slot appears "
@@ -247,6 +267,7 @@ def compile_tasks(
                     tail=tail,
                     prefix_ids=tuple(encode(lm.tokenizer, prefix)),
                     tail_ids=tuple(encode(lm.tokenizer, tail)),
+                    deployed=partial(render, question=question, a=a, b=b),
                 )
             )
     return tasks
@@ -312,9 +333,16 @@ def text_reason(tokenizer: Any, ids: Sequence[int], text: str) -> str | None:
 
 
 def context_reason(tokenizer: Any, tasks: Sequence[Task], ids: Sequence[int], text: str) -> str | None:
-    """Why `text` does not denote `ids` inside some task's rendered prompt (objective.py exact_reason)."""
+    """Why `text` does not denote `ids` inside some task's prompt as deployed (objective.py exact_reason): the
+    prompt rendered from the suffixed arguments differs from the scored one, or re-tokenises otherwise."""
     for task in tasks:
-        if encode(tokenizer, task.prompt(text)) != [*task.prefix_ids, *ids, *task.tail_ids]:
+        scored = task.prompt(text)
+        if task.deployed(text) != scored:
+            return (
+                f"is deployed otherwise than scored in the {task.question} prompt (order {task.position}): its "
+                "rendering changes the text around it (a trailing whitespace stripped)"
+            )
+        if encode(tokenizer, scored) != [*task.prefix_ids, *ids, *task.tail_ids]:
             return f"re-tokenises otherwise in the {task.question} prompt (order {task.position})"
     return None
 
@@ -391,6 +419,10 @@ def token_table(model: Any, gradient: torch.Tensor, allowed: torch.Tensor, top_k
 
 
 # ---------------------------------------------------------------------------------------------- optimiser
+class InitialSuffixError(ValueError):
+    """The initial suffix cannot be deployed as text: the one case that keeps a candidate native."""
+
+
 @dataclass
 class Result:
     suffix: str
@@ -451,16 +483,18 @@ def optimise(
     *,
     batch_size: int | None = None,
 ) -> Result:
-    """GCG on one candidate's tasks (module docstring); raises ValueError when the initial suffix cannot be
-    deployed as text."""
+    """GCG on one candidate's tasks (module docstring); raises InitialSuffixError when the initial suffix cannot
+    be deployed as text."""
     tokenizer, model = lm.tokenizer, lm.model
     label_ids = lm.label_token_ids(list(LABELS))
     init = encode(tokenizer, settings.init_token)[:1] * settings.suffix_length
     if not set(init) <= set(allowed.tolist()):
-        raise ValueError(f"the initial suffix {settings.init_token!r} uses a token outside the editable vocabulary")
+        raise InitialSuffixError(
+            f"the initial suffix {settings.init_token!r} uses a token outside the editable vocabulary"
+        )
     text, reason, in_context = deployable(tokenizer, tasks, init)
     if reason or in_context:
-        raise ValueError(f"the initial suffix {text!r} cannot be deployed as text: {reason or in_context}")
+        raise InitialSuffixError(f"the initial suffix {text!r} cannot be deployed as text: {reason or in_context}")
     native, initial = score_suffixes(lm, tasks, ["", text], batch_size=batch_size)
     current, current_text, best = init, text, initial
     rng = random.Random(settings.seed)
@@ -576,21 +610,19 @@ def optimise_candidates(
             item = items[row["pair_id"]]
             joined = {**row, **item}
             base = {"dataset": row["dataset"], "pair_id": row["pair_id"], "candidate": row["candidate"]}
-            try:
-                tasks = compile_tasks(
-                    lm, joined, readout=readout, order=order, order_seed=order_seed, settings=settings
-                )
-                key = result_key(lm, tasks, settings)
-                record = lm.cache.get_many([key]).get(key)
-                if record is None:
+            tasks = compile_tasks(lm, joined, readout=readout, order=order, order_seed=order_seed, settings=settings)
+            key = result_key(lm, tasks, settings)
+            record = lm.cache.get_many([key]).get(key)
+            if record is None:
+                try:
                     record = result_record(optimise(lm, tasks, settings, allowed, batch_size=batch_size), tasks)
-                    lm.cache.put_many("gcg", {key: record})
-                else:
-                    reused += 1
-            except ValueError as err:
-                log.warning("pair %d candidate %d: no suffix: %s", row["pair_id"], row["candidate"], err)
-                records.append({**base, "pool_candidate": None, "status": "rejected", "reason": str(err)})
-                continue
+                except InitialSuffixError as err:  # the one case that keeps the candidate native (docstring)
+                    log.warning("pair %d candidate %d: no suffix: %s", row["pair_id"], row["candidate"], err)
+                    records.append({**base, "pool_candidate": None, "status": "rejected", "reason": str(err)})
+                    continue
+                lm.cache.put_many("gcg", {key: record})
+            else:
+                reused += 1
             number = offset + row["candidate"]
             records.append({**base, **record, "pool_candidate": number, "status": "ok", "reason": None})
             suffixed[(row["pair_id"], row["candidate"])] = (suffixed_row(row, item, record["suffix"], number), record)
