@@ -240,11 +240,7 @@ def _smoke(device: str, shape: str, model_dir: Path, *, random: bool) -> dict:
     generated = all(r.cut for r in replies) if random else all(t.strip() for t in texts)
     return {
         "ok": (gap == 0 if exact else gap <= GPU_BF16_TOLERANCE) and generated and (same == len(texts) or not exact),
-        "model": "random, SmolLM2-135M's widths"
-        if random and shape == "real"
-        else "random"
-        if random
-        else str(model_dir),
+        "model": ("random" + (", SmolLM2-135M's widths" if shape == "real" else "")) if random else str(model_dir),
         "batch_invariance_gap": gap,
         "tolerance": 0.0 if exact else GPU_BF16_TOLERANCE,
         "generations_equal_batched_and_alone": f"{same}/{len(texts)}",
