@@ -131,9 +131,10 @@ PEAK_OVER_PLAN = (0.75, 1.0)
 BF16_PEAK_FLOPS = {"H200": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "A100": 312e12}
 GIB = 2**30
 # Seconds each part may run on one H100 / H200 at the real shape, its process's start (importing torch and
-# transformers) included; a part over its budget is killed and reported as timed out. Together 8 minutes: the
-# whole check fits one 10-minute command on a lent machine, with its start-up, and leaves room for one rerun.
-PART_BUDGET_S = {"environment": 30, "smoke": 60, "fsdp": 150, "gpt-oss": 120, "qwen3.5": 60, "mfu": 60}
+# transformers) included; a part over its budget is killed and reported as timed out. Together 8.5 minutes: the
+# whole check fits one 10-minute command on a lent machine, and a 15-minute lease its start-up too and a rerun
+# of the parts that failed.
+PART_BUDGET_S = {"environment": 60, "smoke": 60, "fsdp": 150, "gpt-oss": 120, "qwen3.5": 60, "mfu": 60}
 
 
 def bf16_peak(name: str) -> float | None:
@@ -170,7 +171,7 @@ def environment(device: str, **_: Any) -> dict:
             [str(python), "-c", "import vllm, torch; print(vllm.__version__, torch.version.cuda)"],
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=45,  # within the part's budget (PART_BUDGET_S)
         )
         info["vllm"] = out.stdout.strip() or out.stderr.strip()[-300:]
         ok = ok and (not device.startswith("cuda") or "None" not in info["vllm"])
