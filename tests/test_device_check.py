@@ -13,8 +13,9 @@ from debate_audit.tools.device_check import PARTS, main
 
 REPO = Path(__file__).resolve().parents[1]
 # What a lent GPU machine lacks (its image holds torch and transformers, not the workflow's packages), made
-# unimportable in every process of the check, its parts' processes too
-NOT_ON_A_BARE_MACHINE = ("polars", "pyarrow", "snakemake", "datasets", "gguf", "jsonschema", "openai", "kernels")
+# unimportable in every process of the check, its parts' processes too. `kernels` stays: transformers 5.25
+# requires it (from_pretrained kernelizes by default), though the machine's older transformers goes without.
+NOT_ON_A_BARE_MACHINE = ("polars", "pyarrow", "snakemake", "datasets", "gguf", "jsonschema", "openai")
 
 
 def bare_machine_env(tmp_path: Path) -> dict:
