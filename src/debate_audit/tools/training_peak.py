@@ -3,8 +3,9 @@
 (benchmarks/gpu_device_check.py) on CUDA.
 
 The run is the job's own: the model sharded by FSDP2 over the process group (eraudit/verifier/distributed.py,
-bf16 compute on fp32 master weights, as on a GPU) and trained by finetune.train for two optimizer steps on rows
-of the configured length, each with an L_lm target, a q_m readout and, as V_org's, a q_h readout. The peak is
+bf16 compute on fp32 master weights, as on a GPU) and trained by the job's loop (verifier/training_loop.py,
+torch alone) for two optimizer steps on rows of the configured length, each with an L_lm target, a q_m readout
+and, as V_org's, a q_h readout. The peak is
 read from torch's allocator on a GPU (max_memory_allocated) and, on a CPU, where torch keeps no allocator
 statistics, counted storage by storage (models/activations.LiveBytes); the figure minus its reserve (what the
 allocator does not see) is what it is compared with.
@@ -59,7 +60,7 @@ def measure_training(model: Any, config: dict, setup: TrainingSetup, device: str
     shapes, and return its peak beside training_memory_bytes(config, setup). The caller started the process
     group (distributed.start) and stops it."""
     from debate_audit.eraudit.verifier.distributed import shard
-    from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
+    from debate_audit.eraudit.verifier.training_loop import FinetuneSettings, train
     from debate_audit.models.activations import LiveBytes
 
     settings = FinetuneSettings(

@@ -1,6 +1,8 @@
 """What verifier fine-tuning trains on, in plain Python: which selected transcripts train, the L_lm target
 of each, the two rows of token ids each one makes, and the learning rate of every optimizer step. The
-training loop (finetune.py) and its losses (losses.py) need torch; this module does not.
+training loop (training_loop.py) and its losses (losses.py) need torch; this module does not. Polars is
+imported by the functions that read the selection's Parquet files alone, so the loop runs where it is not
+installed (the device check on a bare GPU machine, tools/device_check.py).
 
 Only items of the train split (the split column of the transcripts' mode, splits.split_column) are used:
 honest ones with selection status ok or fallback (the release trains on its honest fallbacks), adversarial
@@ -41,8 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from ..common.readout import (
     ANSWER_SLOT,
@@ -53,7 +54,9 @@ from ..common.readout import (
     tokenizer_chat,
     wording_for,
 )
-from ..debate.splits import split_column
+
+if TYPE_CHECKING:
+    import polars as pl
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +67,16 @@ TRAINED_STATUSES = {"honest": ("ok", "fallback"), "adversarial": ("ok",)}
 # ------------------------------------------------------------------ which items train
 def role_column(splits: pl.DataFrame, mode: str) -> str:
     """The column of `splits` that gives a pair's split for transcripts of `mode`."""
+    from ..debate.splits import split_column
+
     return split_column(mode) if split_column(mode) in splits.columns else "split"
 
 
 def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = "transcripts") -> pl.DataFrame:
     """`sel` (one mode's selected transcripts) with a column `skip`: null for the rows fine-tuning trains on,
     else why it does not (status or split). The adjudication rule writes targets for exactly the null ones."""
+    import polars as pl
+
     modes = sel["mode"].unique().to_list()
     if len(modes) > 1:
         raise ValueError(f"{source}: transcripts of several modes {sorted(modes)}")
@@ -94,6 +101,8 @@ def trained_selection(sel: pl.DataFrame, splits: pl.DataFrame, *, source: str = 
 
 
 def training_items(selected: str | Path, pairs: str | Path, split: str | Path) -> list[dict]:
+    import polars as pl
+
     sel = trained_selection(pl.read_parquet(selected), pl.read_parquet(split), source=str(selected))
     usable = sel.filter(pl.col("skip").is_null()).drop("skip")
     skipped = sel.height - usable.height
@@ -112,6 +121,8 @@ def qh_only_items(selected: str | Path, pairs: str | Path, split: str | Path) ->
     """The train-split pairs of `selected` (adversarial transcripts) whose selection status trains nothing
     (fallback or none: no attack), with their pair fields: V_org's q_h-only rows under
     `org_training.qh_items: train`. A pair of another split stays out, as it does for every verifier."""
+    import polars as pl
+
     sel = pl.read_parquet(selected)
     splits = pl.read_parquet(split)
     train = splits.filter(pl.col(role_column(splits, "adversarial")) == "train").select("pair_id")
@@ -149,6 +160,8 @@ def adjudication_target(body: str, letter: str) -> str:
 
 def read_adjudications(path: str | Path, mode: str) -> dict[int, str | None]:
     """pair_id -> adjudication text (None: unresolved), from a file of adjudication.ADJUDICATION_SCHEMA."""
+    import polars as pl
+
     frame = pl.read_parquet(path)
     modes = set(frame["mode"].unique().to_list())
     if modes - {mode}:
