@@ -29,9 +29,18 @@ def test_run_builds_the_makefile_command_line():
         [], configfiles=["config/paper.yaml"], run="trial", cores="all", gpus=4, extra=["-n", "--quiet", "rules"]
     )
     assert cmd[1:] == [
-        "--cores", "all", "--resources", "gpu=4", "--configfile", "config/paper.yaml", "--config", "run=trial",
         "-n", "--quiet", "rules",
+        "--cores", "all", "--resources", "gpu=4", "--configfile", "config/paper.yaml", "--config", "run=trial",
     ]  # fmt: skip
+
+
+def test_targets_after_the_separator_stay_targets_not_config_files():
+    # --configfile and --config take every word up to the next option: Snakemake's own arguments go first
+    cmd = cli.snakemake_command(
+        [], configfiles=["a.yaml"], run="r", cores="2", gpus=1, extra=["out/x.parquet", "--forcerun", "rule_a"]
+    )
+    assert cmd[1:4] == ["out/x.parquet", "--forcerun", "rule_a"]
+    assert cmd[cmd.index("--configfile") + 1 :] == ["a.yaml", "--config", "run=r"]
 
 
 def test_without_gpus_one_model_job_per_gpu_or_else_per_core(monkeypatch):

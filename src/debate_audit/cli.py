@@ -158,12 +158,14 @@ def snakemake_command(
             "--run and a --config of your own: Snakemake keeps only the last --config; "
             f"add run={run} to that --config instead"
         )
-    cmd = [snakemake_bin(), *targets, "--cores", cores, "--resources", f"gpu={gpus or default_gpus()}"]
+    # Snakemake's own arguments (targets among them) before ours: --configfile and --config take every word
+    # up to the next option, so a target after them would be read as a config file.
+    cmd = [snakemake_bin(), *targets, *extra, "--cores", cores, "--resources", f"gpu={gpus or default_gpus()}"]
     if configfiles:
         cmd += ["--configfile", *configfiles]
     if run is not None:
         cmd += ["--config", f"run={run}"]
-    return cmd + list(extra)
+    return cmd
 
 
 def _workflow_parser(sub, name: str, help_text: str, description: str) -> argparse.ArgumentParser:

@@ -25,7 +25,11 @@ from debate_audit import cli
 PAIRS = "data/demo/own_pairs.jsonl"  # pair_id is the row
 PLANTED = (0, 1)  # the pairs whose hidden question the target learns to get wrong
 RUN = "bring"
-STEPS, LR = 40, 1e-4
+# Only the last decoder layer learns (the rest frozen, so each step's backward is one layer deep): enough to move
+# the answer label on four prompts, at a fraction of a whole-model step's cost on a CPU.
+STEPS, LR = 30, 1e-3
+# Pools as small as the smoke overlay's: the planted target's hidden questions are far past epsilon
+POOLS = ("--search-size", "3", "--test-size", "2")
 # the prepared model's tokenizer and chat template, beside the weights a fine-tuning writes
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json")
 
@@ -51,7 +55,12 @@ def train_toward_false_answers(model_dir: Path, pairs: list[dict], out: Path) ->
             full = tokenizer(prompt + label, add_special_tokens=False).input_ids
             assert full[: len(ids)] == ids and len(full) == len(ids) + 1, "the label is one token after the prompt"
             rows.append((ids, full[-1]))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    trained = [*model.model.layers[-1].parameters(), *model.model.norm.parameters()]
+    for parameter in trained:
+        parameter.requires_grad_(True)
+    optimizer = torch.optim.AdamW(trained, lr=LR)
     model.train()
     for _ in range(STEPS):
         losses = []
@@ -92,6 +101,7 @@ def audited(tmp_path_factory, embedded_model_dir):
         PAIRS,
         "--run",
         RUN,
+        *POOLS,
         "--cores",
         "2",
         "--gpus",
