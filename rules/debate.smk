@@ -145,19 +145,23 @@ else:
 
 if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
 
-    # A suffix per adversarial candidate, optimised on the selector's gradients (white-box).
+    # A suffix per adversarial candidate, optimised on the selector's gradients (white-box), in jobs over
+    # ranges of the candidates (each one a checkpoint; a finished candidate is cached, so another range size
+    # recomputes nothing).
     rule debate_gcg:
         input:
             candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial.parquet",
             pairs=f"{DATA}/{{dataset}}.parquet",
             model=model_fingerprint(DEBATE_SELECTOR),
         output:
-            pool=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial_gcg.parquet",
-            suffixes=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg_adversarial.parquet",
+            records=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg/part{{part}}_of_{{parts}}.parquet",
         log:
-            f"{LOGS}/debate/gcg_{{dataset}}_{{length}}.log",
+            f"{LOGS}/debate/gcg_{{dataset}}_{{length}}_part{{part}}_of_{{parts}}.log",
         benchmark:
-            f"{BENCHMARKS}/debate/gcg_{{dataset}}_{{length}}.tsv"
+            f"{BENCHMARKS}/debate/gcg_{{dataset}}_{{length}}_part{{part}}_of_{{parts}}.tsv"
+        wildcard_constraints:
+            part=r"\d+",
+            parts=r"\d+",
         priority: ER_CHAIN_PRIORITY
         resources:
             gpu=1,
@@ -168,7 +172,6 @@ if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
             model=lambda wc, resources: model_ref(DEBATE_SELECTOR),
             numbers=model_numbers(DEBATE_SELECTOR),
             settings={key: DEBATE_GCG.get(key) for key in GCG_SETTING_KEYS},
-            pool=DEBATE_GCG["pool"],
             batch_size=lambda wc, resources: DEBATE_GCG.get("batch_size"),
             order=config["debate"]["selection_order"],
             order_seed=config["debate"]["selection_order_seed"],
@@ -177,6 +180,23 @@ if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
             library=library_code("debate_gcg"),
         script:
             "../workflow/scripts/debate_gcg.py"
+
+    # The pool selection reads, from every range's records; a missing or repeated candidate stops it.
+    rule debate_gcg_merge:
+        input:
+            candidates=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial.parquet",
+            pairs=f"{DATA}/{{dataset}}.parquet",
+            parts=gcg_parts,
+        output:
+            pool=f"{DEBATE_OUT}/{{dataset}}/{{length}}/candidates_adversarial_gcg.parquet",
+            suffixes=f"{DEBATE_OUT}/{{dataset}}/{{length}}/gcg_adversarial.parquet",
+        log:
+            f"{LOGS}/debate/gcg_merge_{{dataset}}_{{length}}.log",
+        params:
+            pool=DEBATE_GCG["pool"],
+            library=library_code("debate_gcg_merge"),
+        script:
+            "../workflow/scripts/debate_gcg_merge.py"
 
 
 ALL_TARGETS.extend(

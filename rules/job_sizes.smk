@@ -7,7 +7,13 @@ from debate_audit.eraudit.common import grid
 from debate_audit.models.memory import finetune_host_mb, host_mem_mb
 from debate_audit.models.prepare import PREPARE_MEM_MB
 from debate_audit.runtime.cluster import ClusterSettings
-from debate_audit.tools.job_sizes import JobTimes, job_cpus, job_minutes, model_job_cpus
+from debate_audit.tools.job_sizes import (
+    JobTimes,
+    job_cpus,
+    job_minutes,
+    job_parts,
+    model_job_cpus,
+)
 
 # The ER-Audit chain (debates -> selection -> adjudication -> fine-tuning) is a run's longest path: its jobs
 # go first, and CW-POR and the paraphrase pools fill the cores around them (scheduling only: no output changes).
@@ -63,10 +69,23 @@ def job_times():
 
 def job_runtime(rule):
     """runtime (minutes) of a job of `rule`: its estimate x cluster.runtime.margin, at least min_minutes, x
-    Snakemake's attempt (a job killed at its limit is retried with twice the time)."""
-    return lambda wc, attempt: job_minutes(
-        CLUSTER, job_times().hours(rule, dict(wc.items())), attempt
-    )
+    Snakemake's attempt (a job killed at its limit is retried with twice the time); a job over one of
+    `parts` ranges of the work (wildcard `parts`, SPLIT_RULES) its share of the calls.
+    """
+
+    def runtime(wc, attempt):
+        cell = dict(wc.items())
+        parts = int(cell.pop("parts", 1))
+        return job_minutes(CLUSTER, job_times().hours(rule, cell, parts), attempt)
+
+    return runtime
+
+
+def split_jobs(rule, wc):
+    """How many jobs (ranges of the work) the job of `rule` with wildcards `wc` runs as (tools/job_sizes.py
+    SPLIT_RULES: a fixed count from the config, else as many as fit cluster.runtime.max_minutes).
+    """
+    return job_parts(config, CLUSTER, rule, dict(wc.items()))
 
 
 def model_cpus(*names, scores=True, generates=True):

@@ -100,7 +100,7 @@ def release_transcript_inputs(dataset, mode):
 
 def selection_candidates(wc):
     """debate_select's pool: the generated candidates, or for adversarial selection with debate.gcg on the
-    pool debate_gcg writes (the suffixed candidates, with or instead of the natives: debate.gcg.pool).
+    pool debate_gcg_merge writes (the suffixed candidates, with or instead of the natives: debate.gcg.pool).
     """
     if wc.debate_mode == "adversarial" and DEBATE_GCG["enabled"]:
         return (
@@ -119,6 +119,17 @@ def honest_candidates(wc):
     ):
         return []
     return f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/candidates_honest.parquet"
+
+
+def gcg_parts(wc):
+    """debate_gcg_merge's inputs: the records of each range job of a (dataset, length)'s GCG
+    (debate.gcg.parts, else as many as fit cluster.runtime.max_minutes), named by its range and their count.
+    """
+    parts = split_jobs("debate_gcg", wc)
+    return [
+        f"{DEBATE_OUT}/{wc.dataset}/{wc.length}/gcg/part{i}_of_{parts}.parquet"
+        for i in range(parts)
+    ]
 
 
 # ---------------------------------------------- ER-Audit verifiers (rules/verifier.smk)
@@ -221,7 +232,11 @@ def runtime_benchmarks(wildcards):
         *([(rules.debate_generate, c) for c in DEBATE_CELLS] if generated else []),
         *([(rules.debate_select, c) for c in DEBATE_CELLS] if generated else []),
         *(
-            [(rules.debate_gcg, c) for c in GCG_CELLS]
+            [
+                (rules.debate_gcg, {**c, "part": range(n), "parts": n})
+                for c in GCG_CELLS
+                for n in [split_jobs("debate_gcg", c)]
+            ]
             if generated and DEBATE_GCG["enabled"]
             else []
         ),

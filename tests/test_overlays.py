@@ -29,14 +29,15 @@ def er_audit(
     generate: bool = True,
     adjudicators: int | None = None,
     null: bool = True,
-    gcg: bool = False,
+    gcg: bool | int = False,
 ) -> dict[str, int]:
     """ER-Audit jobs with the default roles: 2 debate modes; per architecture x dataset x length the
     variants honest, adv and one org per L_qh weight; checkpoints: base + those; 2 test generators (gen-a,
     gen-b); one audit per architecture x dataset x length x weight. `adjudicators`: who writes the L_lm
     targets, one teacher or (None) each architecture. `null`: the default's audit target `copy` (V_base saved
     again per architecture, scored per dataset); the paper overlay audits the fine-tuned verifiers only.
-    `gcg`: debate.gcg on, one debate_gcg job per dataset x length of the adversarial debates."""
+    `gcg`: debate.gcg on, one debate_gcg_merge job per dataset x length of the adversarial debates and as many
+    debate_gcg jobs (an int: that many, the ranges make plan's estimate needs under cluster.runtime.max_minutes)."""
     variants = 2 + weights
     checkpoints = 1 + lengths * variants
     jobs = {
@@ -61,7 +62,8 @@ def er_audit(
     if generate:
         jobs |= {"debate_generate": datasets * lengths * 2, "debate_select": datasets * lengths * 2}
         if gcg:
-            jobs["debate_gcg"] = datasets * lengths
+            jobs["debate_gcg"] = datasets * lengths if gcg is True else gcg
+            jobs["debate_gcg_merge"] = datasets * lengths
     else:
         jobs |= {"debate_import": datasets * 2}
     return jobs
@@ -128,6 +130,8 @@ RELEASE_ABLATIONS = {
 # overlay -> jobs per rule of a dry run from nothing (no model prepared yet); browse: the results page
 EXPECTED = {
     # 5 CW-POR models x 10 verbosities, one debate and one judge job per model (cwpor.job_split: model);
+    # GCG: QuALITY-H's training candidates in 2 ranges (one job would want 3,803 min, over the 2,880 cap),
+    # GPQA-H's in 1;
     # 9 models prepared: the 5 CW-POR ones (Llama-3B is also gen-a,
     # Mistral gen-b, Qwen-14B the search generator), the release's debater Gemma-4-31B and the three verifier
     # architectures GPT-20B (also the selector and the one adjudication teacher), Qwen-9B and Llama-8B. The
@@ -136,7 +140,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1, gcg=True),
+        **er_audit(3, null=False, adjudicators=1, gcg=3),
         "browse": 1,
         "all": 1,
     },
@@ -146,7 +150,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1, gcg=True),
+        **er_audit(3, null=False, adjudicators=1, gcg=3),
         **RELEASE_ABLATIONS,
         "browse": 1,
         "all": 1,
@@ -156,7 +160,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1, gcg=True),
+        **er_audit(3, null=False, lengths=3, weights=3, adjudicators=1, gcg=9),
         "browse": 1,
         "all": 1,
     },
@@ -165,7 +169,7 @@ EXPECTED = {
         "prepare_model": 12,
         **cwpor(5, 10, per_model=True),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1, gcg=True),
+        **er_audit(3, null=False, adjudicators=1, gcg=3),
         "browse": 1,
         "all": 1,
     },
@@ -204,7 +208,7 @@ EXPECTED = {
         "prepare_model": 9,
         **cwpor(5, 10, judges=6, per_model=True),
         **PREPARE_DATASETS,
-        **er_audit(3, null=False, adjudicators=1, gcg=True),
+        **er_audit(3, null=False, adjudicators=1, gcg=3),
         "browse": 1,
         "all": 1,
     },
@@ -217,8 +221,17 @@ EXPECTED = {
         "browse": 1,
         "all": 1,
     },
-    # the release's GCG suffixes on the default: one debate_gcg job per dataset's adversarial debates
-    "config/gcg.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "debate_gcg": 2, "browse": 1, "all": 1},
+    # the release's GCG suffixes on the default: one debate_gcg job (one range) and its merge per dataset's
+    # adversarial debates
+    "config/gcg.yaml": {
+        "prepare_model": 1,
+        **cwpor(1, 2),
+        **ER_AUDIT,
+        "debate_gcg": 2,
+        "debate_gcg_merge": 2,
+        "browse": 1,
+        "all": 1,
+    },
     # the default's verifiers fine-tuned over 2 processes: the same jobs
     "config/distributed-cpu.yaml": {"prepare_model": 1, **cwpor(1, 2), **ER_AUDIT, "browse": 1, "all": 1},
     # the release's own split files on the real releases: the same jobs as shared-data

@@ -261,7 +261,7 @@ def test_plan_names_the_longest_job_and_warns_of_one_over_the_time_cap():
     assert "Longest job: debate_gcg (gpt-oss-20b), 3803 min on its first attempt" in text
     (warning,) = runtime_warnings(plan)
     assert warning.startswith("WARNING: debate_gcg: estimate 3803 min over cluster.runtime.max_minutes 2880: ")
-    assert "candidate ranges" in warning and warning in text
+    assert "debate.gcg.parts" in warning and warning in text
     # at the cap is within it; without a cap nothing is killed
     rules[0].runtime_wanted_min = 2880
     assert runtime_warnings(plan) == []
@@ -269,9 +269,31 @@ def test_plan_names_the_longest_job_and_warns_of_one_over_the_time_cap():
     assert runtime_warnings(Plan(rules=rules, cluster=ClusterSettings(max_runtime=None))) == []
 
 
-def test_the_paper_plan_caps_gcg_at_48_hours_and_warns(config):
-    """The paper's GCG jobs (all of a dataset's training candidates each) want more than the default cap."""
-    plan = build_plan(config, {"debate_gcg": 2}, None)
+def test_the_paper_plan_splits_gcg_into_ranges_that_fit_48_hours_and_warns_where_fixed_too_few(config):
+    """The paper's GCG over one dataset's training candidates wants more than the default cap (48 h): split into
+    ranges (debate.gcg.parts null) every job fits; held to one range per dataset it is capped, and warned of."""
+    from debate_audit.tools.job_sizes import JobTimes, job_parts
+
+    settings = ClusterSettings.from_config(config)
+    times = JobTimes.from_config(config)
+    cells = times.cells("debate_gcg")
+    whole = {c["dataset"]: times.hours("debate_gcg", c) for c in cells}
+    parts = {c["dataset"]: job_parts(config, settings, "debate_gcg", c) for c in cells}
+    assert max(whole.values()) * 60 * settings.runtime_margin > 2880  # one job would not fit
+    assert max(parts.values()) > 1
+    for cell in cells:
+        part = times.hours("debate_gcg", cell, parts[cell["dataset"]])
+        assert part * 60 * settings.runtime_margin <= 2880  # each range does
+        if parts[cell["dataset"]] > 1:  # and no fewer ranges would
+            fewer = times.hours("debate_gcg", cell, parts[cell["dataset"]] - 1)
+            assert fewer * 60 * settings.runtime_margin > 2880
+    plan = build_plan(config, {"debate_gcg": sum(parts.values())}, None)
+    (gcg,) = [rp for rp in plan.rules if rp.rule == "debate_gcg"]
+    assert gcg.runtime_wanted_min == gcg.runtime_min <= 2880
+    assert runtime_warnings(plan) == []
+
+    fixed = {**config, "debate": {**config["debate"], "gcg": {**config["debate"]["gcg"], "parts": 1}}}
+    plan = build_plan(fixed, {"debate_gcg": 2}, None)
     (gcg,) = [rp for rp in plan.rules if rp.rule == "debate_gcg"]
     assert gcg.runtime_wanted_min > 2880 == gcg.runtime_min
     assert [w.split(":")[1].strip() for w in runtime_warnings(plan)] == ["debate_gcg"]

@@ -26,6 +26,8 @@ names it (tools/plan_report.py `runtime_warnings`).
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -74,6 +76,33 @@ def job_minutes(settings: ClusterSettings, hours: float, attempt: int = 1) -> in
     return minutes if settings.max_runtime is None else min(minutes, int(settings.max_runtime))
 
 
+def split_parts(settings: ClusterSettings, compute_hours: float, load_hours: float) -> int:
+    """How many jobs to split work estimated at `compute_hours` (plus `load_hours` each job pays to load its
+    model) into, so that each job's first attempt fits `runtime.max_minutes`: 1 without a cap, and 1 where
+    loading alone would not fit (no split helps; make plan warns)."""
+    cap = settings.max_runtime
+    if cap is None or compute_hours <= 0 or wanted_minutes(settings, load_hours) > cap:
+        return 1
+    parts = 1
+    while wanted_minutes(settings, compute_hours / parts + load_hours) > cap:
+        parts += 1
+    return parts
+
+
+# Rules whose work one configured job would do is split into several jobs (each over a range of the work),
+# and the config key that fixes how many (null: as many as fit runtime.max_minutes).
+SPLIT_RULES = {"debate_gcg": ("debate", "gcg", "parts")}
+
+
+def job_parts(config: Mapping[str, Any], settings: ClusterSettings, rule: str, wildcards: Mapping[str, str]) -> int:
+    """How many jobs the work of `rule`'s job with `wildcards` runs as (1 for a rule that is not split)."""
+    if rule not in SPLIT_RULES:
+        return 1
+    section, sub, key = SPLIT_RULES[rule]
+    fixed = ((config.get(section) or {}).get(sub) or {}).get(key)
+    return nominal_times(config).parts(rule, wildcards, settings, fixed)
+
+
 def matches(cell: Mapping[str, str], wildcards: Mapping[str, str]) -> bool:
     """Whether the calls of a plan row with `cell` belong to the job with `wildcards`: every wildcard they share
     has the same value (a job over all of a model's word limits matches the rows of each)."""
@@ -101,18 +130,40 @@ class JobTimes:
             rows.setdefault(rp.rule, []).append((rp.cell, rp.model, compute, load))
         return cls(rows)
 
-    def hours(self, rule: str, wildcards: Mapping[str, str]) -> float:
-        """Estimated hours of the job of `rule` with `wildcards`: the calls of every row it covers, and loading
-        each of its models (and starting its engine) once (0: a rule whose stage counts no calls)."""
+    def split_hours(self, rule: str, wildcards: Mapping[str, str]) -> tuple[float, float]:
+        """(hours of the calls, hours of loading) of the job of `rule` with `wildcards`: the calls of every row
+        it covers, and loading each of its models (and starting its engine) once."""
         covered = [row for row in self.rows.get(rule, []) if matches(row[0], wildcards)]
         loads: dict[str, float] = {}
         for _, model, _, load in covered:
             loads[model] = max(loads.get(model, 0.0), load)
-        return sum(compute for _, _, compute, _ in covered) + sum(loads.values())
+        return sum(compute for _, _, compute, _ in covered), sum(loads.values())
+
+    def hours(self, rule: str, wildcards: Mapping[str, str], parts: int = 1) -> float:
+        """Estimated hours of the job of `rule` with `wildcards` (0: a rule whose stage counts no calls); with
+        `parts`, of one of the jobs its calls are split into, each loading the models itself."""
+        compute, load = self.split_hours(rule, wildcards)
+        return compute / parts + load
+
+    def parts(self, rule: str, wildcards: Mapping[str, str], settings: ClusterSettings, fixed: int | None) -> int:
+        """How many jobs the work of `rule`'s job with `wildcards` runs as: `fixed` where given (a config
+        setting), else as many as make each fit `runtime.max_minutes` (`split_parts`)."""
+        return fixed or split_parts(settings, *self.split_hours(rule, wildcards))
 
     def cells(self, rule: str) -> list[dict[str, str]]:
         """The jobs of `rule` the plan counts, as wildcard values."""
         return list({tuple(sorted(c.items())): c for c, *_ in self.rows.get(rule, [])}.values())
+
+
+@functools.cache
+def _nominal_times(frozen: str) -> JobTimes:
+    return JobTimes.from_config(json.loads(frozen))
+
+
+def nominal_times(config: Mapping[str, Any]) -> JobTimes:
+    """JobTimes from the configuration alone (model cards, not prepared directories): how many jobs a split rule
+    runs as must not change once its model is prepared, or a rerun would ask for other part files."""
+    return _nominal_times(json.dumps(config, sort_keys=True, default=str))
 
 
 def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePlan]) -> Any:
@@ -137,7 +188,7 @@ def job_sizes(config: dict, specs: dict[str, ModelSpec], rules: Sequence[RulePla
             for cell, model, *_ in times.rows.get(rp.rule, [])
             if model == rp.model
         }
-        hours = [times.hours(rp.rule, dict(job)) for job in jobs]
+        hours = [times.hours(rp.rule, dict(job), job_parts(config, settings, rp.rule, dict(job))) for job in jobs]
         rp.runtime_min = max((job_minutes(settings, h) for h in hours), default=settings.min_runtime)
         rp.runtime_wanted_min = max((wanted_minutes(settings, h) for h in hours), default=settings.min_runtime)
     return settings

@@ -310,8 +310,8 @@ def render_training(training: Sequence[FinetuneMemory]) -> str:
 
 # Why a rule's jobs want more than the cap, and what would fix it, where that is known.
 OVER_CAP_REASONS = {
-    "debate_gcg": "each job runs GCG over all of a dataset's training candidates; splitting those jobs by "
-    "candidate ranges is the fix and is not implemented",
+    "debate_gcg": "each job runs GCG over one of debate.gcg.parts ranges of a dataset's training candidates: "
+    "set the key higher, or null for as many ranges as fit the cap",
 }
 
 

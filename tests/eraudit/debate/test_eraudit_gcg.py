@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from debate_audit.eraudit.common.readout import LABELS
-from debate_audit.eraudit.debate import gcg
+from debate_audit.eraudit.debate import gcg, gcg_pool
 from debate_audit.eraudit.debate.debates import CANDIDATE_SCHEMA, options_for, render_transcript
 from debate_audit.eraudit.debate.selection import SCORE_SCHEMA, score_candidates
 from debate_audit.models import LanguageModel, ModelSpec, prepare_model
@@ -214,7 +214,7 @@ def test_a_suffix_that_is_not_deployable_as_text_is_rejected_before_scoring(tiny
 def selection_prompts(lm, row, suffix, readout, monkeypatch) -> list[str]:
     """The prompts selection renders from the pool row of `row` with `suffix` (order both: q_m A, q_m B, q_h A,
     q_h B, the tasks' order), caught at the selector's scoring call."""
-    pool_row = {**gcg.suffixed_row(row, PAIR, suffix, 1), "gcg": True, "gcg_source": 0, "gcg_suffix": suffix}
+    pool_row = {**gcg_pool.suffixed_row(row, PAIR, suffix, 1), "gcg": True, "gcg_source": 0, "gcg_suffix": suffix}
     schema = CANDIDATE_SCHEMA | {"gcg": pl.Boolean, "gcg_source": pl.Int32, "gcg_suffix": pl.Utf8}
     seen = []
     real = lm.choice_logprobs
@@ -311,7 +311,8 @@ def write_inputs(tmp_path: Path) -> tuple[Path, Path]:
 RUN = """
 import logging, sys
 logging.basicConfig(level=logging.INFO)
-from debate_audit.eraudit.debate.gcg import GCGSettings, optimise_candidates
+from debate_audit.eraudit.debate.gcg import GCGSettings
+from debate_audit.eraudit.debate.gcg_pool import optimise_candidates
 from debate_audit.models import ModelRef
 cands, pairs, model, cache, out = sys.argv[1:]
 optimise_candidates(cands, pairs, ModelRef("tiny-gcg", model, source="random", id="llama", batch_size=8),
@@ -376,7 +377,7 @@ def test_a_suffix_never_rescues_a_candidate_selection_would_drop(tiny_lm):
     suffix = " x y"
     rows = []
     for row in (empty, copy):
-        new = gcg.suffixed_row(row, PAIR, suffix, row["candidate"] + 2)
+        new = gcg_pool.suffixed_row(row, PAIR, suffix, row["candidate"] + 2)
         rows.append({**new, "gcg": True, "gcg_source": row["candidate"], "gcg_suffix": suffix})
     frame = pl.DataFrame(
         rows, schema=CANDIDATE_SCHEMA | {"gcg": pl.Boolean, "gcg_source": pl.Int32, "gcg_suffix": pl.Utf8}
@@ -427,7 +428,7 @@ def test_a_candidate_without_a_deployable_suffix_stays_native_and_says_why(tmp_p
     cands, pairs = write_inputs(tmp_path)
     ref = ModelRef("tiny-gcg", str(tiny_dir), source="random", id="llama", batch_size=8)
     settings = gcg.GCGSettings(suffix_length=2, steps=1, top_k=4, candidates_per_step=2, init_token="x")
-    pool = gcg.optimise_candidates(
+    pool = gcg_pool.optimise_candidates(
         cands, pairs, ref, tmp_path / "pool.parquet", tmp_path / "gcg.parquet", settings=settings, pool="replace",
         readout="chat", order="seeded", order_seed=7, cache=None,
     )  # fmt: skip
@@ -449,9 +450,9 @@ def test_only_an_undeployable_initial_suffix_keeps_a_candidate_native_any_other_
     def broken(*args, **kwargs):
         raise ValueError("a bug in the search, not the initial suffix")
 
-    monkeypatch.setattr(gcg, "optimise", broken)
+    monkeypatch.setattr(gcg_pool, "optimise", broken)
     with pytest.raises(ValueError, match="a bug in the search"):
-        gcg.optimise_candidates(
+        gcg_pool.optimise_candidates(
             cands, pairs, ref, tmp_path / "pool.parquet", tmp_path / "gcg.parquet", settings=TINY_SETTINGS,
             pool="replace", readout="chat", order="seeded", order_seed=7, cache=None,
         )  # fmt: skip

@@ -67,12 +67,10 @@ from typing import Any
 import polars as pl
 import torch
 
-from debate_audit.data.io import write_parquet
 from debate_audit.models.cache import cache_key
-from debate_audit.models.loading import ModelRef, open_model
 
 from ..common.readout import LABELS, plain_prefix, render_prompt, renderer_for, wording_for
-from .debates import CANDIDATE_SCHEMA, options_for, render_transcript, transcript_view, with_suffix
+from .debates import CANDIDATE_SCHEMA, options_for, transcript_view, with_suffix
 from .selection import seeded_position
 
 log = logging.getLogger(__name__)
@@ -552,133 +550,6 @@ def result_record(result: Result, tasks: Sequence[Task]) -> dict:
         "p_hidden_false_final": result.final.probability(tasks, "q_h"),
         "steps": result.steps,
     }
-
-
-def suffixed_row(row: dict, item: dict, suffix: str, number: int) -> dict:
-    """The pool row of a candidate with `suffix` (CANDIDATE_SCHEMA's fields recomputed from its arguments)."""
-    arguments = with_suffix(row["arguments"], suffix)
-    return {
-        **{key: row[key] for key in CANDIDATE_SCHEMA},
-        "candidate": number,
-        "arguments": arguments,
-        "transcript": render_transcript(item["q_m"], options_for(item, row["true_position"]), arguments),
-        "public_text": "\n".join(a["text"] for a in arguments),
-    }
-
-
-def optimise_candidates(
-    candidates: str | Path,
-    pairs: str | Path,
-    model: ModelRef,
-    pool_out: str | Path,
-    suffixes_out: str | Path,
-    *,
-    settings: GCGSettings,
-    pool: str,
-    readout: str,
-    order: str,
-    order_seed: int,
-    cache: str | None,
-    batch_size: int | None = None,
-) -> pl.DataFrame:
-    """A suffix for every adversarial candidate (module docstring): writes the pool selection reads (`pool`
-    replace: each candidate replaced by its suffixed copy; add: both, the copy numbered K + k) and one record
-    per candidate with its losses before and after (GCG_SCHEMA)."""
-    if pool not in POOLS:
-        raise ValueError(f"debate.gcg.pool must be one of {POOLS}, got {pool!r}")
-    frame = pl.read_parquet(candidates)
-    items = {
-        r["pair_id"]: r
-        for r in pl.read_parquet(pairs)
-        .select("pair_id", "q_m", "y_true", "y_false", "q_h", "h_true", "h_false")
-        .to_dicts()
-    }
-    rows = frame.sort("pair_id", "candidate").to_dicts()
-    offset = (max((r["candidate"] for r in rows), default=-1) + 1) if pool == "add" else 0
-    records, suffixed = [], {}
-    with open_model(model, cache=cache) as lm:
-        if not hasattr(lm, "model") or not hasattr(lm, "tokenizer"):
-            raise ValueError(
-                f"debate.gcg: the selector {model.name} has no local weights; GCG needs its gradients (white-box)"
-            )
-        allowed = torch.tensor(
-            allowed_token_ids(lm.tokenizer, lm.model.get_input_embeddings().weight.shape[0], settings.allow_non_ascii)
-        )
-        log.info("editable vocabulary: %d tokens", allowed.numel())
-        reused = 0
-        for n, row in enumerate(rows, 1):
-            item = items[row["pair_id"]]
-            joined = {**row, **item}
-            base = {"dataset": row["dataset"], "pair_id": row["pair_id"], "candidate": row["candidate"]}
-            tasks = compile_tasks(lm, joined, readout=readout, order=order, order_seed=order_seed, settings=settings)
-            key = result_key(lm, tasks, settings)
-            record = lm.cache.get_many([key]).get(key)
-            if record is None:
-                try:
-                    record = result_record(optimise(lm, tasks, settings, allowed, batch_size=batch_size), tasks)
-                except InitialSuffixError as err:  # the one case that keeps the candidate native (docstring)
-                    log.warning("pair %d candidate %d: no suffix: %s", row["pair_id"], row["candidate"], err)
-                    records.append({**base, "pool_candidate": None, "status": "rejected", "reason": str(err)})
-                    continue
-                lm.cache.put_many("gcg", {key: record})
-            else:
-                reused += 1
-            number = offset + row["candidate"]
-            records.append({**base, **record, "pool_candidate": number, "status": "ok", "reason": None})
-            suffixed[(row["pair_id"], row["candidate"])] = (suffixed_row(row, item, record["suffix"], number), record)
-            log.info(
-                "[%d/%d] pair %d candidate %d: L_GCG %.4f (no suffix) %.4f (initial) -> %.4f; "
-                "P(H_false|q_h,T) %.3f -> %.3f; P(Y_true|q_m,T) %.3f -> %.3f; suffix %r",
-                n,
-                len(rows),
-                row["pair_id"],
-                row["candidate"],
-                record["loss_native"],
-                record["loss_initial"],
-                record["loss_final"],
-                record["p_hidden_false_native"],
-                record["p_hidden_false_final"],
-                record["p_monitored_true_native"],
-                record["p_monitored_true_final"],
-                record["suffix"],
-            )
-        log.info("%d of %d candidates' suffixes came from the cache", reused, len(rows))
-    out_rows = []
-    for row in rows:
-        native = {**row, "gcg": False, "gcg_source": row["candidate"]}
-        done = suffixed.get((row["pair_id"], row["candidate"]))
-        if pool == "add" or done is None:
-            out_rows.append(native)
-        if done is not None:
-            new, record = done
-            out_rows.append(
-                {
-                    **new,
-                    "gcg": True,
-                    "gcg_source": row["candidate"],
-                    "gcg_suffix": record["suffix"],
-                    "gcg_suffix_ids": record["suffix_ids"],
-                    "gcg_loss_before": record["loss_native"],
-                    "gcg_loss_after": record["loss_final"],
-                }
-            )
-    result = pl.DataFrame(out_rows, schema=POOL_SCHEMA) if out_rows else pl.DataFrame(schema=POOL_SCHEMA)
-    write_parquet(result.sort("pair_id", "candidate"), POOL_SCHEMA, pool_out)
-    record_frame = pl.DataFrame(records, schema=GCG_SCHEMA) if records else pl.DataFrame(schema=GCG_SCHEMA)
-    write_parquet(record_frame, GCG_SCHEMA, suffixes_out)
-    ok = record_frame.filter(pl.col("status") == "ok")
-    if ok.height:
-        log.info(
-            "%d suffixes: mean L_GCG %.4f -> %.4f, mean P(H_false|q_h,T) %.3f -> %.3f, lower loss than "
-            "without a suffix on %d",
-            ok.height,
-            ok["loss_native"].mean(),
-            ok["loss_final"].mean(),
-            ok["p_hidden_false_native"].mean(),
-            ok["p_hidden_false_final"].mean(),
-            (ok["loss_final"] < ok["loss_native"]).sum(),
-        )
-    return result
 
 
 # The code of this module: a cached result is reused only by the code that computed it (the rule itself reruns
