@@ -370,6 +370,166 @@ def test_a_killed_run_resumes_with_the_same_suffixes(tmp_path, tiny_dir):
     assert json.loads(json.dumps(first["steps"].to_list()))  # the per-step log is written
 
 
+# ------------------------------------------------------------------ a resumed candidate replays its tables
+RESUME_SETTINGS = gcg.GCGSettings(suffix_length=4, steps=3, top_k=8, candidates_per_step=6)
+
+
+class Killed(Exception):
+    """Stands for the scheduler's kill inside one process."""
+
+
+def counted_gradients(monkeypatch, fail_at: int | None = None) -> list[int]:
+    """Count the gradients optimise takes (each is a table not replayed); the `fail_at`-th call raises Killed."""
+    calls: list[int] = []
+    real = gcg.suffix_gradient
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == fail_at:
+            raise Killed
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gcg, "suffix_gradient", counted)
+    return calls
+
+
+def outcome(result: gcg.Result) -> dict:
+    """Everything of a result that reaches the pool and the records: all but the replay count."""
+    return {k: v for k, v in vars(result).items() if k != "replayed"}
+
+
+def test_a_resumed_candidate_replays_its_recorded_tables_and_takes_gradients_only_for_the_rest(
+    tiny_dir, allowed, tmp_path, monkeypatch
+):
+    row = candidate()
+    whole_lm = LanguageModel(tiny_dir, batch_size=8, cache=tmp_path / "whole")
+    whole = gcg.optimise(whole_lm, tasks_of(whole_lm, row, settings=RESUME_SETTINGS), RESUME_SETTINGS, allowed)
+    assert whole.replayed == 0
+
+    killed_lm = LanguageModel(tiny_dir, batch_size=8, cache=tmp_path / "killed")
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        counted_gradients(patch, fail_at=2)  # step 0 done, killed in step 1's gradient
+        gcg.optimise(killed_lm, tasks_of(killed_lm, row, settings=RESUME_SETTINGS), RESUME_SETTINGS, allowed)
+
+    for expected_gradients in (RESUME_SETTINGS.steps - 1, 0):  # the resume, then a rerun of the finished search
+        lm = LanguageModel(tiny_dir, batch_size=8, cache=tmp_path / "killed")  # a new process's cache reader
+        with monkeypatch.context() as patch:
+            calls = counted_gradients(patch)
+            resumed = gcg.optimise(lm, tasks_of(lm, row, settings=RESUME_SETTINGS), RESUME_SETTINGS, allowed)
+        assert len(calls) == expected_gradients
+        assert resumed.replayed == RESUME_SETTINGS.steps - expected_gradients
+        assert outcome(resumed) == outcome(whole)
+
+
+def test_a_recorded_table_is_followed_not_recomputed(tiny_dir, tiny_lm, allowed, tmp_path, monkeypatch):
+    """Step 0's table is recorded as " y" in every slot, a valid table no gradient gives: the run follows it
+    (only one distinct substitution per position to propose) exactly as a run handed that table does."""
+    row, tok = candidate(), tiny_lm.tokenizer
+    ((x,), (y,)) = (tok(t, add_special_tokens=False)["input_ids"] for t in (" x", " y"))
+    settings = gcg.GCGSettings(suffix_length=4, steps=2, top_k=8, candidates_per_step=6)
+    rigged = torch.full((4, 8), y)
+    lm = LanguageModel(tiny_dir, batch_size=8, cache=tmp_path / "cache")
+    tasks = tasks_of(lm, row, settings=settings)
+    key = gcg.table_key(gcg.result_key(lm, tasks, settings), 0, [x] * 4)
+    lm.cache.put_many(gcg.TABLE_OP, {key: rigged.tolist()})
+    with monkeypatch.context() as patch:
+        calls = counted_gradients(patch)
+        followed = gcg.optimise(lm, tasks, settings, allowed)
+    assert len(calls) == 1 and followed.replayed == 1  # step 1's gradient only
+    assert followed.steps[0]["proposed"] <= 4
+
+    # the same search handed the rigged table for step 0 by hand, without a cache
+    real, tables = gcg.token_table, []
+
+    def first_rigged(*args, **kwargs):
+        tables.append(1)
+        return rigged if len(tables) == 1 else real(*args, **kwargs)
+
+    monkeypatch.setattr(gcg, "token_table", first_rigged)
+    handed = gcg.optimise(tiny_lm, tasks_of(tiny_lm, row, settings=settings), settings, allowed)
+    assert outcome(followed) == outcome(handed)
+    monkeypatch.undo()
+    own = gcg.optimise(tiny_lm, tasks_of(tiny_lm, row, settings=settings), settings, allowed)
+    assert outcome(own) != outcome(handed)  # the gradient's own table would have searched otherwise
+
+
+def test_a_recorded_table_that_does_not_fit_the_search_is_recomputed(tiny_dir, allowed, tmp_path, monkeypatch):
+    lm = LanguageModel(tiny_dir, batch_size=8, cache=tmp_path / "cache")
+    tasks = tasks_of(lm, candidate(), settings=RESUME_SETTINGS)
+    (x,) = lm.tokenizer(" x", add_special_tokens=False)["input_ids"]
+    key = gcg.table_key(gcg.result_key(lm, tasks, RESUME_SETTINGS), 0, [x] * 4)
+    lm.cache.put_many(gcg.TABLE_OP, {key: [[x] * 3] * 4})  # top_k 3, not 8
+    calls = counted_gradients(monkeypatch)
+    assert gcg.optimise(lm, tasks, RESUME_SETTINGS, allowed).replayed == 0
+    assert len(calls) == RESUME_SETTINGS.steps
+
+
+KILL_RUN = """
+import json, logging, sys, time
+logging.basicConfig(level=logging.INFO)
+import torch
+from debate_audit.eraudit.debate import gcg
+from debate_audit.models import LanguageModel
+model, cache, row, pause_after = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+lm = LanguageModel(model, batch_size=8, cache=cache)
+put, tables = lm.cache.put_many, []
+
+def put_then_wait(op, items):
+    put(op, items)
+    if op == gcg.TABLE_OP:
+        tables.append(1)
+        if len(tables) == pause_after:  # the test kills it here: mid-candidate, this step's table on disk
+            time.sleep(600)
+
+lm.cache.put_many = put_then_wait
+settings = gcg.GCGSettings(suffix_length=4, steps=4, top_k=8, candidates_per_step=6)
+allowed = torch.tensor(gcg.allowed_token_ids(lm.tokenizer, lm.model.get_input_embeddings().weight.shape[0]))
+tasks = gcg.compile_tasks(lm, row, readout="chat", order="seeded", order_seed=7, settings=settings)
+result = gcg.optimise(lm, tasks, settings, allowed)
+print(json.dumps({**gcg.result_record(result, tasks), "replayed": result.replayed}))
+"""
+
+
+def run_search(tiny_dir, cache: Path, pause_after: int = 0) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    row = json.dumps({**candidate(), **PAIR})
+    args = [sys.executable, "-c", KILL_RUN, str(tiny_dir), str(cache), row, str(pause_after)]
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def table_records(cache: Path) -> int:
+    return sum(
+        line.count(f"\t{gcg.TABLE_OP}\t") for shard in cache.rglob("*.shard") for line in shard.read_text().splitlines()
+    )
+
+
+def finished(process: subprocess.Popen) -> tuple[dict, str]:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    return json.loads(out.splitlines()[-1]), err
+
+
+@pytest.mark.slow
+def test_a_search_killed_mid_candidate_resumes_to_the_uninterrupted_suffix(tmp_path, tiny_dir):
+    """SIGKILL after step 1's table is on disk, before its proposals are scored; the rerun replays steps 0 and 1
+    and ends where a run in a fresh cache ends: suffix, ids, losses and every step."""
+    killed = run_search(tiny_dir, tmp_path / "cache-b", pause_after=2)
+    deadline = time.time() + 300
+    while table_records(tmp_path / "cache-b") < 2 and killed.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate()
+    assert killed.returncode == -signal.SIGKILL
+    assert table_records(tmp_path / "cache-b") == 2
+
+    whole, _ = finished(run_search(tiny_dir, tmp_path / "cache-a"))
+    resumed, log = finished(run_search(tiny_dir, tmp_path / "cache-b"))
+    assert (whole.pop("replayed"), resumed.pop("replayed")) == (0, 2)
+    assert "2 of 4 steps replayed their recorded token tables" in log
+    assert resumed == whole
+    assert [s["step"] for s in resumed["steps"]] == [0, 1, 2, 3]
+
+
 # ------------------------------------------------------------------ selection reads the pool
 def test_a_suffix_never_rescues_a_candidate_selection_would_drop(tiny_lm):
     empty = candidate(0, "A", a=" ", b=" ")

@@ -36,10 +36,17 @@ whitespace where the Y_true defender speaks last would lose that whitespace when
 that trims a message would do the same to any wording. Both checks run before a proposal is scored: one that
 fails is counted and never scored, so the suffix written into the pool is the token sequence that was scored.
 
-The exact scores go through the selector's own `choice_logprobs` (the call cache, prefix sharing, batch
-invariance on CPU), so a killed job resumes with every scored proposal cached and recomputes only the
-gradients; a finished candidate's whole result is cached too (op "gcg", keyed by its rendered tasks, the
-settings and this module's source).
+Resuming after a kill replays, it does not recompute. The exact scores go through the selector's own
+`choice_logprobs` (the call cache, prefix sharing, batch invariance on CPU), and each step's token table is
+recorded in the same cache as soon as it is computed (op "gcg_table", keyed by the candidate's result key, the
+step and the incumbent's ids). A resumed candidate uses every recorded table and takes gradients only for the
+steps never recorded: on a GPU the gradient's backward kernels accumulate with atomics, so a recomputed table
+could rank other tokens and the pool would depend on when the job was killed. The proposals are a function of
+the table, the incumbent and the seeded generator, and the incumbent of the tables and the cached scores, so
+the resumed candidate is the uninterrupted one, step for step. One gap remains on a GPU: a step killed while
+its proposals were being scored rescores the unscored rest in other batches, which is not batch-invariant
+there (the last bits of a score, which decide only an exact near-tie). A finished candidate's whole result is
+cached too (op "gcg", keyed by its rendered tasks, the settings and this module's source).
 
 A candidate is kept native (recorded `rejected` with the reason) in one case only: its initial suffix cannot
 be deployed as text (`InitialSuffixError`); any other error stops the job.
@@ -429,6 +436,7 @@ class Result:
     initial: Objective
     final: Objective
     steps: list[dict]
+    replayed: int = 0  # steps whose token table came from the cache (a resumed candidate), not a gradient
 
 
 def propose(
@@ -473,6 +481,30 @@ def propose(
     return proposals, rejected_text, rejected_context
 
 
+TABLE_OP = "gcg_table"
+
+
+def table_key(run: str, step: int, current: Sequence[int]) -> str:
+    """The cache key of one step's token table: the candidate's result key (tasks, settings, code), the step and
+    the incumbent it was taken at. The incumbent is in the key so that a table is only ever replayed at the
+    suffix whose gradient produced it, even if an earlier step's score were lost from the cache and recomputed
+    to other last bits."""
+    return hashlib.sha256(json.dumps([run, step, list(current)]).encode("utf-8")).hexdigest()
+
+
+def recorded_table(lm: Any, key: str, shape: tuple[int, int], allowed: torch.Tensor) -> torch.Tensor | None:
+    """The token table recorded under `key`, or None when there is none or it does not fit this search (a
+    cached value is only a saved computation: one that cannot be used is recomputed, as the call cache does)."""
+    value = lm.cache.get_many([key]).get(key)
+    if value is None:
+        return None
+    table = torch.tensor(value, dtype=allowed.dtype)
+    if tuple(table.shape) != shape or not bool(torch.isin(table, allowed).all()):
+        log.warning("gcg: a recorded token table (key %s) does not fit this search; its gradient is recomputed", key)
+        return None
+    return table
+
+
 def optimise(
     lm: Any,
     tasks: Sequence[Task],
@@ -496,9 +528,16 @@ def optimise(
     native, initial = score_suffixes(lm, tasks, ["", text], batch_size=batch_size)
     current, current_text, best = init, text, initial
     rng = random.Random(settings.seed)
-    steps = []
+    run, shape = result_key(lm, tasks, settings), (settings.suffix_length, min(settings.top_k, allowed.numel()))
+    steps, replayed = [], 0
     for step in range(settings.steps):
-        table = token_table(model, suffix_gradient(model, tasks, current, label_ids), allowed, settings.top_k)
+        key = table_key(run, step, current)
+        table = recorded_table(lm, key, shape, allowed)
+        if table is None:
+            table = token_table(model, suffix_gradient(model, tasks, current, label_ids), allowed, settings.top_k)
+            lm.cache.put_many(TABLE_OP, {key: table.tolist()})  # on disk before any proposal is scored
+        else:
+            replayed += 1
         proposals, rejected_text, rejected_context = propose(
             current, table, rng, settings.candidates_per_step, lambda ids: deployable(tokenizer, tasks, ids)
         )
@@ -521,7 +560,9 @@ def optimise(
     final_text, reason, in_context = deployable(tokenizer, tasks, current)
     if reason or in_context or final_text != current_text:
         raise RuntimeError(f"the final suffix {final_text!r} fails its text check: {reason or in_context}")
-    return Result(current_text, list(current), native, initial, best, steps)
+    if replayed:
+        log.info("gcg: %d of %d steps replayed their recorded token tables (a resumed candidate)", replayed, len(steps))
+    return Result(current_text, list(current), native, initial, best, steps, replayed)
 
 
 # ---------------------------------------------------------------------------------------------- the rule
