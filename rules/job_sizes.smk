@@ -87,14 +87,16 @@ def finetune_cpus(wc):
 
 
 # ---------------------------------------------- memory of model-bound jobs (models/memory.py)
-def model_mem_mb(*names, training=False, scores=True):
+def model_mem_mb(*names, training=False, scores=True, generates=True):
     """mem_mb of a job using the models `names` (repeats count once): memory.host_mem_mb of their specs and
-    prepared directories. Snakemake evaluates resources again when a job is about to start, so a submitted
-    job gets the figure of its prepared models."""
+    prepared directories; `scores` and `generates` as for model_cpus (a job that only scores starts no
+    engine, and holds no engine's copy of the weights). Snakemake evaluates resources again when a job is
+    about to start, so a submitted job gets the figure of its prepared models."""
     return host_mem_mb(
         [(model_spec(n), model_dir(n)) for n in dict.fromkeys(names)],
         training=training,
         scores=scores,
+        generates=generates,
     )
 
 
