@@ -51,7 +51,8 @@ def finetune_processes(wc):
 # ---------------------------------------------- cores and time limits of model-bound jobs (tools/job_sizes.py)
 # What a scheduler is asked for besides GPUs and memory (config `cluster`): `cpus_per_task`, which the SLURM
 # plugin sends as --cpus-per-task and the local scheduler ignores (the rules' `threads` stay 1: one core, one
-# OMP thread per model job on a CPU), and `runtime`, make plan's estimate of the job x margin x attempt.
+# OMP thread per model job on a CPU; a job on a GPU computes with its step's cpus_per_task instead,
+# runtime/threads.py), and `runtime`, make plan's estimate of the job x margin x attempt.
 CLUSTER = ClusterSettings.from_config(config)
 
 
