@@ -62,7 +62,7 @@ rule audit_scores:
         f"{BENCHMARKS}/audit/scores_{{architecture}}_{{dataset}}_{{verifier}}.tsv"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(wc.architecture),
+        mem_mb=lambda wc: model_mem_mb(wc.architecture, generates=False),
         runtime=job_runtime("audit_scores"),
         cpus_per_task=lambda wc: model_cpus(wc.architecture, generates=False),
     params:

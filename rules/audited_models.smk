@@ -29,7 +29,7 @@ rule audit_model_scores:
     resources:
         # a model behind an endpoint scores there: no GPU of this job's
         gpu=lambda wc: 0 if model_spec(wc.model).source == "openai" else 1,
-        mem_mb=lambda wc: model_mem_mb(wc.model),
+        mem_mb=lambda wc: model_mem_mb(wc.model, generates=False),
         runtime=job_runtime("audit_model_scores"),
         cpus_per_task=lambda wc: model_cpus(wc.model, generates=False),
     params:

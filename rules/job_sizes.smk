@@ -57,7 +57,8 @@ def finetune_processes(wc):
 # ---------------------------------------------- cores and time limits of model-bound jobs (tools/job_sizes.py)
 # What a scheduler is asked for besides GPUs and memory (config `cluster`): `cpus_per_task`, which the SLURM
 # plugin sends as --cpus-per-task and the local scheduler ignores (the rules' `threads` stay 1: one core, one
-# OMP thread per model job on a CPU), and `runtime`, make plan's estimate of the job x margin x attempt.
+# OMP thread per model job on a CPU; a job on a GPU computes with its step's cpus_per_task instead,
+# runtime/threads.py), and `runtime`, make plan's estimate of the job x margin x attempt.
 CLUSTER = ClusterSettings.from_config(config)
 
 
@@ -106,14 +107,16 @@ def finetune_cpus(wc):
 
 
 # ---------------------------------------------- memory of model-bound jobs (models/memory.py)
-def model_mem_mb(*names, training=False, scores=True):
+def model_mem_mb(*names, training=False, scores=True, generates=True):
     """mem_mb of a job using the models `names` (repeats count once): memory.host_mem_mb of their specs and
-    prepared directories. Snakemake evaluates resources again when a job is about to start, so a submitted
-    job gets the figure of its prepared models."""
+    prepared directories; `scores` and `generates` as for model_cpus (a job that only scores starts no
+    engine, and holds no engine's copy of the weights). Snakemake evaluates resources again when a job is
+    about to start, so a submitted job gets the figure of its prepared models."""
     return host_mem_mb(
         [(model_spec(n), model_dir(n)) for n in dict.fromkeys(names)],
         training=training,
         scores=scores,
+        generates=generates,
     )
 
 

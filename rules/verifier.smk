@@ -150,7 +150,7 @@ rule verifier_evaluate:
         f"{BENCHMARKS}/verifier/evaluate_{{architecture}}_{{dataset}}_{{verifier}}.tsv"
     resources:
         gpu=1,
-        mem_mb=lambda wc: model_mem_mb(wc.architecture),
+        mem_mb=lambda wc: model_mem_mb(wc.architecture, generates=False),
         runtime=job_runtime("verifier_evaluate"),
         cpus_per_task=lambda wc: model_cpus(wc.architecture, generates=False),
     params:

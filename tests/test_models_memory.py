@@ -115,3 +115,41 @@ def test_a_gpu_fine_tune_asks_what_its_processes_hold_and_no_engine():
     assert finetune_host_mb(cpu, None, lora=False, processes=2, cpu_offload=False) == 2 * host_mem_mb(
         [(cpu, None)], training=True
     )
+
+
+def test_a_job_that_only_scores_holds_no_engine_copy_of_a_vllm_model():
+    # GPT-20B as config/paper.yaml has it: bf16, on a GPU, generating through vLLM
+    gpt = ModelSpec.from_config(
+        "gpt-oss-20b",
+        {
+            "source": "hf",
+            "id": "openai/gpt-oss-20b",
+            "dtype": "bfloat16",
+            "device": "cuda",
+            "generation_backend": "vllm",
+        },
+    )
+    weights_mb = 20.91e9 * 2 / 1e6  # size.KNOWN_PARAMS_B before the download: 41,820 MB in bf16
+    # selection, GCG, evaluation, the audits' scoring: the weights in-process, no engine started
+    scoring = host_mem_mb([(gpt, None)], generates=False)
+    assert scoring == JOB_BASE_MB + math.ceil(INFERENCE_HEADROOM * weights_mb) == 64_730
+    # what such a job asked before: an engine's processes and copy of the weights on top (the judge's figure,
+    # which generates through its engine, then scores)
+    assert host_mem_mb([(gpt, None)]) == scoring + VLLM_ENGINE_MB + weights_mb == 109_550
+    # the adjudicator generates only: the engine alone
+    assert host_mem_mb([(gpt, None)], scores=False) == JOB_BASE_MB + VLLM_ENGINE_MB + weights_mb == 46_820
+    # a model generating in-process loads its weights once, for generating as for scoring
+    local = ModelSpec.from_config("m", {"source": "hf", "id": "org/m-8B", "dtype": "bfloat16"})
+    assert host_mem_mb([(local, None)], generates=False) == host_mem_mb([(local, None)], scores=False)
+
+
+def test_a_cpu_fine_tune_of_a_vllm_model_holds_no_engine():
+    from debate_audit.models.memory import finetune_host_mb
+
+    engine = ModelSpec.from_config(
+        "v", {"source": "hf", "id": "org/v-1B", "dtype": "float32", "generation_backend": "vllm"}
+    )
+    weights_mb = 1e9 * 4 / 1e6
+    assert finetune_host_mb(engine, None, lora=False, processes=2, cpu_offload=False) == 2 * (
+        JOB_BASE_MB + math.ceil(TRAINING_HEADROOM * weights_mb)
+    )

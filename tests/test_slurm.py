@@ -201,6 +201,20 @@ def test_gpu_jobs_ask_for_the_cores_vllm_and_in_process_work_need(paper_submissi
     assert cores["prepare_model"] == {None}  # a CPU job: its threads (1)
 
 
+def test_a_job_that_only_scores_with_a_vllm_model_asks_for_no_engine_copy(paper_submissions):
+    """GPT-20B generates through vLLM in the paper overlay; evaluating and auditing it only score, in-process,
+    and start no engine: 2 GB + 1.5 x its bf16 weights (41,820 MB before the download), where they asked for
+    an engine's 3 GB and copy of the weights beside that (109,550 MB). The adjudicator generates through its
+    engine and loads nothing in-process."""
+    mem: dict[tuple[str, str], set[int]] = {}
+    for job in paper_submissions["slurm"]:
+        model = job.wildcards.get("architecture") or job.wildcards.get("adjudicator")
+        mem.setdefault((job.name, model), set()).add(job.resources["mem_mb"])
+    weights = 41_820
+    assert mem[("verifier_evaluate", "gpt-oss-20b")] == mem[("audit_scores", "gpt-oss-20b")] == {2000 + 62_730}
+    assert mem[("verifier_adjudicate", "gpt-oss-20b")] == {2000 + 3000 + weights}
+
+
 def test_cpu_profile_asks_for_each_model_job_s_threads(paper_submissions):
     gpu_rules = rules_declaring_gpu()
     for job in paper_submissions["slurm-cpu"]:

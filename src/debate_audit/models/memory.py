@@ -46,12 +46,18 @@ def model_params(spec: ModelSpec, directory: str | Path | None) -> float:
 
 
 def host_mem_mb(
-    models: Iterable[tuple[ModelSpec, str | Path | None]], *, training: bool = False, scores: bool = True
+    models: Iterable[tuple[ModelSpec, str | Path | None]],
+    *,
+    training: bool = False,
+    scores: bool = True,
+    generates: bool = True,
 ) -> int:
     """mem_mb of a job using `models` (spec, prepared directory; one entry per distinct model); served models
     hold no weights. A job that only generates (`scores=False`), or whose model's server scores too
-    (`scoring_backend: server`), loads no weights in-process when a generation backend serves the model; a vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value
-    cache)."""
+    (`scoring_backend: server`), loads no weights in-process when a generation backend serves the model; a
+    vLLM engine the job starts holds a copy of them (and, on a CPU, its key/value cache). A job that only
+    scores (`generates=False`: selection, GCG, evaluation, the audits' scoring) starts no engine, so it is
+    charged none, whatever the model's generation_backend."""
     weights_mb = engine_mb = 0.0
     for spec, directory in models:
         if spec.source == "openai":
@@ -59,9 +65,9 @@ def host_mem_mb(
         # "auto" counts as on the CPU (float32), the larger of its two dtypes
         mb = model_params(spec, directory) * bytes_per_param(spec, gpu=False) / 1e6
         # scores in-process unless its server scores too (scoring_backend server)
-        if (scores and spec.scoring_backend == "local") or spec.generation_backend == "local":
+        if (scores and spec.scoring_backend == "local") or (generates and spec.generation_backend == "local"):
             weights_mb += mb
-        if spec.generation_backend == "vllm":
+        if generates and spec.generation_backend == "vllm":
             engine_mb += VLLM_ENGINE_MB + mb + 1024 * spec.vllm.cpu_kvcache_gb * (not spec.device.startswith("cuda"))
     headroom = TRAINING_HEADROOM if training else INFERENCE_HEADROOM
     return JOB_BASE_MB + math.ceil(headroom * weights_mb + engine_mb)
@@ -76,9 +82,10 @@ def finetune_host_mb(
     full-parameter job's processes each load the whole model in fp32 and shard it (the offloaded shards
     appearing beside it), then with cpu_offload keep the fp32 shards, gradients and AdamW moments on the host
     (16 bytes a parameter over all processes), and at the end the main process gathers the fp32 weights
-    there to save them. On a CPU, as before: each process the training headroom over its weights."""
+    there to save them. On a CPU, as before: each process the training headroom over its weights (no engine
+    either: a fine-tune generates nothing)."""
     if not spec.device.startswith("cuda"):
-        return processes * host_mem_mb([(spec, directory)], training=not lora)
+        return processes * host_mem_mb([(spec, directory)], training=not lora, generates=False)
     params = model_params(spec, directory)
     if lora:
         return JOB_BASE_MB + math.ceil(INFERENCE_HEADROOM * params * FROZEN_BYTES / 1e6)

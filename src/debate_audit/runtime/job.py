@@ -14,6 +14,7 @@ from typing import Any
 from debate_audit.runtime.cluster import ClusterSettings, cache_environment
 from debate_audit.runtime.gpu_slots import pinned
 from debate_audit.runtime.provenance import rule_provenance
+from debate_audit.runtime.threads import job_threads
 
 
 @contextlib.contextmanager
@@ -53,7 +54,8 @@ def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
     """What every workflow script runs in: its log (`to_log`) and its provenance (rule, wildcards, params),
     which every Parquet file and figure written inside records; the hub offline outside DOWNLOADING_RULES;
     vLLM's, Triton's and the hub's caches on scratch (config `cluster.cache_dir`, runtime/cluster.py); on a
-    local machine with GPUs, the job's `gpu` resource pinned to GPUs of its own (gpu_slots.py)."""
+    local machine with GPUs, the job's `gpu` resource pinned to GPUs of its own (gpu_slots.py); in a SLURM
+    step sized for a GPU job, torch's threads from the cores it holds (threads.py)."""
 
     offline = snakemake.rule not in DOWNLOADING_RULES
     caches = cache_environment(ClusterSettings.from_config(getattr(snakemake, "config", None) or {}))
@@ -62,11 +64,14 @@ def rule_context(snakemake: Any) -> Iterator[logging.Logger]:
         os.environ.update(OFFLINE_ENV)
     os.environ.update(caches)  # the engines the job starts (vLLM, torchrun's workers) inherit them
     try:
-        gpus = int(getattr(getattr(snakemake, "resources", None), "gpu", 0) or 0)
+        resources = getattr(snakemake, "resources", None)
+        gpus = int(getattr(resources, "gpu", 0) or 0)
+        cpus_per_task = int(getattr(resources, "cpus_per_task", 0) or 0)
         with (
             to_log(snakemake.log[0]) as log,
             pinned(gpus, what=f"rule {snakemake.rule}"),
             rule_provenance(snakemake.rule, dict(snakemake.params.items()), dict(snakemake.wildcards.items())),
+            job_threads(int(getattr(snakemake, "threads", 1) or 1), cpus_per_task, gpus, log),
         ):
             if caches:
                 log.info("caches: %s", ", ".join(f"{key}={value}" for key, value in caches.items()))

@@ -7,7 +7,9 @@ for its `threads` (`--cpus-per-task`, for sbatch and for the job step's srun ali
 snakemake_executor_plugin_slurm_jobstep.get_cpu_setting). The model-bound rules keep `threads` at 1, which
 Snakemake also exports as OMP_NUM_THREADS: on a CPU that keeps a job single-threaded and its numbers
 reproducible (models/cpu_numerics.py), and lets `make run` put one model job on each core. What a job needs
-on a GPU node goes into `cpus_per_task`, which the local scheduler ignores (`job_cpus`):
+on a GPU node goes into `cpus_per_task`, which the local scheduler ignores (`job_cpus`), and which a job on a
+GPU computes with inside the SLURM step the plugin sizes by it (torch's threads; a fine-tune's torchrun
+workers share them: runtime/threads.py):
 
 - a vLLM engine over N GPUs is 2 + N busy processes (its API server, its engine core, one worker per GPU:
   vLLM's own sizing rule, at least 2 + N cores), and the job's own process sends it the prompts: 3 + N;

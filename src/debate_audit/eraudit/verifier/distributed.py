@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from debate_audit.runtime.threads import THREAD_VARIABLES, worker_threads
+
 log = logging.getLogger(__name__)
 
 # The workers' entry point (a module of its own: it imports finetune.py, which imports this one).
@@ -234,6 +236,12 @@ def launch(processes: int, arguments: Mapping[str, Any]) -> None:
         env = dict(os.environ)
         # torchrun's default, said here: one thread per worker, the workers sharing the cores the job has
         env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // processes)))
+        # In a SLURM step sized for the job (runtime/threads.py), its cores shared among the workers: the
+        # offloaded optimizer steps run on them. Elsewhere they keep what Snakemake set (its `threads`).
+        share = worker_threads(processes)
+        if share is not None:
+            env.update(dict.fromkeys(THREAD_VARIABLES, str(share)))
+            log.info("each worker computes with %d threads on the host", share)
         sys.stdout.flush()
         sys.stderr.flush()
         try:
