@@ -122,7 +122,7 @@ else:
         priority: ER_CHAIN_PRIORITY
         resources:
             gpu=1,
-            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
+            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR, generates=False),
             runtime=job_runtime("debate_select"),
             cpus_per_task=lambda wc: model_cpus(DEBATE_SELECTOR, generates=False),
         params:
@@ -165,7 +165,7 @@ if DEBATE_TRANSCRIPTS["source"] != "release" and DEBATE_GCG["enabled"]:
         priority: ER_CHAIN_PRIORITY
         resources:
             gpu=1,
-            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR),
+            mem_mb=lambda wc: model_mem_mb(DEBATE_SELECTOR, generates=False),
             runtime=job_runtime("debate_gcg"),
             cpus_per_task=lambda wc: model_cpus(DEBATE_SELECTOR, generates=False),
         params:

@@ -206,13 +206,15 @@ def test_a_job_that_only_scores_with_a_vllm_model_asks_for_no_engine_copy(paper_
     and start no engine: 2 GB + 1.5 x its bf16 weights (41,820 MB before the download), where they asked for
     an engine's 3 GB and copy of the weights beside that (109,550 MB). The adjudicator generates through its
     engine and loads nothing in-process."""
-    mem: dict[tuple[str, str], set[int]] = {}
+    mem: dict[tuple[str, str | None], set[int]] = {}
     for job in paper_submissions["slurm"]:
         model = job.wildcards.get("architecture") or job.wildcards.get("adjudicator")
         mem.setdefault((job.name, model), set()).add(job.resources["mem_mb"])
     weights = 41_820
     assert mem[("verifier_evaluate", "gpt-oss-20b")] == mem[("audit_scores", "gpt-oss-20b")] == {2000 + 62_730}
     assert mem[("verifier_adjudicate", "gpt-oss-20b")] == {2000 + 3000 + weights}
+    # GPT-20B is also the selector: selection and GCG only score with it
+    assert mem[("debate_select", None)] == mem[("debate_gcg", None)] == {2000 + 62_730}
 
 
 def test_cpu_profile_asks_for_each_model_job_s_threads(paper_submissions):
