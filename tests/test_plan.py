@@ -251,6 +251,39 @@ def test_gcg_jobs_cost_their_gradients_and_exact_scores_on_one_gpu(config):
     assert not any(rp.rule == "debate_gcg" for rp in model_calls(default, sizes))
 
 
+def test_qwen3_5_is_priced_at_the_torch_fallback_where_the_cluster_has_no_kernels(config):
+    """cluster.linear_attention_kernels false: a Qwen3.5 model's in-process hours (scoring, fine-tuning) at
+    LINEAR_ATTENTION_FALLBACK's factor, its load as it was, every other model's unchanged; the plan says which
+    it assumed, and the jobs' time limits follow (plan_hours.job_hours)."""
+    from debate_audit.tools.plan_hours import LINEAR_ATTENTION_FALLBACK, job_hours
+
+    jobs = {"verifier_finetune": 18, "verifier_evaluate": 3, "audit_scores": 3}
+    kernels = build_plan(config, jobs, None)
+    no_kernels_config = {**config, "cluster": {**config.get("cluster", {}), "linear_attention_kernels": False}}
+    fallback = build_plan(no_kernels_config, jobs, None)
+    factor = LINEAR_ATTENTION_FALLBACK["factor"]
+    assert kernels.linear_attention == {"qwen3.5-9b": 1.0} and fallback.linear_attention == {"qwen3.5-9b": factor}
+    pairs = list(zip(kernels.rules, fallback.rules))
+    assert {a.model for a, b in pairs if a.gpu_hours_h100 != b.gpu_hours_h100} == {"qwen3.5-9b"}
+    for a, b in pairs:
+        if a.model == "qwen3.5-9b" and a.rule in jobs:
+            assert b.gpu_hours_h100 > a.gpu_hours_h100
+            assert b.gpu_hours_h200 < factor * a.gpu_hours_h200  # the weights load no slower
+    assert "priced with the `gpu` extra's kernels" in render(kernels)
+    assert "priced with transformers' torch fallback, x2 their in-process hours" in render(fallback)
+    assert json.loads(plan_json(fallback))["linear_attention"]["priced_as"] == "torch fallback"
+    # one job: its compute at the factor, so its time limit grows with it
+    spec = ModelSpec.from_config("qwen3.5-9b", config["models"]["qwen3.5-9b"])
+    scoring = RulePlan("verifier_evaluate", model="qwen3.5-9b", scorings=1000, prompt_tokens=2e7)
+    compute, load = job_hours(config, spec, scoring)
+    assert job_hours(no_kernels_config, spec, scoring) == (pytest.approx(factor * compute), load)
+    llama = ModelSpec.from_config("llama-3.1-8b-instruct", config["models"]["llama-3.1-8b-instruct"])
+    assert job_hours(no_kernels_config, llama, scoring) == job_hours(config, llama, scoring)
+    # a vLLM engine's generations bring their own kernels: priced as they were
+    generated = RulePlan("x", model="qwen3.5-9b", generations=10, prompt_tokens=1e4, new_tokens=1e6, engine="vllm")
+    assert gpu_hours(generated, 8.95, factor) == gpu_hours(generated, 8.95)
+
+
 def test_plan_names_the_longest_job_and_warns_of_one_over_the_time_cap():
     rules = [
         RulePlan("debate_gcg", jobs=2, model="gpt-oss-20b", runtime_min=2880, runtime_wanted_min=3803),

@@ -27,6 +27,7 @@ from .decoding import (
     prefill_rows,
     register_attention,
 )
+from .linear_kernels import linear_attention, warn_if_fallback_on_gpu
 from .params import (  # noqa: F401 - re-exported
     ChoiceScores,
     GenerationParams,
@@ -148,7 +149,15 @@ class LanguageModel:
         # An MXFP4 checkpoint's experts are dequantized while loading (weights.py): its numbers are not the
         # packed kernel's, so they are kept apart from any computed by it.
         form = weights_form(base_dir or self.model_dir)
-        self.cache_namespace = f"{self.fingerprint}-numerics{NUMERICS_VERSION}" + (f"-{form}" if form else "")
+        # Qwen3.5's linear-attention layers compute other bits with the `gpu` extra's kernels than with
+        # transformers' torch fallback (linear_kernels.py): each keeps its own results. None for other models.
+        self.linear_attention = linear_attention(model_config, self.device)
+        warn_if_fallback_on_gpu(str(self.model_dir), self.device, self.linear_attention)
+        self.cache_namespace = (
+            f"{self.fingerprint}-numerics{NUMERICS_VERSION}"
+            + (f"-{form}" if form else "")
+            + (f"-{self.linear_attention.namespace()}" if self.linear_attention else "")
+        )
         self.cache = CallCache(cache, namespace=self.cache_namespace)
         self._cache_path = cache
         self._backend_cache: CallCache | None = None  # the generation backend's results (its own namespace)
@@ -188,6 +197,12 @@ class LanguageModel:
         ):
             model.set_attn_implementation(attn)
         self._model = model.to(self.device).eval()
+        if self.linear_attention is not None:
+            from debate_audit.runtime.provenance import record_linear_attention
+
+            # from here on transformers' layers run in-process (a job whose calls all go to a vLLM engine never
+            # gets here, and records nothing of them)
+            record_linear_attention(self.model_dir, self.linear_attention.record())
         if self.device == "cpu":
             warm_up_vector_math()
         if self.batch_invariant:

@@ -168,11 +168,13 @@ def _load(ref: ModelRef, cache: str | Path | None) -> Any:
 @contextlib.contextmanager
 def open_model(ref: ModelRef, cache: str | Path | None = None) -> Iterator[ChatModel]:
     """The model `ref` names, loaded the way its spec says; closed (its call cache flushed) on exit. Inside a
-    rule (`rule_context`), its fingerprint joins the provenance of every output written afterwards."""
+    rule (`rule_context`), its fingerprint (and what runs a Qwen3.5's linear-attention layers) joins the
+    provenance of every output written afterwards."""
     from debate_audit.runtime.provenance import record_model
 
-    model = _load(ref, cache)
+    # first, so that what the model records while loading (LanguageModel: a Qwen3.5's kernels) has its entry
     record_model(ref.name, ref.directory, ref.fingerprint())
+    model = _load(ref, cache)
     try:
         yield model
     finally:

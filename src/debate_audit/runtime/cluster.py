@@ -26,6 +26,10 @@ class ClusterSettings:
     # than its partition allows pending, or refuses it); None: no cap
     max_runtime: int | None = 2880
     cache_dir: str | None = None  # vLLM, Triton and hub caches (None: the job's scratch, `cache_root`)
+    # whether the GPU nodes have the `gpu` extra's kernels of Qwen3.5's linear-attention layers (`make
+    # install-gpu`, docs/cluster.md): false prices the in-process work of such a model at transformers' torch
+    # fallback (tools/plan_hours.py LINEAR_ATTENTION_FALLBACK), in make plan and in the jobs' time limits
+    linear_attention_kernels: bool = True
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ClusterSettings:
@@ -40,6 +44,7 @@ class ClusterSettings:
             min_runtime=int(runtime.get("min_minutes", default.min_runtime)),
             max_runtime=runtime.get("max_minutes", default.max_runtime),
             cache_dir=cluster.get("cache_dir", default.cache_dir),
+            linear_attention_kernels=bool(cluster.get("linear_attention_kernels", default.linear_attention_kernels)),
         )
 
 

@@ -10,7 +10,8 @@ code changed, and their descendants. Importing from a package whose `__init__` r
 Every output also records the run that produced it (`rule_provenance`, `write_parquet`, `save_figure`,
 `read_provenance`): the project version (git commit and dirty flag, else the package version), the software
 and hardware it ran on (`software`: Python, torch, transformers, polars, Snakemake, vLLM; the CPU, the
-GPUs), the rule, its wildcards and params, and the fingerprints of the models it opened.
+GPUs), the rule, its wildcards and params, and the fingerprints of the models it opened (with, for Qwen3.5,
+what ran its linear-attention layers).
 """
 
 from __future__ import annotations
@@ -274,6 +275,21 @@ def record_generations(directory: str | Path, engines: Mapping[str, int]) -> Non
             counts = entry.setdefault("generations", {})
             for engine, n in engines.items():
                 counts[engine] = counts.get(engine, 0) + n
+
+
+def record_linear_attention(directory: str | Path, implementation: Mapping[str, str]) -> None:
+    """Record, under the model at `directory`, what ran its linear-attention layers (models/linear_kernels.py:
+    the `gpu` extra's kernels or transformers' torch fallback, per operation); nothing outside a rule, nor for
+    a model without such layers (its entry stays as it was). A second implementation in one rule joins the
+    first, so a mix shows."""
+    record = _current.get()
+    if record is None:
+        return
+    for entry in record["models"]:
+        if Path(entry["directory"]) == Path(directory):
+            seen = entry.setdefault("linear_attention", [])
+            if dict(implementation) not in seen:
+                seen.append(dict(implementation))
 
 
 @contextlib.contextmanager

@@ -370,6 +370,7 @@ def gpt_oss(device: str, shape: str, **_: Any) -> dict:
 
 
 def qwen3_5(device: str, shape: str, **_: Any) -> dict:
+    from debate_audit.models.linear_kernels import linear_attention
     from debate_audit.models.weights import load_pretrained
     from debate_audit.tools.tiny_checkpoints import tiny_qwen3_5_config, write_qwen3_5_composite
 
@@ -395,6 +396,8 @@ def qwen3_5(device: str, shape: str, **_: Any) -> dict:
         "weight_equal_to_saved": same,
         "load_s": load_s,
         "step_s": step_s,
+        # which implementation step_s timed: the `gpu` extra's kernels or transformers' torch fallback
+        "linear_attention": linear_attention(model.config, device).record(),
         "loss": loss,
     }
 

@@ -31,8 +31,14 @@ from debate_audit.models.spec import ModelSpec
 from debate_audit.tools.job_sizes import job_sizes
 from debate_audit.tools.plan_api import api_plans, check_prices
 from debate_audit.tools.plan_counts import dataset_stats, dry_run_jobs, model_calls
-from debate_audit.tools.plan_hours import LOAD_SECONDS_PER_B, VLLM_THROUGHPUT, gpu_hours
-from debate_audit.tools.plan_memory import job_gpus, training_memory
+from debate_audit.tools.plan_hours import (
+    LOAD_SECONDS_PER_B,
+    VLLM_THROUGHPUT,
+    fallback_factor,
+    gpu_hours,
+    linear_attention_model,
+)
+from debate_audit.tools.plan_memory import MODELS_DIR, job_gpus, training_memory
 from debate_audit.tools.plan_power import power_plan
 from debate_audit.tools.plan_report import Plan, plan_json, render, runtime_warnings
 
@@ -61,7 +67,10 @@ def build_plan(
         size = params_b(specs[model]) if model in specs else None
         if model in specs and rp.generations and specs[model].generation_backend in ("vllm", "server"):
             rp.engine = "vllm"
-        rp.gpu_hours_h200, rp.gpu_hours_h100 = gpu_hours(rp, size)
+        prepared = Path(MODELS_DIR) / model
+        rp.gpu_hours_h200, rp.gpu_hours_h100 = gpu_hours(rp, size, fallback_factor(config, specs.get(model), prepared))
+        if model in specs and linear_attention_model(specs[model], prepared):
+            plan.linear_attention[model] = fallback_factor(config, specs[model], prepared)
         loads = jobs.get(rule, 0) / max(1, sum(1 for (r, _) in merged if r == rule))
         load_h = loads * (size or 0) * LOAD_SECONDS_PER_B / 3600
         if rp.engine == "vllm" and specs[model].generation_backend == "vllm":  # the job starts its engine

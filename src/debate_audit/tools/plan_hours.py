@@ -1,7 +1,9 @@
 """GPU hours of a configuration's calls (`make plan`) and of one job (its time limit, tools/job_sizes.py): the
 calls and tokens each stage counts, at the throughput `benchmarks/gpu_bench.py` measured on an H200 at
 Llama-8B shape (benchmarks/README.md) scaled by parameter count, or at vLLM's published throughput for
-the generations of a model whose `generation_backend` is `vllm` or `server`, plus loading the weights."""
+the generations of a model whose `generation_backend` is `vllm` or `server`, plus loading the weights. A
+Qwen3.5 model's in-process work is priced at transformers' torch fallback where config
+`cluster.linear_attention_kernels` says the GPU nodes lack the `gpu` extra's kernels (LINEAR_ATTENTION_FALLBACK)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import dataclasses
 from pathlib import Path
 
 from debate_audit.models.calls import RulePlan
-from debate_audit.models.size import params_b
+from debate_audit.models.linear_kernels import uses_gated_delta_net
+from debate_audit.models.size import model_config, params_b
 from debate_audit.models.spec import ModelSpec
+from debate_audit.runtime.cluster import ClusterSettings
 from debate_audit.tools.plan_memory import job_gpus
 
 # Measured on one H200, bf16, Llama-8B shape (benchmarks/README.md, "GPU" section): scoring 149 prompts/s of
@@ -42,15 +46,47 @@ VLLM_THROUGHPUT = {
     "uncertainty": "x0.5 to x2: another GPU, dtype and vLLM version, other prompt and reply lengths; "
     "start-up not measured here",
 }
+# Qwen3.5 without the `gpu` extra's kernels (flash-linear-attention, causal-conv1d): transformers runs the
+# gated delta rule of 24 of Qwen3.5-9B's 32 layers in fp32, looping in Python over 64-token chunks (and the
+# backward through that loop). Not measured by this project (no GPU with both at hand, issue 53): the factor
+# multiplies the model's in-process hours (scoring, training, in-process generation); a vLLM engine brings its
+# own kernels and is left as priced. THROUGHPUT is taken to be the kernels' speed.
+LINEAR_ATTENTION_FALLBACK = {
+    "factor": 2.0,
+    "source": "a whole-model forward on an NVIDIA A2 at batch 16, transformers 5.17: 51 ms a request with the "
+    "torch fallback against 28 with flash-linear-attention 0.5.2 (1.8x; 1.06x at batch 1), "
+    "iapp-technology/openthai-systemone issue 2",
+    "uncertainty": "x0.7 to x5: another GPU and batch shape; 8192-token training rows loop over 128 chunks a "
+    "layer, forward and backward, where short batched prompts loop over a few",
+}
 LOAD_SECONDS_PER_B = 4.0  # reading bf16 safetensors from a shared filesystem at ~0.5 GB/s per job
 TRAIN_FLOP_FACTOR = 3.0  # forward + backward ~ 3 forward passes
 
 
-def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
+def fallback_factor(config: dict, spec: ModelSpec | None, model_dir: str | Path | None = None) -> float:
+    """LINEAR_ATTENTION_FALLBACK's factor for a model with Qwen3.5's linear-attention layers (its prepared or
+    published config.json; a random one by its architecture) where `cluster.linear_attention_kernels` is false;
+    1 otherwise."""
+    if spec is None or spec.source == "openai" or ClusterSettings.from_config(config).linear_attention_kernels:
+        return 1.0
+    return LINEAR_ATTENTION_FALLBACK["factor"] if linear_attention_model(spec, model_dir) else 1.0
+
+
+def linear_attention_model(spec: ModelSpec, model_dir: str | Path | None = None) -> bool:
+    """Whether `spec`'s model has Qwen3.5's linear-attention layers, as far as is known before it runs."""
+    found = model_config(spec, model_dir) or ({"model_type": spec.id} if spec.source == "random" else None)
+    return found is not None and uses_gated_delta_net(found)
+
+
+def gpu_hours(rp: RulePlan, size_b: float | None, fallback: float = 1.0) -> tuple[float, float]:
+    """H200 and H100 hours of `rp`'s calls; `fallback` (fallback_factor) multiplies what runs in-process: the
+    prompts unless vLLM generates them and nothing is scored, and the generations the in-process loop runs."""
     if size_b is None:
         return 0.0, 0.0
     scale = size_b / THROUGHPUT["reference_params_b"]
     prefill = (rp.prompt_tokens + TRAIN_FLOP_FACTOR * rp.train_tokens) / THROUGHPUT["prefill_tokens_per_s"] * scale
+    if rp.engine != "vllm" or rp.scorings or rp.train_tokens:
+        prefill *= fallback
     if rp.engine == "vllm":
         rate = (
             VLLM_THROUGHPUT["generated_tokens_per_s"]
@@ -59,7 +95,7 @@ def gpu_hours(rp: RulePlan, size_b: float | None) -> tuple[float, float]:
         )
     else:
         rate = THROUGHPUT["sampled_tokens_per_s"] if rp.sampled else THROUGHPUT["greedy_tokens_per_s"]
-    generation = rp.new_tokens / rate * scale
+    generation = rp.new_tokens / rate * scale * (fallback if rp.engine != "vllm" else 1.0)
     h200 = (prefill + generation) / 3600
     h100 = (prefill + generation / THROUGHPUT["h100_generation_factor"]) / 3600
     return h200, h100
@@ -72,7 +108,8 @@ def job_hours(
     the H100 throughput, shared by the GPUs the job holds (job_gpus); and of readying its model: the weights
     read at LOAD_SECONDS_PER_B by the vLLM engine it starts (plus the engine's start-up) and again in-process
     where it scores, trains or generates in-process. (0, 0) for a model served elsewhere (source openai) or of
-    unknown size. tools/job_sizes.py turns them into the job's time limit."""
+    unknown size; a Qwen3.5 model's calls at the torch fallback where the nodes lack its kernels
+    (fallback_factor). tools/job_sizes.py turns them into the job's time limit."""
     if spec is None or spec.source == "openai":
         return 0.0, 0.0
     size = params_b(spec, model_dir)
@@ -80,7 +117,7 @@ def job_hours(
         return 0.0, 0.0
     served = bool(rp.generations) and spec.generation_backend in ("vllm", "server")
     row = dataclasses.replace(rp, engine="vllm" if served else "in-process")
-    _, h100 = gpu_hours(row, size)
+    _, h100 = gpu_hours(row, size, fallback_factor(config, spec, model_dir))
     gpus, _ = job_gpus(config, spec, row, size, memory=False)
     engine = bool(rp.generations) and spec.generation_backend == "vllm"
     in_process = bool(rp.scorings or rp.train_tokens) or (bool(rp.generations) and spec.generation_backend == "local")

@@ -10,7 +10,7 @@ from typing import Any
 from debate_audit.data.markdown import markdown_table
 from debate_audit.models.calls import RulePlan
 from debate_audit.tools.plan_api import API_BASIS, ApiPlan
-from debate_audit.tools.plan_hours import LOAD_SECONDS_PER_B, THROUGHPUT, VLLM_THROUGHPUT
+from debate_audit.tools.plan_hours import LINEAR_ATTENTION_FALLBACK, LOAD_SECONDS_PER_B, THROUGHPUT, VLLM_THROUGHPUT
 from debate_audit.tools.plan_memory import GPU_GIB, FinetuneMemory
 from debate_audit.tools.plan_power import CERTIFY_P, PowerPlan
 
@@ -24,6 +24,9 @@ class Plan:
     api_notes: list[str] = field(default_factory=list)
     power: PowerPlan | None = None
     cluster: Any = None  # runtime/cluster.ClusterSettings the job sizes were computed with
+    # models with Qwen3.5's linear-attention layers -> the factor their in-process hours were priced at (1: the
+    # `gpu` extra's kernels; plan_hours.LINEAR_ATTENTION_FALLBACK's: transformers' torch fallback)
+    linear_attention: dict[str, float] = field(default_factory=dict)
 
 
 def plan_json(plan: Plan) -> str:
@@ -40,6 +43,10 @@ def plan_json(plan: Plan) -> str:
             "api_basis": API_BASIS if plan.api else None,
             "notes": plan.notes + plan.api_notes,
             "audit_power": asdict(plan.power) if plan.power else None,
+            "linear_attention": {
+                "models": plan.linear_attention,
+                "priced_as": None if not plan.linear_attention else linear_attention_assumption(plan),
+            },
         },
         indent=1,
     )
@@ -122,6 +129,7 @@ def render(plan: Plan) -> str:
             if any(rp.engine == "vllm" for rp in plan.rules)
             else []
         ),
+        *([linear_attention_line(plan)] if plan.linear_attention else []),
         "A rule whose jobs use several models has one row per model; its job count is the rule's.",
     ]
     sized = [rp for rp in plan.rules if rp.model and rp.runtime_min]
@@ -149,6 +157,31 @@ def render(plan: Plan) -> str:
     if plan.power:
         lines += ["", render_power(plan.power)]
     return "\n".join(lines)
+
+
+def linear_attention_assumption(plan: Plan) -> str:
+    """How the plan priced its Qwen3.5 models' linear-attention layers: "kernels" or "torch fallback"."""
+    return "torch fallback" if any(f != 1.0 for f in plan.linear_attention.values()) else "kernels"
+
+
+def linear_attention_line(plan: Plan) -> str:
+    """Which implementation of Qwen3.5's linear-attention layers the GPU-hours assume, and how to price the
+    other (config cluster.linear_attention_kernels)."""
+    models = ", ".join(sorted(plan.linear_attention))
+    fallback = LINEAR_ATTENTION_FALLBACK
+    if linear_attention_assumption(plan) == "kernels":
+        return (
+            f"Linear attention ({models}): priced with the `gpu` extra's kernels (flash-linear-attention, "
+            "causal-conv1d) on the GPU nodes, as `make install-gpu` installs them (docs/cluster.md; config "
+            "cluster.linear_attention_kernels true). Without them transformers runs its torch fallback: set it "
+            f"false to price that (x{fallback['factor']:g} their in-process hours)."
+        )
+    return (
+        f"Linear attention ({models}): priced with transformers' torch fallback, x{fallback['factor']:g} their "
+        "in-process hours (config cluster.linear_attention_kernels false; a vLLM engine's generations as "
+        f"priced, it brings its own kernels; source: {fallback['source']}; uncertainty {fallback['uncertainty']}). "
+        "`make install-gpu` on the cluster and the setting true price the kernels."
+    )
 
 
 def render_power(power: PowerPlan) -> str:
@@ -302,8 +335,8 @@ def render_training(training: Sequence[FinetuneMemory]) -> str:
     if linear:
         note += (
             f" {', '.join(linear)}: linear-attention layers; the figure counts transformers' torch implementation "
-            "of them, and the GPU-hours above assume the `gpu` extra's kernels (flash-linear-attention, "
-            "causal-conv1d; pyproject.toml), without which transformers runs that torch path, much slower."
+            "of them (the `gpu` extra's kernels keep less); the GPU-hours above price the implementation the "
+            "line under their table names (config cluster.linear_attention_kernels)."
         )
     return note + "\n\n" + markdown_table(header, rows).rstrip("\n")
 

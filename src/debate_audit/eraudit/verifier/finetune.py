@@ -31,6 +31,7 @@ import torch
 from debate_audit.data.io import write_parquet
 from debate_audit.models import write_fingerprint
 from debate_audit.models.adapter import save_adapter
+from debate_audit.models.linear_kernels import linear_attention, warn_if_fallback_on_gpu
 from debate_audit.models.loading import ModelRef
 from debate_audit.models.memory import (
     GPU_RESERVE_BYTES,
@@ -41,7 +42,7 @@ from debate_audit.models.memory import (
 from debate_audit.models.prepare import FINGERPRINT_FILE
 from debate_audit.models.spec import resolve_device, resolve_dtype
 from debate_audit.models.weights import load_pretrained
-from debate_audit.runtime.provenance import current_provenance, record_model
+from debate_audit.runtime.provenance import current_provenance, record_linear_attention, record_model
 
 from ..common.grid import labelled, unlabelled, with_labels
 from ..common.readout import LABELS, resolve_readout
@@ -177,6 +178,8 @@ def finetune_verifier(
         launch(settings.processes, arguments)
         record = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())
         record_model(base.name, base.directory, base.fingerprint())
+        if record.get("linear_attention"):  # what the workers' Qwen3.5 layers ran
+            record_linear_attention(base.directory, record["linear_attention"])
         return record
     started = time.time()
     torch.manual_seed(settings.seed)
@@ -241,6 +244,12 @@ def finetune_verifier(
     # fp32 master weights, the memory that memory.training_memory_bytes counts.
     rank, dev = start(device, shard_alone=device.startswith("cuda") and not lora)
     on_gpu = dev.startswith("cuda")
+    # Qwen3.5: the `gpu` extra's kernels or transformers' torch fallback train it (other numbers, other speed);
+    # recorded in the provenance and the checkpoint's fingerprint. None (nothing recorded) for other models.
+    ran = linear_attention(json.loads((Path(base.directory) / "config.json").read_text()), dev)
+    warn_if_fallback_on_gpu(base.name, dev, ran)
+    if ran is not None:
+        record_linear_attention(base.directory, ran.record())
     planned = None
     if on_gpu:
         setup = TrainingSetup.of(dataclasses.asdict(settings), processes=rank.world, with_qh=variant == "org")
@@ -317,6 +326,7 @@ def finetune_verifier(
         training_rows=len(examples),
         qh_only_items=len(qh_only),
         steps=len(curve),
+        **({} if ran is None else {"linear_attention": ran.record()}),
     )
     log.info(
         "%s/%s: %d steps in %.1f s, saved to %s (weights sha256 %s)",
