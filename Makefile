@@ -102,7 +102,10 @@ run: $(STAMP)
 # The suite on two pytest-xdist workers (tests/conftest.py says how it is grouped); PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+# The library's bytecode first: where PYTHONDONTWRITEBYTECODE is set (CI's machines set it) Python never writes
+# it, and each of the suite's few hundred Snakemake and job processes would compile the library again (~1.5 s).
 test: $(STAMP)
+	$(BIN)/python -m compileall -q src tests workflow >/dev/null
 	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Jobs, model calls, tokens and GPU hours of the paper overlay, before anything is submitted.
