@@ -1,7 +1,7 @@
 """Fine-tuning over several processes (FSDP2 on gloo, eraudit/verifier/distributed.py) trains what one process
 trains. Tolerance: fp32, where the only difference is the order in which the processes' gradient shares are
 added (rounding ~1e-7 relative per step), so curves to 1e-5 relative and weights to 1e-5 absolute (the
-paper's bf16 policy too: see the test)."""
+paper's bf16 policy too: see the gpt-oss MXFP4 test)."""
 
 import json
 import subprocess
@@ -135,9 +135,11 @@ def test_gpt_oss_from_its_mxfp4_file_trains_saves_and_reloads_over_two_gloo_proc
     for processes, run in ((1, one), (2, two)):
         saved = tmp_path / f"saved-{processes}"
         assert json.loads((saved / "fingerprint.json").read_text())["processes"] == processes
-        # plain weights: no quantization_config left for the reload to dequantize what is not packed
+        # plain weights: no quantization_config left for the reload to dequantize what is not packed; the
+        # dtype they were written in, not that of the fp32 master shards
         config = json.loads((saved / "config.json").read_text())
         assert "quantization_config" not in config and config["architectures"] == ["GptOssForCausalLM"]
+        assert config["dtype"] == str(saved_dtype).removeprefix("torch.") == "bfloat16"
         reloaded = load_pretrained(saved, dtype=saved_dtype).state_dict()
         assert set(reloaded) == set(run["weights"])
         for name, weight in run["weights"].items():
