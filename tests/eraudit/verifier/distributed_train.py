@@ -2,21 +2,28 @@
 gpt-oss: experts, attention sinks, sliding-window and full layers), sharded over the job's processes, trained
 on the same rows; rank 0 saves the curve and the gathered weights.
 
-    python distributed_train.py ARCH PROCESSES OUT [--cpu-offload] [--bf16]
+    python distributed_train.py ARCH PROCESSES OUT [--cpu-offload] [--bf16] [--from DIR] [--save DIR --save-dtype D]
 
 --cpu-offload and --bf16: FSDP2 with the shards on the host and the gathered layers computing in bf16 (the
 paper's gpt-oss-20b policy, config/paper.yaml verifier.distributed), sharded even in one process (a group
-of one, as a one-process fine-tune on a GPU is); without them one process trains unsharded in fp32."""
+of one, as a one-process fine-tune on a GPU is); without them one process trains unsharded in fp32.
+--from DIR: the model read from DIR as finetune_verifier reads its base (load_pretrained in fp32, an MXFP4
+checkpoint's experts dequantized), not built in memory. --save DIR: the trained model also written to DIR as
+finetune_verifier writes a sharded one (full_state_dict in the saved dtype, save_verifier on rank 0), in
+`--save-dtype`, a model spec's dtype resolved on a GPU as the paper's jobs run."""
 
+import argparse
 import sys
 from pathlib import Path
 
 import torch
-from transformers import GptOssForCausalLM
+from transformers import AutoTokenizer, GptOssForCausalLM
 
 from debate_audit.eraudit.verifier.distributed import full_state_dict, shard, start, stop
-from debate_audit.eraudit.verifier.finetune import FinetuneSettings, train
+from debate_audit.eraudit.verifier.finetune import FinetuneSettings, save_verifier, train
 from debate_audit.eraudit.verifier.training_rows import IGNORE, ChoiceExample, TrainExample
+from debate_audit.models.spec import resolve_dtype
+from debate_audit.models.weights import load_pretrained
 from debate_audit.tools.tiny_checkpoints import tiny_gpt_oss_config
 
 # Run as a script (by python and torchrun), so only this folder is on sys.path: tests/ for the shared helpers.
@@ -27,12 +34,16 @@ LABEL_IDS = [5, 6]
 PAD = 0
 
 
+def tiny_gpt_oss_shape():
+    """The tiny gpt-oss of these runs: a window of 4 tokens, which the rows (5-10 tokens) reach past; widths of
+    32, one MXFP4 block, so that its experts can be written in the hub's format too."""
+    return tiny_gpt_oss_config(vocab_size=48, hidden_size=32, intermediate_size=32, sliding_window=4)
+
+
 def tiny_model(arch: str):
     if arch == "gpt_oss":
         torch.manual_seed(0)
-        # a window of 4 tokens: the rows (5-10 tokens) reach past it; eager attention, as gpt-oss loads
-        config = tiny_gpt_oss_config(vocab_size=48, hidden_size=32, intermediate_size=32, sliding_window=4)
-        return GptOssForCausalLM(config)
+        return GptOssForCausalLM(tiny_gpt_oss_shape())  # eager attention, as gpt-oss loads
     return tiny_llama(seed=0)
 
 
@@ -66,11 +77,22 @@ SETTINGS = dict(
 )
 
 
-def run(arch: str, processes: int, out: str, *, cpu_offload: bool = False, bf16: bool = False) -> None:
+def run(
+    arch: str,
+    processes: int,
+    out: str,
+    *,
+    cpu_offload: bool = False,
+    bf16: bool = False,
+    base: str | None = None,
+    save: str | None = None,
+    save_dtype: str = "auto",
+) -> None:
     torch.set_num_threads(1)
     policy = cpu_offload or bf16
     rank, _ = start("cpu", shard_alone=policy)
-    model = tiny_model(arch)
+    # finetune_verifier's load: fp32 master weights
+    model = tiny_model(arch) if base is None else load_pretrained(base, dtype=torch.float32)
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     sharded = rank.world > 1 or policy
     if sharded:
@@ -78,11 +100,36 @@ def run(arch: str, processes: int, out: str, *, cpu_offload: bool = False, bf16:
     settings = FinetuneSettings(**SETTINGS, processes=processes, cpu_offload=cpu_offload)
     curve = train(model, rows(), settings, LABEL_IDS, PAD, rank=rank)
     weights = full_state_dict(model) if sharded else {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if save is not None:
+        if not sharded or base is None:
+            raise ValueError("--save writes what finetune_verifier writes of a sharded model loaded --from a base")
+        # finetune_verifier's save of a sharded model, the dtype resolved on the paper's device
+        state = full_state_dict(model, resolve_dtype(save_dtype, "cuda"))
+        if rank.main:
+            save_verifier(model, AutoTokenizer.from_pretrained(base), save, state_dict=state, processes=rank.world)
     if rank.main:
         torch.save({"curve": curve, "weights": weights, "initial": initial}, out)
     stop()
 
 
 if __name__ == "__main__":
-    flags = set(sys.argv[4:])
-    run(sys.argv[1], int(sys.argv[2]), sys.argv[3], cpu_offload="--cpu-offload" in flags, bf16="--bf16" in flags)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("arch", choices=["llama", "gpt_oss"])
+    parser.add_argument("processes", type=int)
+    parser.add_argument("out")
+    parser.add_argument("--cpu-offload", action="store_true")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--from", dest="base")
+    parser.add_argument("--save")
+    parser.add_argument("--save-dtype", default="auto")
+    args = parser.parse_args()
+    run(
+        args.arch,
+        args.processes,
+        args.out,
+        cpu_offload=args.cpu_offload,
+        bf16=args.bf16,
+        base=args.base,
+        save=args.save,
+        save_dtype=args.save_dtype,
+    )

@@ -130,7 +130,15 @@ def save_verifier(
         save_adapter(model, out_dir, adapter_of)
         fields["checkpoint"] = "lora-adapter"
     else:
+        # read before save_pretrained, which empties the dict it is given
+        dtypes = {t.dtype for t in (state_dict or {}).values() if t.is_floating_point()}
         model.save_pretrained(out_dir, safe_serialization=True, state_dict=state_dict)
+        if len(dtypes) == 1:
+            # save_pretrained's config names the model's own dtype, a sharded model's fp32 master weights, not
+            # the gathered ones it wrote (bf16 on a GPU): said as a one-process checkpoint says it, for a load
+            # that takes the dtype from the config (transformers' default "auto", vLLM's --dtype auto)
+            model.config.dtype = str(dtypes.pop()).removeprefix("torch.")
+            model.config.save_pretrained(out_dir)
         fields["checkpoint"] = "full"
     tokenizer.save_pretrained(out_dir)
     return write_fingerprint(out_dir, **fields)
