@@ -4,6 +4,7 @@ start-up naming the key, never the value, and the run's recorded config masks va
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 from smoke_workflow import BIN, project_copy
 
 from debate_audit.runtime.masking import MASK, masked, variable_name_error
+from debate_audit.runtime.provenance import rule_provenance
 from debate_audit.runtime.run_config import write_run_config
 from debate_audit.tools.config_check import config_errors
 
@@ -93,6 +95,13 @@ def test_the_run_config_file_masks_a_key_given_in_the_config_or_in_an_override(t
     text = path.read_text()
     assert FAKE_KEY not in text
     assert yaml.safe_load(text)["models"]["pasted"]["api_key_env"] == MASK
+
+
+def test_an_outputs_provenance_masks_a_key_like_setting_among_the_rules_params():
+    params = {"judge": {"name": "served", "request": {"prompt_cache_key": FAKE_KEY, "temperature": 0.0}}}
+    with rule_provenance("cwpor_judge", params) as record:
+        assert record["params"]["judge"]["request"] == {"prompt_cache_key": MASK, "temperature": 0.0}
+        assert FAKE_KEY not in json.dumps(record)
 
 
 # ------------------------------------------------------------------------------------ through Snakemake

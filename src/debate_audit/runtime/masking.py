@@ -4,10 +4,9 @@ A model's key lives in an environment variable and the config names the variable
 key. Two mistakes put a key into the config itself: the key pasted as the value of `api_key_env`, and a
 setting under a key-like name (`api_key`, `hf_token`, `password`, an `Authorization` header in a model's
 free-form `request`). The start-up check refuses the first without echoing it (`secret_errors`, which the start-up config check runs first);
-the run's recorded config (run_config.py) masks both, so a config that reaches a file shows no key.
-
-Only Snakefile-side code imports this module (config_check.py, run_config.py), so no rule's code fingerprint
-(provenance.code_fingerprint) reaches it.
+the run's recorded config (run_config.py), the outputs' provenance (provenance.py), the tracked param of a
+model's settings (rules/model_refs.smk, which Snakemake writes into .snakemake/metadata/) and the log line of a
+provider model's request (models/api.py) mask both, so a config that reaches a file shows no key.
 """
 
 from __future__ import annotations
