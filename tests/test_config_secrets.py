@@ -63,6 +63,20 @@ def test_variable_name_error_never_quotes_the_value():
     assert variable_name_error("HF_TOKEN") is None
 
 
+def test_a_key_like_setting_on_the_command_line_is_refused_naming_the_key_not_the_value(monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = with_model("OPENAI_API_KEY")
+    overrides = {"models": {"served": {"request": {"metadata": {"api_key": FAKE_KEY}}}}, "hub": [{"hf_token": "x1"}]}
+    errors = config_errors(config, SCHEMA, overrides)
+    assert [e.split(":")[0] for e in errors] == [
+        "--config models.served.request.metadata.api_key",
+        "--config hub[0].hf_token",
+    ]
+    assert not any(FAKE_KEY in e or "x1" in e for e in errors), errors
+    ordinary = {"cwpor": {"subset": 2}, "debate": {"gcg": {"init_token": " x"}}, "models": {"m": {"api_key": None}}}
+    assert config_errors(config, SCHEMA, ordinary) == []
+
+
 # ------------------------------------------------------------------------------------ the recorded config
 def test_values_under_key_like_names_are_masked_and_settings_that_end_in_token_kept():
     config = {
