@@ -9,8 +9,13 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-# The schema and every cross-key rule, each error naming its key, before any job is planned.
-check_config(config, f"{workflow.basedir}/config/schema.yaml")
+# The schema and every cross-key rule, each error naming its key, before any job is planned; and no key-like
+# setting on the command line, which Snakemake's run header would print (runtime/masking.py).
+check_config(
+    config,
+    f"{workflow.basedir}/config/schema.yaml",
+    overrides=workflow.config_settings.config,
+)
 validate(config, "config/schema.yaml")  # fills in the schema's defaults
 
 

@@ -10,6 +10,7 @@ from snakemake.logging import logger
 from debate_audit.models.loading import ModelRef
 from debate_audit.models.pins import unpinned_warnings
 from debate_audit.models.spec import ModelSpec
+from debate_audit.runtime.masking import masked
 from debate_audit.tools.config_check import stale_local_warnings, used_models
 
 # Only the models some experiment uses (an overlay's merge may keep others under `models:`).
@@ -66,8 +67,14 @@ def model_ref(name, directory=None):
 
 
 def model_numbers(*names):
-    """The settings that define the numbers of the models `names` (spec.NUMBER_KEYS), a tracked param."""
-    return {name: model_spec(name).number_settings() for name in dict.fromkeys(names)}
+    """The settings that define the numbers of the models `names` (spec.NUMBER_KEYS), a tracked param.
+    Snakemake writes a tracked param's text into .snakemake/metadata/, so a value under a key-like name
+    (a provider model's `request.metadata.api_key`, ...) is masked: no script reads this param.
+    """
+    return {
+        name: masked(model_spec(name).number_settings())
+        for name in dict.fromkeys(names)
+    }
 
 
 def sampling_engine(name):

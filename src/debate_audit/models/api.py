@@ -53,6 +53,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from debate_audit.runtime.masking import masked
+
 from .cache import CallCache, cache_key
 from .params import ChatPrompt, ChoiceScores, Reply, record_replies
 from .spec import PROVIDERS, RESERVED_REQUEST_KEYS
@@ -433,7 +435,7 @@ class EndpointChatModel:
             self.name,
             self.provider,
             self.name,
-            json.dumps(self.request, sort_keys=True),
+            json.dumps(masked(self.request), sort_keys=True),  # a key-like setting of the request is a secret
             params.temperature,
             params.top_p,
             params.max_new_tokens,

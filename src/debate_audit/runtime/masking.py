@@ -4,10 +4,11 @@ A model's key lives in an environment variable and the config names the variable
 key. Two mistakes put a key into the config itself: the key pasted as the value of `api_key_env`, and a
 setting under a key-like name (`api_key`, `hf_token`, `password`, an `Authorization` header in a model's
 free-form `request`). The start-up check refuses the first without echoing it (`secret_errors`, which the start-up config check runs first);
-the run's recorded config (run_config.py) masks both, so a config that reaches a file shows no key.
-
-Only Snakefile-side code imports this module (config_check.py, run_config.py), so no rule's code fingerprint
-(provenance.code_fingerprint) reaches it.
+the run's recorded config (run_config.py), the outputs' provenance (provenance.py), the tracked param of a
+model's settings (rules/model_refs.smk, which Snakemake writes into .snakemake/metadata/) and the log line of a
+provider model's request (models/api.py) mask both, so a config that reaches a file shows no key. A setting
+under a key-like name given with `--config` is refused at start-up too (`command_line_errors`): Snakemake
+writes its whole command line into its output and .snakemake/log/ when jobs start, where nothing masks it.
 """
 
 from __future__ import annotations
@@ -77,4 +78,32 @@ def secret_errors(config: Mapping[str, Any]) -> list[str]:
                 "environment variable that holds the key (export OPENAI_API_KEY=...; api_key_env: OPENAI_API_KEY), "
                 "never the key"
             )
+    return errors
+
+
+def command_line_errors(overrides: Mapping[str, Any]) -> list[str]:
+    """One error per value under a key-like name (SECRET_KEY_NAME) among the `--config` values `overrides`,
+    naming its key and never the value: Snakemake writes its command line into its output and into
+    .snakemake/log/ as jobs start, so such a value must stop the run before then (the Snakefile's start-up
+    check) instead of being masked later."""
+    errors = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                key = f"{path}.{k}" if path else str(k)
+                if SECRET_KEY_NAME.search(str(k)) and v is not None and v != "":
+                    errors.append(
+                        f"--config {key}: a setting under a key-like name is refused on the command line, so its "
+                        "value is not shown: Snakemake writes its command line into its output and .snakemake/log/. "
+                        "Put it in a config file given with --configfile (the recorded config masks it), and a "
+                        "model's key in the environment variable that api_key_env names"
+                    )
+                else:
+                    walk(v, key)
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+
+    walk(overrides, "")
     return errors

@@ -10,7 +10,7 @@ code changed, and their descendants. Importing from a package whose `__init__` r
 Every output also records the run that produced it (`rule_provenance`, `write_parquet`, `save_figure`,
 `read_provenance`): the project version (git commit and dirty flag, else the package version), the software
 and hardware it ran on (`software`: Python, torch, transformers, polars, Snakemake, vLLM; the CPU, the
-GPUs), the rule, its wildcards and params, and the fingerprints of the models it opened (with, for Qwen3.5,
+GPUs), the rule, its wildcards and params (a value under a key-like name masked, masking.py), and the fingerprints of the models it opened (with, for Qwen3.5,
 what ran its linear-attention layers).
 """
 
@@ -28,6 +28,8 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from debate_audit.runtime.masking import masked
 
 PACKAGE = "debate_audit"
 ROOT = Path(__file__).resolve().parent.parent  # the package: code_fingerprint hashes its modules
@@ -242,7 +244,8 @@ def rule_provenance(
         "software": software(),
         "rule": rule,
         "wildcards": _plain(dict(wildcards or {}), secrets),
-        "params": _plain(params, secrets),
+        # a setting under a key-like name (models.<name>.request.api_key, ...) is a secret the config holds
+        "params": _plain(masked(params), secrets),
         "models": [],
     }
     token = _current.set(record)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from debate_audit.eraudit.common.brought import audit_errors, trained_datasets
 from debate_audit.eraudit.common.readout import ENDPOINT_READOUTS, READOUT_MODES
 from debate_audit.eraudit.common.verifiers import AUDIT_TARGETS
 from debate_audit.models.spec import ModelSpec, no_logprobs
-from debate_audit.runtime.masking import secret_errors
+from debate_audit.runtime.masking import command_line_errors, secret_errors
 from debate_audit.runtime.runs import name_error as run_name_error
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -344,11 +344,14 @@ def _dotted(error: str) -> str:
     return re.sub(r"\[(\d+)\]", r".\1", error.split(": ")[0])
 
 
-def config_errors(config: dict[str, Any], schema_path: str | Path | None = None) -> list[str]:
-    """Every problem of the configuration, each naming its key; empty when it is valid."""
+def config_errors(
+    config: dict[str, Any], schema_path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Every problem of the configuration, each naming its key; empty when it is valid. `overrides`: the
+    `--config` values merged into `config` (Snakemake's `workflow.config_settings.config`)."""
     # First and apart: a key pasted into the config is refused even where the rest fails in ways that stop
     # the other checks, and none of these messages shows it.
-    secrets = secret_errors(config)
+    secrets = command_line_errors(overrides or {}) + secret_errors(config)
     errors = _schema_errors(config, schema_path) if schema_path else []
     try:
         cross = _cross_key_errors(config)
@@ -625,8 +628,10 @@ def _cwpor_errors(cwpor: dict[str, Any]) -> list[str]:
     ]
 
 
-def check_config(config: dict[str, Any], schema_path: str | Path | None = None) -> None:
-    errors = config_errors(config, schema_path)
+def check_config(
+    config: dict[str, Any], schema_path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> None:
+    errors = config_errors(config, schema_path, overrides)
     if errors:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
 
