@@ -279,3 +279,15 @@ def test_a_real_run_writes_no_key_anywhere_and_sends_the_variables_key_only_as_a
     recorded = yaml.safe_load((work / "results/config.yaml").read_text())["models"]["served"]
     assert recorded["request"] == {"temperature": 0.0, "prompt_cache_key": MASK, "metadata": {"api_key": MASK}}
     assert recorded["api_key_env"] == KEY_VARIABLE
+
+
+def test_a_key_like_setting_in_a_random_models_init_is_refused_without_its_value():
+    from debate_audit.runtime.masking import secret_errors
+
+    config = {
+        "models": {"tiny": {"source": "random", "id": "llama", "init": {"hidden_size": 32, "hf_token": FAKE_KEY}}}
+    }
+    (error,) = secret_errors(config)
+    assert error.startswith("models.tiny.init.hf_token: ") and FAKE_KEY not in error
+    config["models"]["tiny"]["init"] = {"hidden_size": 32, "pad_token_id": 0, "num_hidden_layers": 2}
+    assert secret_errors(config) == []

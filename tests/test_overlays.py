@@ -417,9 +417,11 @@ def test_paper_overlay_asks_each_model_job_for_the_gpus_its_model_needs(project)
         assert gpus[("verifier_finetune", architecture)] == {processes[architecture]}, architecture
     assert set(processes.values()) == {4}  # all three in full over 4 GPUs, as the release
     assert gpus[("verifier_evaluate", "")] == {1} and gpus[("audit_scores", "")] == {1}
-    # the GCG suffix search backpropagates through the selector in-process: one GPU per job, one job per dataset
-    assert gpus[("debate_gcg", "")] == {1}
-    assert sum(rule == "debate_gcg" for rule, _, _ in jobs) == len(config["verifier"]["datasets"])
+    # the GCG suffix search backpropagates through the selector in-process: one GPU per job, each job one range
+    # of a dataset's candidates (QuALITY-H's 2, to fit the 48 h cap; GPQA-H's 1), one merge per dataset on a CPU
+    assert gpus[("debate_gcg", "")] == {1} and gpus[("debate_gcg_merge", "")] == {0}
+    assert sum(rule == "debate_gcg" for rule, _, _ in jobs) == 3
+    assert sum(rule == "debate_gcg_merge" for rule, _, _ in jobs) == len(config["verifier"]["datasets"])
 
 
 def test_every_shipped_overlay_has_its_expected_jobs():

@@ -68,6 +68,15 @@ def secret_errors(config: Mapping[str, Any]) -> list[str]:
     models = config.get("models") if isinstance(config.get("models"), dict) else {}
     errors = []
     for name, entry in models.items():
+        init = entry.get("init") if isinstance(entry, dict) else None
+        # a random model's init is its architecture's settings, never a credential, and prepare_model's script
+        # reads it from a tracked param that Snakemake writes into .snakemake/metadata/, where nothing masks it
+        for key, setting in init.items() if isinstance(init, dict) else []:
+            if SECRET_KEY_NAME.search(str(key)) and setting not in (None, ""):
+                errors.append(
+                    f"models.{name}.init.{key}: a setting under a key-like name in a random model's init is refused, "
+                    "so its value is not shown: init holds the architecture's settings, never a key"
+                )
         value = entry.get("api_key_env") if isinstance(entry, dict) else None
         if value is None or value == "":  # not set: a server of your own that takes no key
             continue
