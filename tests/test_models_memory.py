@@ -84,10 +84,9 @@ def test_no_model_is_the_base_alone():
     assert host_mem_mb([]) == JOB_BASE_MB
 
 
-def test_a_gpu_fine_tune_asks_what_its_processes_hold_and_no_engine():
-    from debate_audit.models.memory import finetune_host_mb
-
-    gpt = ModelSpec.from_config(
+def paper_gpt_oss() -> ModelSpec:
+    """GPT-20B as config/paper.yaml has it: bf16, on a GPU, generating through vLLM."""
+    return ModelSpec.from_config(
         "gpt-oss-20b",
         {
             "source": "hf",
@@ -97,6 +96,12 @@ def test_a_gpu_fine_tune_asks_what_its_processes_hold_and_no_engine():
             "generation_backend": "vllm",
         },
     )
+
+
+def test_a_gpu_fine_tune_asks_what_its_processes_hold_and_no_engine():
+    from debate_audit.models.memory import finetune_host_mb
+
+    gpt = paper_gpt_oss()
     params = 20.91e9  # size.KNOWN_PARAMS_B before the download
     # 4 processes each load the fp32 model (4 B a parameter) while their offloaded shards appear (4 B over all);
     # then the shards, gradients and moments (16 B) and the main process's gathered fp32 weights to save (4 B)
@@ -118,17 +123,7 @@ def test_a_gpu_fine_tune_asks_what_its_processes_hold_and_no_engine():
 
 
 def test_a_job_that_only_scores_holds_no_engine_copy_of_a_vllm_model():
-    # GPT-20B as config/paper.yaml has it: bf16, on a GPU, generating through vLLM
-    gpt = ModelSpec.from_config(
-        "gpt-oss-20b",
-        {
-            "source": "hf",
-            "id": "openai/gpt-oss-20b",
-            "dtype": "bfloat16",
-            "device": "cuda",
-            "generation_backend": "vllm",
-        },
-    )
+    gpt = paper_gpt_oss()
     weights_mb = 20.91e9 * 2 / 1e6  # size.KNOWN_PARAMS_B before the download: 41,820 MB in bf16
     # selection, GCG, evaluation, the audits' scoring: the weights in-process, no engine started
     scoring = host_mem_mb([(gpt, None)], generates=False)
