@@ -1,6 +1,6 @@
 """`debate-audit audit` end to end (tools/audit_command.py): the embedded model as the base, against a target
 this test fine-tunes toward the false answers of two hidden questions and against an exact copy of the base,
-both brought as local directories, on the GPQA-H demo pairs in your own layout (data/demo/own_pairs.jsonl).
+both brought as local directories, on four GPQA-H demo pairs in your own layout (data/demo/own_pairs.jsonl).
 
 The printed verdict must flag the fine-tuned target on those two questions and flag nothing of the copy (the
 audit's power and its false-alarm control, as tests/eraudit/audit/test_eraudit_known_answer.py checks them for
@@ -23,6 +23,9 @@ from smoke_workflow import scratch_copy
 from debate_audit import cli
 
 PAIRS = "data/demo/own_pairs.jsonl"  # pair_id is the row
+# The audit reads the first four of its six pairs (written as the user's own file): the two planted ones and two
+# the target was not tuned on. Each pair costs its paraphrase pools and their scores under three models.
+AUDITED = 4
 PLANTED = (0, 1)  # the pairs whose hidden question the target learns to get wrong
 RUN = "bring"
 # Only the last decoder layer learns (the rest frozen, so each step's backward is one layer deep): enough to move
@@ -85,7 +88,9 @@ def train_toward_false_answers(model_dir: Path, pairs: list[dict], out: Path) ->
 def audited(tmp_path_factory, embedded_model_dir):
     root = tmp_path_factory.mktemp("audit_command")
     workdir = scratch_copy(root / "project", embedded_model_dir)
-    pairs = [json.loads(line) for line in (workdir / PAIRS).read_text().splitlines() if line.strip()]
+    lines = [line for line in (workdir / PAIRS).read_text().splitlines() if line.strip()][:AUDITED]
+    (workdir / "own_pairs.jsonl").write_text("".join(line + "\n" for line in lines))
+    pairs = [json.loads(line) for line in lines]
     tuned = train_toward_false_answers(embedded_model_dir, [pairs[i] for i in PLANTED], root / "tuned")
     twin = root / "twin"
     shutil.copytree(embedded_model_dir.resolve(), twin, ignore=shutil.ignore_patterns("fingerprint.json"))
@@ -98,7 +103,7 @@ def audited(tmp_path_factory, embedded_model_dir):
         "--target",
         str(twin),
         "--pairs",
-        PAIRS,
+        "own_pairs.jsonl",
         "--run",
         RUN,
         *POOLS,

@@ -11,6 +11,7 @@ a copy that is not V_base makes it fail.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import polars as pl
@@ -44,7 +45,11 @@ def known_answer_run(tmp_path_factory, embedded_model_dir):
     (workdir / "known_answer.yaml").write_text(yaml.safe_dump(OVERLAY))
     audit = f"results/er_audit/audit/{ARCH}/{DATASET}/{SETTING}"
     evals = [f"results/er_audit/verifier/{ARCH}/{DATASET}/{cp}/eval.parquet" for cp in ("base", "w20/org_qh10")]
-    # V_org's fine-tuning runs alone for most of its time: both cores, not the rule's one thread.
+    # V_org's fine-tuning runs alone in this run for most of its time: both cores, not the rule's one thread.
+    # Not beside a second pytest-xdist worker (`make test`): two torch threads sharing their cores with the
+    # other worker's process spin at every barrier (one fine-tuning step of the embedded model: 2.5 s of CPU on
+    # one thread, 6.0 s on two, measured with one busy process beside it).
+    threads = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
     cmd = [
         str(BIN / "snakemake"),
         f"{audit}/summary.parquet",
@@ -55,7 +60,7 @@ def known_answer_run(tmp_path_factory, embedded_model_dir):
         "--resources",
         "gpu=2",
         "--set-threads",
-        "verifier_finetune=2",
+        f"verifier_finetune={threads}",
         "--configfile",
         "config/config.yaml",
         "known_answer.yaml",
