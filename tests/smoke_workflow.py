@@ -44,7 +44,8 @@ def copy_of_run(finished: Path, workdir: Path) -> Path:
     models = finished / "resources" / "models"
 
     def skip_models(folder: str, _names: list[str]) -> list[str]:
-        return ["models"] if Path(folder) == models.parent else []
+        # Snakemake's locks are of a run in `finished` (another worker may be running one there), not the copy's
+        return {models.parent: ["models"], finished / ".snakemake": ["locks"]}.get(Path(folder), [])
 
     shutil.copytree(finished, workdir, symlinks=True, ignore=skip_models)
     (workdir / "resources" / "models").mkdir(parents=True, exist_ok=True)

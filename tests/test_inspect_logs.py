@@ -4,12 +4,11 @@ Parquet artifacts they summarise."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import polars as pl
 import pytest
-from smoke_workflow import BIN, snakemake
+from smoke_workflow import BIN, copy_of_run, snakemake
 
 pytest.importorskip("inspect_ai", reason="inspect_ai (the optional extra `inspect`) is not installed")
 
@@ -17,18 +16,14 @@ FOLDER = "results/inspect"
 
 
 @pytest.fixture(scope="module")
-def logs(smoke_run):
-    """The logs of the shared smoke run, removed afterwards: the rule is outside the default DAG, so files it
-    left would be untracked for the tests that read the smoke run after these (test_workflow.py)."""
+def logs(smoke_run, tmp_path_factory):
+    """The logs of the shared smoke run, written in a copy of it: the rule is outside the default DAG, and the
+    smoke run itself is read by the other worker's tests meanwhile."""
     from inspect_ai.log import read_eval_log
 
-    workdir, _ = smoke_run
+    workdir = copy_of_run(smoke_run[0], tmp_path_factory.mktemp("inspect_logs") / "project")
     snakemake(workdir, "--", FOLDER)
-    try:
-        yield workdir, {p.stem: read_eval_log(str(p)) for p in sorted((workdir / FOLDER).glob("*.eval"))}
-    finally:
-        shutil.rmtree(workdir / FOLDER, ignore_errors=True)
-        (workdir / "logs/browse/inspect_logs.log").unlink(missing_ok=True)
+    return workdir, {p.stem: read_eval_log(str(p)) for p in sorted((workdir / FOLDER).glob("*.eval"))}
 
 
 def _metrics(log) -> dict[tuple[str, str | None], float]:

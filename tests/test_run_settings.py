@@ -10,6 +10,9 @@ and where its optimizer state lives, are speed and memory settings too: changing
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 import yaml
 from smoke_workflow import job_stats, snakemake
@@ -50,12 +53,11 @@ AFTER_POOLS = {
 
 def dry_run_listing(workdir, name: str, config: dict) -> str:
     """What a dry run prints (its job listing) with `config` as one more overlay, which is removed after."""
-    overlay = workdir / f"run_setting_{name.replace(' ', '_')}.yaml"
-    overlay.write_text(yaml.safe_dump(config))
-    try:
-        result = snakemake(workdir, "-n", overlays=(overlay.name,))
-    finally:
-        overlay.unlink()
+    # outside the smoke run's folder, which the other worker's tests copy meanwhile
+    with tempfile.TemporaryDirectory() as folder:
+        overlay = Path(folder) / f"run_setting_{name.replace(' ', '_')}.yaml"
+        overlay.write_text(yaml.safe_dump(config))
+        result = snakemake(workdir, "-n", overlays=(str(overlay),))
     return result.stdout + result.stderr
 
 
