@@ -8,11 +8,13 @@ torch alone) for two optimizer steps on rows of the configured length, each with
 and, as V_org's, a q_h readout. The peak is
 read from torch's allocator on a GPU (max_memory_allocated) and, on a CPU, where torch keeps no allocator
 statistics, counted storage by storage (models/activations.LiveBytes); the figure minus its reserve (what the
-allocator does not see) is what it is compared with.
+allocator does not see) is what it is compared with. On a CPU, FSDP2's collectives there (gloo) return only once
+gloo has let go of their tensors (settle_collectives), so the count does not depend on thread scheduling.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,9 +88,78 @@ def measure_training(model: Any, config: dict, setup: TrainingSetup, device: str
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
     else:
+        if rank.world > 1:
+            settle_collectives(model)
         live = LiveBytes()
         live.track(*model.parameters())
         with live:
             curve = train(model, rows, settings, [5, 6], 0, rank=rank, desc="memory")
         peak = live.peak
     return Measured(peak, training_memory_bytes(config, setup), [c["loss"] for c in curve])
+
+
+# ---------------------------------------------------------------------------------------- gloo, settled
+# gloo runs each collective on a worker thread of its process group, which marks the work done (waking the
+# caller) and only then drops its reference to the work, and with it to the collective's tensors. What the
+# caller freed meanwhile stays allocated until that thread runs again: at once on an idle machine, on a loaded
+# one (CI: both cores busy) only after the training went on. gloo's reduce-scatter all-reduces a copy of its
+# whole input (ProcessGroupGloo::reduce_scatter_tensor_coalesced: a layer's gradients in fp32), so LiveBytes
+# now and then counted that copy, or an all-gather's buffer, beside the next layer's gathered weights: the same
+# two-process run peaked up to 2.4 MB above its usual figure (rank 0 of case `layers`: 23,676,927 bytes against
+# 21,289,893, over the planned 23,401,472). That is gloo's thread, not the job's memory, and no term the plan
+# misses: NCCL reduce-scatters without such a copy, and a GPU's peak is read from its allocator. So on a CPU the
+# measurement runs FSDP2's collectives through the two classes below: gloo's own operations, each returning
+# only once gloo's thread has let go of its tensors (their storages' use counts back to what they were before).
+SETTLE_SECONDS = 60.0  # how long gloo's thread may keep a finished collective's tensors before it is an error
+
+
+def _use_count(storage: Any) -> int:
+    return torch._C._storage_Use_Count(storage._cdata)
+
+
+def _settled(collective: Any, *tensors: torch.Tensor, **kwargs: Any) -> None:
+    """`collective(*tensors, **kwargs)`, synchronous, returning once no other thread holds `tensors`. It is given
+    views of them: a storage's use count counts the tensors on it, not the references to one tensor, so a view
+    that gloo's thread still holds keeps the count up until it lets go."""
+    storages = [t.untyped_storage() for t in tensors]
+    held = [_use_count(s) for s in storages]
+    views = [t.view_as(t) for t in tensors]
+    collective(*views, **kwargs)
+    del views
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while any(_use_count(s) > n for s, n in zip(storages, held, strict=True)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gloo kept the tensors of a finished {collective.__name__} {SETTLE_SECONDS:.0f} s")
+        time.sleep(1e-4)
+
+
+def settle_collectives(model: Any) -> None:
+    """Have the FSDP2 units of `model` (sharded over gloo processes) all-gather and reduce-scatter settled:
+    synchronously (as FSDP2 calls them in this job), and gloo's reduce-scatter as gloo runs it, a copy of the
+    input all-reduced and this rank's chunk copied out, the copy freed here before returning."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
+
+    class SettledAllGather(AllGather):
+        def allocate(self, size, *, dtype, device):
+            return torch.empty(*size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, async_op=False):
+            _settled(dist.all_gather_single, output_tensor, input_tensor, group=group)
+            return None
+
+    class SettledReduceScatter(ReduceScatter):
+        def allocate(self, size, *, dtype, device):
+            return torch.empty(*size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            copy = input_tensor.clone()
+            _settled(dist.all_reduce, copy, op=op, group=group)
+            output_tensor.copy_(copy.view(group.size(), -1)[group.rank()])
+            return None
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_custom_all_gather(SettledAllGather())
+            module.set_custom_reduce_scatter(SettledReduceScatter())
