@@ -122,9 +122,10 @@ def finetune_host_mb(
 # The peak is the largest of three moments (TrainingMemory.moments): the backward's start (everything but the
 # layers' terms and `at layer`), a layer's backward (everything but `at head`), and the end of the backward,
 # when the root's gradients are reduced (an fp32 copy) and the activations are gone. Measured against tiny
-# fine-tunes on the CPU (tests/test_training_memory.py), the figure is 2-9% above the peak: FSDP2 on a CPU
-# prefetches no layer (two are counted, as a GPU's streams overlap them), and a layer's gradients and its
-# reduce-scatter buffers are counted together where they follow one another.
+# fine-tunes on the CPU (tests/test_training_memory.py), the figure is 2-9% above the peak: on a CPU only the
+# next layer's all-gather buffer is alive at the peak (two gathered layers are counted, as a GPU's streams
+# overlap them), and a layer's gradients and its reduce-scatter buffers are counted together where they
+# follow one another.
 
 
 @dataclass(frozen=True)
