@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from helpers import beside_another_worker
 
 # Under `make test` two workers share the two cores: each computes on one (torch's default is a thread per
 # core, four threads on two cores, their waits spinning). Set before anything imports torch; the workflow runs
 # a test starts set their jobs' threads themselves.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+if beside_another_worker():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]

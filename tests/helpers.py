@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 DEAD_PROXY = "http://127.0.0.1:9"  # a closed port: a download attempt fails at once instead of going out
 
 
+def beside_another_worker() -> bool:
+    """Whether this test process shares the machine's cores with a second pytest-xdist worker (`make test`):
+    torch work here then runs on one thread, since two threads beside the other worker spin at every barrier."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
+
+
 # ------------------------------------------------------------------ Snakemake as a subprocess
 def offline_env() -> dict[str, str]:
     """This process's environment with the checkout's library on PYTHONPATH, every proxy at a closed port and

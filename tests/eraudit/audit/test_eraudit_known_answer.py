@@ -11,12 +11,12 @@ a copy that is not V_base makes it fail.
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import polars as pl
 import pytest
 import yaml
+from helpers import beside_another_worker
 from smoke_workflow import BIN, scratch_copy
 
 # drop_honest_copies: false: the check reads honest candidates, which this run (no V_honest) would otherwise
@@ -49,7 +49,7 @@ def known_answer_run(tmp_path_factory, embedded_model_dir):
     # Not beside a second pytest-xdist worker (`make test`): two torch threads sharing their cores with the
     # other worker's process spin at every barrier (one fine-tuning step of the embedded model: 2.5 s of CPU on
     # one thread, 6.0 s on two, measured with one busy process beside it).
-    threads = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2
+    threads = 1 if beside_another_worker() else 2
     cmd = [
         str(BIN / "snakemake"),
         f"{audit}/summary.parquet",
