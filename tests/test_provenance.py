@@ -73,6 +73,58 @@ def test_relative_imports_are_followed(library):
     } <= files
 
 
+def _every_import(tree) -> set[tuple]:
+    import ast
+
+    found: set[tuple] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(("import", alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.update(("from", node.level, node.module, alias.name) for alias in node.names)
+    return found
+
+
+def test_the_import_scan_reads_every_import_the_parser_does_in_the_library_and_the_scripts():
+    import ast
+
+    files = sorted(provenance.ROOT.rglob("*.py")) + sorted((REPO / "workflow" / "scripts").glob("*.py"))
+    assert len(files) > 100
+    for file in files:
+        source = file.read_text()
+        assert _every_import(provenance._import_statements(source, str(file))) == _every_import(ast.parse(source)), file
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # after a compound statement's colon, after a semicolon, indented in a function
+        ("if TYPE_CHECKING: from .a import b\n", {("from", 1, "a", "b")}),
+        ("x = 1; import debate_audit.c as c\n", {("import", "debate_audit.c")}),
+        (
+            "def f():\n    from ..d import (\n        e,  # the first\n        f,\n    )\n",
+            {("from", 2, "d", "e"), ("from", 2, "d", "f")},
+        ),
+        # backslash continuations, inside the module's name too
+        ("from \\\n    debate_audit.g import \\\n    h\n", {("from", 0, "debate_audit.g", "h")}),
+        ("from .import i\n", {("from", 1, None, "i")}),
+        # a comment holding ')' in the parentheses: the scan's statement does not parse, the whole module is read
+        ("from .j import (k,  # (sic)\n l)\n", {("from", 1, "j", "k"), ("from", 1, "j", "l")}),
+        # prose after a colon that reads like an import, in a string: the whole module is read
+        ('x = "note: from the import"\nimport debate_audit.m\n', {("import", "debate_audit.m")}),
+    ],
+)
+def test_the_import_scan_on_the_forms_an_import_takes(source, expected):
+    assert _every_import(provenance._import_statements(source, "<case>")) == expected
+
+
+def test_a_string_line_that_reads_as_an_import_counts_as_one():
+    """The scan's one difference from the parser: over-inclusion (a fingerprint with one file too many reruns too
+    much, never too little)."""
+    source = 'HELP = """\nfrom debate_audit.n import o\n"""\n'
+    assert _every_import(provenance._import_statements(source, "<case>")) == {("from", 0, "debate_audit.n", "o")}
+
+
 # ------------------------------------------------------------------ run provenance in outputs
 def write_one(path):
     import polars as pl

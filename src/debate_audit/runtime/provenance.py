@@ -77,10 +77,33 @@ def _imports(path: Path, root: Path) -> frozenset[str]:
     return _imported_names(path.read_text(), package, str(path))
 
 
+# An import statement where a statement may start (a line's start, after `:` or `;`), with its parenthesized or
+# backslash-continued rest. Parsing only these is ~50x faster than parsing the whole module (0.5 s of each
+# Snakemake start-up, a SLURM job's included, went to parsing the library).
+_GAP = r"(?:[ \t]|\\\n)"  # blanks, a backslash-continued line break among them
+_IMPORT = re.compile(
+    rf"(?:^|[:;])[ \t]*(?:from{_GAP}+(?:[.\w]|{_GAP})+?import\b{_GAP}*(?:\([^)]*\)|.*(?:\\\n.*)*)"
+    rf"|import{_GAP}+.*(?:\\\n.*)*)",
+    re.MULTILINE,
+)
+
+
+def _import_statements(source: str, filename: str) -> ast.Module:
+    """The module's import statements as one parsed module. A match that does not parse on its own (a comment
+    holding `)` inside an import's parentheses, prose such as "from the import" after a colon) makes it parse the
+    whole module: the names never miss an import. A line of a string that reads as an import counts as one: an
+    extra file in a fingerprint reruns too much, never too little."""
+    snippets = [match.group().lstrip(":; \t") for match in _IMPORT.finditer(source)]
+    try:
+        return ast.parse("\n".join(snippets), filename=filename)
+    except SyntaxError:
+        return ast.parse(source, filename=filename)
+
+
 @functools.cache
 def _imported_names(source: str, package: str, filename: str) -> frozenset[str]:
     """The package's modules a source text imports (`package`: where its relative imports start)."""
-    tree = ast.parse(source, filename=filename)
+    tree = _import_statements(source, filename)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
