@@ -164,6 +164,11 @@ def complete_records(rows: Sequence[dict], parts: Sequence[str | Path]) -> list[
     return [found[key] for key in wanted]
 
 
+def _check_pool(pool: str) -> None:
+    if pool not in POOLS:
+        raise ValueError(f"debate.gcg.pool must be one of {POOLS}, got {pool!r}")
+
+
 def merge_pool(
     candidates: str | Path,
     pairs: str | Path,
@@ -176,8 +181,7 @@ def merge_pool(
     """The pool selection reads (`pool` replace: each candidate replaced by its suffixed copy; add: both, the
     copy numbered K + k) and one record per candidate with its losses before and after (GCG_SCHEMA), from the
     records of every range (`complete_records`)."""
-    if pool not in POOLS:
-        raise ValueError(f"debate.gcg.pool must be one of {POOLS}, got {pool!r}")
+    _check_pool(pool)
     rows, items = read_inputs(candidates, pairs)
     offset = (max((r["candidate"] for r in rows), default=-1) + 1) if pool == "add" else 0
     records = complete_records(rows, parts)
@@ -232,8 +236,7 @@ def optimise_candidates(
 ) -> pl.DataFrame:
     """Every range in turn, then the merge, in one process: the workflow's `debate_gcg` jobs and
     `debate_gcg_merge` as one call (tests, notebooks). `optimise_settings`: optimise_range's keywords."""
-    if pool not in POOLS:
-        raise ValueError(f"debate.gcg.pool must be one of {POOLS}, got {pool!r}")
+    _check_pool(pool)  # before the ranges' model work, not after it at the merge
     out = Path(suffixes_out).parent
     files = [out / f"{Path(suffixes_out).stem}.part{i}_of_{parts}.parquet" for i in range(parts)]
     for i, path in enumerate(files):
