@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -74,8 +75,6 @@ def test_relative_imports_are_followed(library):
 
 
 def _every_import(tree) -> set[tuple]:
-    import ast
-
     found: set[tuple] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -86,8 +85,6 @@ def _every_import(tree) -> set[tuple]:
 
 
 def test_the_import_scan_reads_every_import_the_parser_does_in_the_library_and_the_scripts():
-    import ast
-
     files = sorted(provenance.ROOT.rglob("*.py")) + sorted((REPO / "workflow" / "scripts").glob("*.py"))
     assert len(files) > 100
     for file in files:

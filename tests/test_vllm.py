@@ -166,12 +166,17 @@ class Proxy:
     def completions(self) -> list[dict]:
         return [e for e in self.log if e["path"].endswith("/v1/completions")]
 
+    def __enter__(self) -> Proxy:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+
 
 @pytest.fixture
 def proxy(engine):
-    found = Proxy(engine.client.base_url.removesuffix("/v1"))
-    yield found
-    found.httpd.shutdown()
+    with Proxy(engine.client.base_url.removesuffix("/v1")) as found:
+        yield found
 
 
 def served_ref(bos_model, proxy, **fields) -> ModelRef:
@@ -305,16 +310,13 @@ def test_a_job_killed_mid_call_resumes_without_recomputing_finished_groups(bos_m
     # The rerun goes through a proxy of its own: a request the killed job sent just before it died can reach the
     # first proxy's log late (CI saw one land after the count was taken). The server's address is not part of
     # the cache's namespace, so the rerun reads the same cache.
-    again = Proxy(proxy.target)
-    try:
+    with Proxy(proxy.target) as again:
         with open_model(served_ref(bos_model, again, concurrency=2), cache=cache) as lm:
             from vllm_job import questions
 
             out = lm.generate(questions(prompts), GenerationParams(max_new_tokens=64))
             hits, misses = lm._backend_cache.hits, lm._backend_cache.misses
         sent = len(again.completions())
-    finally:
-        again.httpd.shutdown()
     assert (hits, misses) == (kept, prompts - kept)
     assert sent == prompts - kept  # only the unfinished prompts went out again
     assert len(out) == prompts and len(shard_records(cache)) == prompts

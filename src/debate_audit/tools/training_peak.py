@@ -139,20 +139,15 @@ def settle_collectives(model: Any) -> None:
     input all-reduced and this rank's chunk copied out, the copy freed here before returning."""
     import torch.distributed as dist
     from torch.distributed.fsdp import FSDPModule
-    from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
 
-    class SettledAllGather(AllGather):
-        def allocate(self, size, *, dtype, device):
-            return torch.empty(*size, dtype=dtype, device=device)
-
+    # FSDP2's default communications (their buffers allocated as FSDP2 allocates them), made to wait
+    class SettledAllGather(DefaultAllGather):
         def __call__(self, output_tensor, input_tensor, group, async_op=False):
             _settled(dist.all_gather_single, output_tensor, input_tensor, group=group)
             return None
 
-    class SettledReduceScatter(ReduceScatter):
-        def allocate(self, size, *, dtype, device):
-            return torch.empty(*size, dtype=dtype, device=device)
-
+    class SettledReduceScatter(DefaultReduceScatter):
         def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
             copy = input_tensor.clone()
             _settled(dist.all_reduce, copy, op=op, group=group)
